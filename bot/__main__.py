@@ -1,0 +1,5 @@
+"""`python -m bot` runs the command line."""
+
+from bot.cli.main import main
+
+raise SystemExit(main())

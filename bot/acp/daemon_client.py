@@ -1,0 +1,194 @@
+"""HTTP to the permission-bot daemon (aiohttp): submit, long-poll, decide, with back-off.
+
+Single calls raise :class:`DaemonUnavailable` for what a retry may cure (no connection,
+a timeout, 5xx, 429) and :class:`DaemonRefused` for what it will not (other 4xx). The
+``*_retrying`` helpers retry the former with exponential back-off capped at 2 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from typing import Any
+
+import aiohttp
+import structlog
+import yarl
+
+DEFAULT_URL = "http://127.0.0.1:8750"
+URL_ENV = "PERMISSION_BOT_URL"
+TOKEN_ENV = "PERMISSION_BOT_TOKEN"
+
+log = structlog.get_logger("bot.acp.daemon")
+
+
+def discover(url: str | None, token: str | None) -> tuple[str, str | None]:
+    """The daemon URL and token: flags, else environment, else the default URL and no token."""
+    u = (url or os.environ.get(URL_ENV) or DEFAULT_URL).strip().rstrip("/")
+    t = token if token is not None else os.environ.get(TOKEN_ENV)
+    return u, (t or None)
+
+
+class DaemonError(Exception):
+    """A call to the daemon that did not give a usable answer."""
+
+
+class DaemonUnavailable(DaemonError):
+    """No answer, or one a retry may cure (5xx, 429)."""
+
+
+class DaemonRefused(DaemonError):
+    """A definite refusal (4xx): retrying the same call will not help."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        reason = body.get("reason") or body.get("error") if isinstance(body, dict) else body
+        super().__init__(f"HTTP {status}: {reason}")
+        self.status = status
+        self.body = body
+
+
+class Backoff:
+    """Exponential back-off with jitter: 0.1 s doubling up to ``cap``."""
+
+    def __init__(self, first: float = 0.1, cap: float = 2.0) -> None:
+        self._first = first
+        self._cap = cap
+        self._next = first
+
+    def reset(self) -> None:
+        self._next = self._first
+
+    def delay(self) -> float:
+        """The next pause (and grow the one after)."""
+        d = self._next
+        self._next = min(self._cap, self._next * 2)
+        return d * random.uniform(0.8, 1.0)
+
+
+class DaemonClient:
+    """The daemon's permission routes, one call per method; see the module docstring."""
+
+    def __init__(self, url: str, token: str | None, *, call_timeout: float = 15.0) -> None:
+        self.url = url.rstrip("/")
+        self._base = yarl.URL(self.url)
+        self._token = token
+        self._call_timeout = call_timeout
+        self._session: aiohttp.ClientSession | None = None
+        self._down_since: float | None = None
+        self._last_warning = 0.0
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            headers = {"Accept": "application/json"}
+            if self._token:
+                headers["Authorization"] = f"Bearer {self._token}"
+            self._session = aiohttp.ClientSession(
+                headers=headers,
+                connector=aiohttp.TCPConnector(limit=0, force_close=False),
+                trust_env=False,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        """Close the connection pool."""
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+
+    async def _call(
+        self, method: str, url: yarl.URL, body: Any = None, *, timeout: float | None = None
+    ) -> tuple[int, Any]:
+        t = aiohttp.ClientTimeout(total=timeout or self._call_timeout, sock_connect=min(5.0, timeout or 5.0))
+        data = None if body is None else json.dumps(body, ensure_ascii=False).encode()
+        headers = {"Content-Type": "application/json"} if data is not None else None
+        try:
+            async with self._http().request(method, url, data=data, headers=headers, timeout=t) as r:
+                raw = await r.read()
+                status = r.status
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            self._note_down(e)
+            raise DaemonUnavailable(f"{type(e).__name__}: {e}".rstrip(": ")) from None
+        try:
+            parsed: Any = json.loads(raw) if raw.strip() else None
+        except ValueError:
+            parsed = raw.decode(errors="replace")[:200]
+        if status >= 500 or status == 429:
+            self._note_down(f"HTTP {status}")
+            raise DaemonUnavailable(f"HTTP {status}")
+        self._note_up()
+        return status, parsed
+
+    def _note_down(self, why: object) -> None:
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+        if now - self._last_warning >= 10.0:
+            self._last_warning = now
+            log.warning("daemon unreachable, retrying", url=self.url, error=str(why) or type(why).__name__)
+
+    def _note_up(self) -> None:
+        if self._down_since is not None:
+            log.info("daemon reachable again", url=self.url,
+                     down_seconds=round(time.monotonic() - self._down_since, 2))
+            self._down_since = None
+            self._last_warning = 0.0
+
+    async def submit(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``POST /permissions``: the record (new or, for a known key, the existing one)."""
+        status, rec = await self._call("POST", self._base / "permissions", body)
+        if status in (200, 201) and isinstance(rec, dict) and isinstance(rec.get("id"), str):
+            return rec
+        raise DaemonRefused(status, rec)
+
+    async def get(self, request_id: str, wait: float = 0.0) -> dict[str, Any] | None:
+        """``GET /permissions/{id}[?wait=N]``: the record, or None when the daemon does not know it."""
+        url = self._base / "permissions" / request_id
+        if wait > 0:
+            url = url.with_query(wait=str(int(wait)))
+        status, rec = await self._call("GET", url, timeout=wait + self._call_timeout)
+        if status == 404:
+            return None
+        if status == 200 and isinstance(rec, dict):
+            return rec
+        raise DaemonRefused(status, rec)
+
+    async def decide(self, request_id: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """``POST /permissions/{id}``: the settled record, or None when unknown or already settled."""
+        status, rec = await self._call("POST", self._base / "permissions" / request_id, body)
+        if status == 404:
+            return None
+        if status == 200 and isinstance(rec, dict):
+            return rec
+        raise DaemonRefused(status, rec)
+
+    async def submit_retrying(self, body: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
+        """Submit until it works; past ``deadline`` (loop time) re-raise :class:`DaemonUnavailable`."""
+        loop = asyncio.get_running_loop()
+        backoff = Backoff()
+        while True:
+            try:
+                return await self.submit(body)
+            except DaemonUnavailable:
+                pause = backoff.delay()
+                if deadline is not None:
+                    left = deadline - loop.time()
+                    if left <= 0:
+                        raise
+                    pause = min(pause, left)
+                await asyncio.sleep(pause)
+
+    async def cancel_retrying(self, request_id: str, by: str, budget: float) -> dict[str, Any] | None:
+        """Cancel one request, retrying for up to ``budget`` seconds; the record, or None."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + budget
+        backoff = Backoff(cap=0.5)
+        while True:
+            try:
+                return await self.decide(request_id, {"decision": "cancel", "by": by})
+            except DaemonUnavailable:
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise
+                await asyncio.sleep(min(backoff.delay(), left))

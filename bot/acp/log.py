@@ -1,0 +1,121 @@
+"""The proxy's own logs: structlog key=value lines on stderr, one per event.
+
+stdout belongs to the relayed agent bytes, so nothing here ever touches it. Lines are
+handed to a background thread that writes file descriptor 2: an ACP client that never
+reads our stderr pipe (the SDK's default) cannot stall the relay; when the backlog is
+full, lines are dropped and counted instead.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import threading
+import time
+
+import structlog
+
+_MAX_BACKLOG = 2000
+
+
+class StderrSink:
+    """A write-only text file for loggers, drained to a file descriptor by a daemon thread."""
+
+    def __init__(self, fd: int = 2, max_backlog: int = _MAX_BACKLOG) -> None:
+        self._fd = fd
+        self._max = max_backlog
+        self._lines: collections.deque[bytes] = collections.deque()
+        self._cv = threading.Condition()
+        self._dropped = 0
+        self._busy = False
+        self._broken = False
+        self._thread: threading.Thread | None = None
+
+    def write(self, text: str) -> int:
+        """Queue ``text`` (one or more whole lines); drop it when the backlog is full."""
+        data = text.encode("utf-8", "replace")
+        with self._cv:
+            if self._broken:
+                return len(text)
+            if len(self._lines) >= self._max:
+                self._dropped += 1
+                return len(text)
+            self._lines.append(data)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="acp-stderr", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing to do: the thread writes as soon as it can (see :meth:`drain`)."""
+
+    def drain(self, timeout: float = 1.0) -> None:
+        """Wait up to ``timeout`` seconds for queued lines to reach the descriptor."""
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while (self._lines or self._busy) and not self._broken:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cv.wait(left)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._lines:
+                    self._busy = False
+                    self._cv.notify_all()
+                    self._cv.wait()
+                data = self._lines.popleft()
+                if not self._lines and self._dropped:
+                    note = f"level=warning event='stderr backlog full, {self._dropped} log lines dropped'\n"
+                    self._lines.append(note.encode())
+                    self._dropped = 0
+                self._busy = True
+            try:
+                view = memoryview(data)
+                while view:
+                    n = os.write(self._fd, view)
+                    view = view[n:]
+            except OSError:
+                with self._cv:
+                    self._broken = True
+                    self._lines.clear()
+                    self._busy = False
+                    self._cv.notify_all()
+                return
+
+
+_sink: StderrSink | None = None
+
+
+def configure_stderr_logging(level: int = logging.INFO) -> StderrSink:
+    """Send structlog (and stray stdlib logging) to stderr as key=value lines; return the sink."""
+    global _sink
+    if _sink is None:
+        _sink = StderrSink()
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"], drop_missing=True),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.WriteLoggerFactory(file=_sink),
+        cache_logger_on_first_use=False,
+    )
+    handler = logging.StreamHandler(_sink)
+    handler.setFormatter(logging.Formatter("level=%(levelname)s logger=%(name)s event=%(message)r"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.WARNING)
+    return _sink
+
+
+def drain_stderr_logging(timeout: float = 1.0) -> None:
+    """Give queued log lines up to ``timeout`` seconds to be written (call before exiting)."""
+    if _sink is not None:
+        _sink.drain(timeout)

@@ -1,0 +1,114 @@
+"""What the agent has said about its tool calls, to complete sparse permission requests.
+
+Agents announce a tool call with a ``session/update`` (``sessionUpdate: "tool_call"``),
+refine it with ``tool_call_update`` and may then ask permission with only the
+``toolCallId``. The cache keeps the latest known fields per ``(sessionId, toolCallId)``,
+bounded by entry count and approximate size (least recently touched go first).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from typing import Any
+
+# What a permission prompt needs from a tool call, in ACP's wire names.
+CONTEXT_FIELDS = ("title", "kind", "rawInput", "content", "locations", "_meta")
+# Fields worth keeping from updates (status decides nothing here).
+_KEPT = CONTEXT_FIELDS
+CONTEXT_BYTES = 256 * 1024  # the context rides in the daemon's request body; keep it modest
+
+
+def lacks(tool_call: dict[str, Any], field: str) -> bool:
+    """Whether ``field`` is missing, null or empty in ``tool_call``."""
+    v = tool_call.get(field)
+    return v is None or v == "" or v == [] or v == {}
+
+
+class ToolCallCache:
+    """Latest known fields of each tool call, keyed by ``(sessionId, toolCallId)``."""
+
+    def __init__(self, max_entries: int = 4096, max_bytes: int = 64 << 20) -> None:
+        self._entries: OrderedDict[tuple[str, str], tuple[dict[str, Any], int]] = OrderedDict()
+        self._max_entries = max_entries
+        self._max_bytes = max_bytes
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def observe(self, params: Any, size: int = 0) -> None:
+        """Take in one ``session/update`` params object (anything else is ignored).
+
+        ``size`` is the length of the line it came in, the entry's size estimate.
+        """
+        if not isinstance(params, dict):
+            return
+        sid = params.get("sessionId")
+        upd = params.get("update")
+        if not isinstance(sid, str) or not isinstance(upd, dict):
+            return
+        kind = upd.get("sessionUpdate")
+        if kind == "tool_call":
+            self.merge(sid, upd, size, replace=True)
+        elif kind == "tool_call_update":
+            self.merge(sid, upd, size, replace=False)
+
+    def merge(self, session_id: str, tool_call: dict[str, Any], size: int = 0, *, replace: bool = False) -> None:
+        """Record the non-empty fields of ``tool_call``; ``replace`` starts the entry afresh."""
+        tcid = tool_call.get("toolCallId")
+        if not isinstance(tcid, str):
+            return
+        key = (session_id, tcid)
+        old = self._entries.pop(key, None)
+        fields: dict[str, Any] = {}
+        est = 0
+        if old is not None:
+            self._bytes -= old[1]
+            if not replace:
+                fields, est = dict(old[0]), old[1]
+        for f in _KEPT:
+            if not lacks(tool_call, f):
+                fields[f] = tool_call[f]
+        est = max(est, size)
+        self._entries[key] = (fields, est)
+        self._bytes += est
+        self._evict()
+
+    def get(self, session_id: str, tool_call_id: str) -> dict[str, Any] | None:
+        """The known fields of one tool call, or None."""
+        e = self._entries.get((session_id, tool_call_id))
+        if e is None:
+            return None
+        self._entries.move_to_end((session_id, tool_call_id))
+        return e[0]
+
+    def completion(self, session_id: str, tool_call: Any) -> dict[str, Any] | None:
+        """The fields ``tool_call`` lacks that the cache knows (a ``toolCallContext``), or None.
+
+        When the result would be larger than :data:`CONTEXT_BYTES`, the bulkiest fields
+        (content, then rawInput, then _meta) are left out.
+        """
+        if not isinstance(tool_call, dict):
+            return None
+        tcid = tool_call.get("toolCallId")
+        if not isinstance(tcid, str):
+            return None
+        known = self.get(session_id, tcid)
+        if not known:
+            return None
+        ctx = {f: known[f] for f in CONTEXT_FIELDS if f in known and lacks(tool_call, f)}
+        for bulky in ("content", "rawInput", "_meta", "locations"):
+            if not ctx or _size(ctx) <= CONTEXT_BYTES:
+                break
+            ctx.pop(bulky, None)
+        return ctx or None
+
+    def _evict(self) -> None:
+        while self._entries and (len(self._entries) > self._max_entries or self._bytes > self._max_bytes):
+            _, (_, est) = self._entries.popitem(last=False)
+            self._bytes -= est
+
+
+def _size(obj: Any) -> int:
+    return len(json.dumps(obj, ensure_ascii=False, separators=(",", ":")))

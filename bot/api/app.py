@@ -1,0 +1,210 @@
+"""The HTTP API (aiohttp): submit, list, get with long-poll, decide, SSE, health, metrics.
+
+Every mutating route needs the bearer token; without a configured token they
+all answer 401 (fail closed). Bad bodies get a 4xx with a reason, never a 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from typing import TYPE_CHECKING, Any
+
+import structlog
+from aiohttp import web
+
+from bot.inbox.decisions import NoFittingOption
+from bot.inbox.record import Record
+from bot.inbox.submission import SubmissionError
+
+if TYPE_CHECKING:
+    from bot.daemon import Daemon
+
+log = structlog.get_logger("api")
+
+MAX_BODY = 2 * 1024 * 1024
+MAX_WAIT = 300.0
+DAEMON: web.AppKey[Daemon] = web.AppKey("daemon")
+TOKEN: web.AppKey[str | None] = web.AppKey("token")
+SUBSCRIBERS: web.AppKey[set[asyncio.Queue[tuple[str, dict[str, Any]]]]] = web.AppKey("subscribers")
+
+
+def _error(status: int, code: str, reason: str) -> web.Response:
+    return web.json_response({"error": code, "reason": reason}, status=status)
+
+
+def _authorized(request: web.Request) -> web.Response | None:
+    token = request.app[TOKEN]
+    if not token:
+        return _error(401, "unauthorized", "the daemon has no api.token configured; mutating routes are closed")
+    got = request.headers.get("Authorization", "")
+    if not got.startswith("Bearer ") or not hmac.compare_digest(got[7:].strip().encode(), token.encode()):
+        return _error(401, "unauthorized", "a valid 'Authorization: Bearer TOKEN' header is required")
+    return None
+
+
+async def _json_body(request: web.Request) -> Any:
+    raw = await request.read()
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SubmissionError(f"body: not valid JSON ({e})") from None
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    try:
+        resp: web.StreamResponse = await handler(request)
+        return resp
+    except web.HTTPException as e:
+        if e.status == 413:
+            return _error(413, "too_large", f"body larger than {MAX_BODY} bytes")
+        if e.status >= 400 and e.content_type != "application/json":
+            return _error(e.status, e.reason.lower().replace(" ", "_"), e.reason)
+        raise
+    except SubmissionError as e:
+        return _error(422, "invalid_request", str(e))
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception:
+        log.exception("api_handler_failed", path=request.path)
+        return _error(500, "internal", "internal error; see the daemon's log")
+
+
+async def submit(request: web.Request) -> web.Response:
+    if (denied := _authorized(request)) is not None:
+        return denied
+    body = await _json_body(request)
+    rec, created = await request.app[DAEMON].submit(body)
+    return web.json_response(rec.to_api(), status=201 if created else 200)
+
+
+async def list_pending(request: web.Request) -> web.Response:
+    session = request.query.get("session") or None
+    recs = await request.app[DAEMON].inbox.pending(session)
+    return web.json_response([r.to_api() for r in recs])
+
+
+async def get_one(request: web.Request) -> web.Response:
+    rid = request.match_info["id"]
+    wait_s = request.query.get("wait")
+    inbox = request.app[DAEMON].inbox
+    rec: Record | None
+    if wait_s is not None:
+        try:
+            wait = float(wait_s)
+        except ValueError:
+            return _error(422, "invalid_request", "wait: expected a number of seconds")
+        if not 0 <= wait <= MAX_WAIT or wait != wait:
+            return _error(422, "invalid_request", f"wait: between 0 and {MAX_WAIT:g} seconds")
+        rec = await inbox.wait_settled(rid, wait)
+    else:
+        rec = await inbox.get(rid)
+    if rec is None:
+        return _error(404, "not_found", f"no request {rid!r}")
+    return web.json_response(rec.to_api())
+
+
+def _opt_str(body: dict[str, Any], key: str, max_len: int) -> str | None:
+    v = body.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str):
+        raise SubmissionError(f"{key}: expected a string")
+    if len(v) > max_len:
+        raise SubmissionError(f"{key}: at most {max_len} characters")
+    return v
+
+
+async def decide(request: web.Request) -> web.Response:
+    from bot.daemon import NotFound
+
+    if (denied := _authorized(request)) is not None:
+        return denied
+    rid = request.match_info["id"]
+    body = await _json_body(request)
+    if not isinstance(body, dict):
+        raise SubmissionError("body: expected a JSON object")
+    decision = body.get("decision")
+    if decision not in ("approve", "deny", "cancel"):
+        raise SubmissionError('decision: expected "approve", "deny" or "cancel"')
+    scope = body.get("scope")
+    if scope not in (None, "once", "always"):
+        raise SubmissionError('scope: expected "once" or "always"')
+    via = body.get("via", "api")
+    if via not in ("api", "rule"):
+        raise SubmissionError('via: expected "api" or "rule"')
+    option_id = _opt_str(body, "option_id", 200)
+    feedback = _opt_str(body, "feedback", 4000)
+    by = _opt_str(body, "by", 200) or "api"
+    try:
+        rec = await request.app[DAEMON].decide(
+            rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=by, via=via
+        )
+    except NotFound:
+        return _error(404, "not_found", f"no pending request {rid!r} (unknown or already resolved)")
+    except NoFittingOption as e:
+        return _error(409, "no_fitting_option", str(e))
+    return web.json_response(rec.to_api())
+
+
+async def events(request: web.Request) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    q: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=10000)
+    subs = request.app[SUBSCRIBERS]
+    subs.add(q)
+    try:
+        await resp.write(b": connected\n\n")
+        while True:
+            try:
+                kind, data = await asyncio.wait_for(q.get(), 15.0)
+            except TimeoutError:
+                await resp.write(b": keepalive\n\n")
+                continue
+            payload = json.dumps(data, separators=(",", ":"))
+            await resp.write(f"event: {kind}\ndata: {payload}\n\n".encode())
+    except (ConnectionResetError, asyncio.CancelledError):
+        pass
+    finally:
+        subs.discard(q)
+    return resp
+
+
+async def healthz(request: web.Request) -> web.Response:
+    d = request.app[DAEMON]
+    return web.json_response({"ok": True, "matrix_ready": d.ready, "matrix_connected": d.matrix.connected})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    text = await request.app[DAEMON].metrics.render()
+    return web.Response(text=text, content_type="text/plain", charset="utf-8")
+
+
+def create_app(daemon: Daemon, token: str | None) -> web.Application:
+    """The aiohttp application over ``daemon``."""
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[_errors])
+    app[DAEMON] = daemon
+    app[TOKEN] = token
+    subs: set[asyncio.Queue[tuple[str, dict[str, Any]]]] = set()
+    app[SUBSCRIBERS] = subs
+
+    def fan_out(kind: str, rec: Record) -> None:
+        name = "permission-request" if kind == "request" else "permission-resolved"
+        data = rec.to_api()
+        for q in list(subs):
+            try:
+                q.put_nowait((name, data))
+            except asyncio.QueueFull:
+                pass
+
+    daemon.inbox.listen(fan_out)
+    app.router.add_post("/permissions", submit)
+    app.router.add_get("/permissions", list_pending)
+    app.router.add_get("/permissions/{id}", get_one)
+    app.router.add_post("/permissions/{id}", decide)
+    app.router.add_get("/events", events)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
+    return app

@@ -1,0 +1,70 @@
+"""The `permission-bot` command line: a thin argparse front over the rest of the package."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from bot import __version__
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="permission-bot",
+        description="Approve what coding agents (ACP) want to do, from a Matrix room.",
+    )
+    p.add_argument("--version", action="version", version=f"permission-bot {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    run = sub.add_parser("run", help="run the daemon (Matrix + inbox + HTTP API)")
+    run.add_argument("--config", default="config.toml", help="the TOML config (default: ./config.toml)")
+
+    doctor = sub.add_parser("doctor", help="check a config against the homeserver and the room")
+    doctor.add_argument("--config", default="config.toml")
+
+    acp = sub.add_parser(
+        "acp", help="stand between an ACP client and an agent, taking its permission requests"
+    )
+    try:  # TEMP while the proxy lands
+        from bot.cli import acp_cmd
+
+        acp_cmd.add_arguments(acp)
+    except ImportError:
+        pass
+
+    perms = sub.add_parser("permissions", help="the permission inbox: ls, approve, deny, watch")
+    from bot.cli import permissions
+
+    permissions.add_arguments(perms)
+
+    check = sub.add_parser("check-event", help="validate a dev.agentpod.permission.v2 content object")
+    check.add_argument("file", nargs="?", default="-", help="a JSON file, or - for stdin (default)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the chosen command; returns the exit code."""
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.command == "run":
+        from bot.cli import run_cmd
+
+        return run_cmd.run(args.config)
+    if args.command == "doctor":
+        from bot.cli import doctor
+
+        return doctor.run(args.config)
+    if args.command == "acp":
+        from bot.cli import acp_cmd
+
+        return acp_cmd.run(args)
+    if args.command == "permissions":
+        from bot.cli import permissions
+
+        return permissions.run(args)
+    if args.command == "check-event":
+        from bot.cli import check_event
+
+        return check_event.run(args.file)
+    return 2

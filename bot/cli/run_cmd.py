@@ -1,0 +1,65 @@
+"""`permission-bot run --config PATH`: the daemon in the foreground."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import structlog
+from aiohttp import web
+
+from bot import logs
+from bot.config import Config, ConfigError, load_config
+
+
+async def _serve(cfg: Config) -> int:
+    from bot.api.app import create_app
+    from bot.daemon import Daemon, install_signal_handlers
+    from bot.matrix.client import MatrixFatal
+
+    log = structlog.get_logger("run")
+    daemon = Daemon(cfg)
+    install_signal_handlers(daemon.stop)
+    await daemon.start()
+    if not cfg.api.token:
+        log.warning("api_token_missing", hint="set api.token or PERMISSION_BOT_API_TOKEN; mutating routes are closed")
+    runner = web.AppRunner(create_app(daemon, cfg.api.token), access_log=None, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, cfg.api.host, cfg.api.port, reuse_address=True)
+    try:
+        await site.start()
+    except OSError as e:
+        log.error("api_listen_failed", listen=cfg.api.listen, error=e.strerror)
+        await daemon.close()
+        return 1
+    log.info("api_listening", listen=cfg.api.listen)
+    timer = asyncio.create_task(daemon.timer_loop(), name="timer")
+    code = 0
+    try:
+        await daemon.run_matrix()
+    except MatrixFatal as e:
+        log.error("matrix_fatal", error=str(e))
+        code = 1
+    finally:
+        daemon.stop.set()
+        timer.cancel()
+        await asyncio.gather(timer, return_exceptions=True)
+        await runner.cleanup()
+        await daemon.close()
+        log.info("stopped", code=code)
+    return code
+
+
+def run(config_path: str) -> int:
+    """Load the config (one line naming the key on error, exit 2) and run until stopped."""
+    try:
+        cfg = load_config(config_path)
+    except ConfigError as e:
+        print(f"permission-bot: config error: {e}", file=sys.stderr)
+        return 2
+    secrets = [s for s in (cfg.matrix.password, cfg.matrix.access_token, cfg.api.token) if s]
+    logs.configure(cfg.log.level, cfg.log.format, secrets)
+    try:
+        return asyncio.run(_serve(cfg))
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,220 @@
+"""TOML config -> validated settings, with environment overrides for secrets.
+
+Every problem becomes one ``ConfigError`` line naming the key, e.g.
+``matrix.homeserver: required``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bot.durations import DurationError, parse_duration
+
+ENV_PASSWORD = "PERMISSION_BOT_MATRIX_PASSWORD"
+ENV_ACCESS_TOKEN = "PERMISSION_BOT_MATRIX_ACCESS_TOKEN"
+ENV_API_TOKEN = "PERMISSION_BOT_API_TOKEN"
+
+
+class ConfigError(Exception):
+    """A config problem, as one line that names the key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class MatrixConfig(_Section):
+    """[matrix]: the bot's account and its station room."""
+
+    homeserver: str
+    user_id: str
+    password: str | None = Field(default=None, repr=False)
+    access_token: str | None = Field(default=None, repr=False)
+    device_name: str = "permission-bot"
+    room: str
+    sync_timeout: float = 30.0
+
+    @field_validator("homeserver")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v.rstrip("/")
+
+    @field_validator("user_id")
+    @classmethod
+    def _mxid(cls, v: str) -> str:
+        if not (v.startswith("@") and ":" in v):
+            raise ValueError("must be a full Matrix id like @permbot:example.org")
+        return v
+
+    @field_validator("room")
+    @classmethod
+    def _room(cls, v: str) -> str:
+        if not (v.startswith("!") and len(v) > 1) and not (v.startswith("#") and ":" in v):
+            raise ValueError("must be a room id (!abc:example.org) or an alias (#room:example.org)")
+        return v
+
+
+class AnswerersConfig(_Section):
+    """[answerers]: who may answer prompts. Empty means nobody."""
+
+    users: list[str] = []
+    min_power_level: int | None = None
+
+
+class ApiConfig(_Section):
+    """[api]: the HTTP API."""
+
+    listen: str = "127.0.0.1:8750"
+    token: str | None = Field(default=None, repr=False)
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, v: str) -> str:
+        host, sep, port = v.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:8750")
+        return v
+
+    @property
+    def host(self) -> str:
+        return self.listen.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rpartition(":")[2])
+
+
+class StateConfig(_Section):
+    """[state]: where everything durable lives."""
+
+    path: str = "./state"
+
+
+class PromptsConfig(_Section):
+    """[prompts]: how long a prompt stays answerable and what a timeout does."""
+
+    timeout: float = 900.0
+    on_timeout: Literal["reject", "cancel"] = "reject"
+    seed_reactions: bool = True
+    post_rule_settled: bool = True
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _duration(cls, v: Any) -> float:
+        try:
+            seconds = parse_duration(v)
+        except DurationError as e:
+            raise ValueError(str(e)) from None
+        if seconds <= 0:
+            raise ValueError("must be longer than 0s")
+        return seconds
+
+
+class LogConfig(_Section):
+    """[log]: level and rendering of the daemon's structured log."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["json", "console"] = "console"
+
+
+class Config(_Section):
+    """The whole validated config."""
+
+    matrix: MatrixConfig
+    answerers: AnswerersConfig = AnswerersConfig()
+    api: ApiConfig = ApiConfig()
+    state: StateConfig = StateConfig()
+    prompts: PromptsConfig = PromptsConfig()
+    log: LogConfig = LogConfig()
+    rules: list[dict[str, Any]] = []
+
+    @model_validator(mode="after")
+    def _credentials(self) -> Config:
+        if not self.matrix.password and not self.matrix.access_token:
+            raise ValueError(
+                f"matrix.password: required (or matrix.access_token, or env {ENV_PASSWORD} / {ENV_ACCESS_TOKEN})"
+            )
+        return self
+
+    @property
+    def state_dir(self) -> Path:
+        return Path(self.state.path)
+
+
+_TYPE_WORDS = {
+    "string_type": "expected a string",
+    "int_type": "expected an integer",
+    "float_type": "expected a number",
+    "bool_type": "expected true or false",
+    "tuple_type": "expected a list",
+    "list_type": "expected a list",
+    "dict_type": "expected a table",
+    "model_type": "expected a table",
+}
+
+
+def _one_line(err: ValidationError) -> str:
+    """The first validation error as ``key.path: what is wrong``."""
+    e = err.errors()[0]
+    loc = ".".join(str(p) for p in e["loc"])
+    kind = e["type"]
+    if kind == "missing":
+        msg = "required"
+    elif kind == "extra_forbidden":
+        msg = "unknown key"
+    elif kind in _TYPE_WORDS:
+        msg = f"{_TYPE_WORDS[kind]} (got {type(e['input']).__name__} {e['input']!r})"[:200]
+    else:
+        msg = e["msg"].removeprefix("Value error, ")
+    return f"{loc}: {msg}" if loc else msg
+
+
+def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Config:
+    """Validate parsed TOML ``data``; environment secrets win over the file."""
+    env = dict(os.environ) if env is None else env
+    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    matrix = data.get("matrix")
+    if isinstance(matrix, dict):
+        if env.get(ENV_PASSWORD):
+            matrix["password"] = env[ENV_PASSWORD]
+        if env.get(ENV_ACCESS_TOKEN):
+            matrix["access_token"] = env[ENV_ACCESS_TOKEN]
+    if env.get(ENV_API_TOKEN):
+        api = data.setdefault("api", {})
+        if isinstance(api, dict):
+            api["token"] = env[ENV_API_TOKEN]
+    try:
+        cfg = Config.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_one_line(e)) from None
+    if cfg.rules:
+        from bot.rules import RuleError, parse_rules
+
+        try:
+            parse_rules(list(cfg.rules))
+        except RuleError as e:
+            raise ConfigError(f"rules: {e}") from None
+    return cfg
+
+
+def load_config(path: str | Path, env: dict[str, str] | None = None) -> Config:
+    """Read and validate the TOML file at ``path``."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such config file (copy config.example.toml)") from None
+    except OSError as e:
+        raise ConfigError(f"{p}: cannot read: {e.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: not valid TOML: {e}") from None
+    return parse_config(data, env)

@@ -1,0 +1,53 @@
+"""Wire formats: the ``dev.agentpod.permission.v2`` content, its subject, the v1 card, the structured answer.
+
+``validate_content`` is the one gate (used by ``check-event`` and the prompt builder);
+``schema_verdict`` checks the same by the packaged JSON Schema.
+"""
+
+from bot.events.models import (
+    ANSWER_KEY,
+    CARD_KEY,
+    SUBJECT_SCHEMA,
+    SUITE_EVENT_TYPE,
+    AnswerSubject,
+    Card,
+    CardOption,
+    PermissionAnswer,
+    PermissionOption,
+    PermissionV2,
+    PreviewField,
+    PreviewItem,
+    PreviewText,
+    Subject,
+)
+from bot.events.schema import format_checker, load_schema, schema_verdict, unique_by_problem
+from bot.events.timestamps import format_utc_ms, is_rfc3339, parse_rfc3339
+from bot.events.validate import EventError, answer_from_content, validate_answer, validate_content
+
+__all__ = [
+    "ANSWER_KEY",
+    "CARD_KEY",
+    "SUBJECT_SCHEMA",
+    "SUITE_EVENT_TYPE",
+    "AnswerSubject",
+    "Card",
+    "CardOption",
+    "EventError",
+    "PermissionAnswer",
+    "PermissionOption",
+    "PermissionV2",
+    "PreviewField",
+    "PreviewItem",
+    "PreviewText",
+    "Subject",
+    "answer_from_content",
+    "format_checker",
+    "format_utc_ms",
+    "is_rfc3339",
+    "load_schema",
+    "parse_rfc3339",
+    "schema_verdict",
+    "unique_by_problem",
+    "validate_answer",
+    "validate_content",
+]

@@ -1,0 +1,122 @@
+"""One permission request as the inbox keeps it, and its API form."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from bot.timeutil import iso_ms
+
+PENDING, RESOLVED, EXPIRED, CANCELLED = "pending", "resolved", "expired", "cancelled"
+STATES = (PENDING, RESOLVED, EXPIRED, CANCELLED)
+VIAS = ("matrix", "reaction", "structured", "api", "rule", "timeout", "cancel")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a request was settled. ``option_id`` None means cancelled."""
+
+    option_id: str | None
+    answered_by: str
+    via: str
+    feedback: str | None
+    decided_at: float
+
+
+@dataclass(frozen=True)
+class Record:
+    """A request and everything durable about it."""
+
+    id: str
+    session_id: str
+    request_seq: int
+    key: str | None
+    label: str | None
+    tool_call_id: str
+    title: str
+    tool_kind: str | None
+    tool_name: str | None
+    options: list[dict[str, Any]]
+    raw_input: Any
+    locations: list[dict[str, Any]]
+    content: list[dict[str, Any]]
+    params: dict[str, Any]
+    digest: str
+    revision: int
+    state: str
+    requested_at: float
+    expires_at: float
+    prompt_event_id: str | None
+    prompt_edited: bool
+    outcome: Outcome | None
+
+    @property
+    def pending(self) -> bool:
+        return self.state == PENDING
+
+    def option_name(self, option_id: str | None) -> str | None:
+        for o in self.options:
+            if o["optionId"] == option_id:
+                return str(o["name"])
+        return None
+
+    def question(self) -> str:
+        """agentproto's one-line question: ``Allow "Bash"?``."""
+        return f'Allow "{self.tool_name or self.title}"?'
+
+    def to_api(self) -> dict[str, Any]:
+        """The JSON record of the HTTP API (snake_case plus agentproto's camelCase names)."""
+        out = None
+        if self.outcome is not None:
+            o = self.outcome
+            out = {
+                "option_id": o.option_id,
+                "option_name": self.option_name(o.option_id),
+                "answered_by": o.answered_by,
+                "via": o.via,
+                "feedback": o.feedback,
+                "decided_at": iso_ms(o.decided_at),
+            }
+        requested = iso_ms(self.requested_at)
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "request_seq": self.request_seq,
+            "label": self.label,
+            "tool_call_id": self.tool_call_id,
+            "title": self.title,
+            "tool_kind": self.tool_kind,
+            "tool_name": self.tool_name,
+            "options": self.options,
+            "raw_input": self.raw_input,
+            "locations": self.locations,
+            "state": self.state,
+            "requested_at": requested,
+            "expires_at": iso_ms(self.expires_at),
+            "revision": self.revision,
+            "digest": self.digest,
+            "prompt_event_id": self.prompt_event_id,
+            "outcome": out,
+            "params": self.params,
+            "sessionId": self.session_id,
+            "toolCallId": self.tool_call_id,
+            "toolName": self.tool_name or self.title,
+            "text": self.question(),
+            "rawInput": self.raw_input,
+            "requestedAt": requested,
+        }
+
+    def acp_result(self) -> dict[str, Any]:
+        """The ``session/request_permission`` result the agent receives."""
+        if self.outcome is None or self.outcome.option_id is None:
+            return {"outcome": {"outcome": "cancelled"}}
+        result: dict[str, Any] = {"outcome": {"outcome": "selected", "optionId": self.outcome.option_id}}
+        if self.outcome.feedback:
+            result["_meta"] = {"feedback": self.outcome.feedback}
+        return result
+
+
+def dumps(v: Any) -> str:
+    """Compact JSON for the store."""
+    return json.dumps(v, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,396 @@
+"""The durable inbox: SQLite (WAL) through aiosqlite, one transaction per state change.
+
+It is the only place that decides a request's state. A request leaves
+``pending`` at most once: settling is a conditional UPDATE checked by rowcount.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Outcome, Record, dumps
+from bot.inbox.submission import Submission
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS requests (
+  id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  request_seq INTEGER NOT NULL,
+  key TEXT,
+  label TEXT,
+  tool_call_id TEXT NOT NULL,
+  title TEXT NOT NULL,
+  tool_kind TEXT,
+  tool_name TEXT,
+  options TEXT NOT NULL,
+  raw_input TEXT,
+  locations TEXT NOT NULL,
+  content TEXT NOT NULL,
+  params TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  requested_at REAL NOT NULL,
+  expires_at REAL NOT NULL,
+  prompt_event_id TEXT,
+  prompt_edited INTEGER NOT NULL DEFAULT 0,
+  seeded INTEGER NOT NULL DEFAULT 0,
+  outcome_option_id TEXT,
+  outcome_by TEXT,
+  outcome_via TEXT,
+  outcome_feedback TEXT,
+  decided_at REAL,
+  UNIQUE (session_id, request_seq)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS requests_key ON requests (session_id, key) WHERE key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS requests_state ON requests (state, requested_at);
+CREATE INDEX IF NOT EXISTS requests_prompt ON requests (prompt_event_id);
+CREATE INDEX IF NOT EXISTS requests_toolcall ON requests (session_id, tool_call_id);
+CREATE TABLE IF NOT EXISTS seq (session_id TEXT PRIMARY KEY, last INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS handled (event_id TEXT PRIMARY KEY, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reactions (
+  request_id TEXT NOT NULL, key TEXT NOT NULL, event_id TEXT, redacted INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (request_id, key)
+);
+"""
+
+Listener = Callable[[str, Record], None]
+
+
+def _row_to_record(r: aiosqlite.Row) -> Record:
+    outcome = None
+    if r["outcome_via"] is not None:
+        outcome = Outcome(
+            option_id=r["outcome_option_id"],
+            answered_by=r["outcome_by"],
+            via=r["outcome_via"],
+            feedback=r["outcome_feedback"],
+            decided_at=r["decided_at"],
+        )
+    return Record(
+        id=r["id"],
+        session_id=r["session_id"],
+        request_seq=r["request_seq"],
+        key=r["key"],
+        label=r["label"],
+        tool_call_id=r["tool_call_id"],
+        title=r["title"],
+        tool_kind=r["tool_kind"],
+        tool_name=r["tool_name"],
+        options=json.loads(r["options"]),
+        raw_input=json.loads(r["raw_input"]) if r["raw_input"] is not None else None,
+        locations=json.loads(r["locations"]),
+        content=json.loads(r["content"]),
+        params=json.loads(r["params"]),
+        digest=r["digest"],
+        revision=r["revision"],
+        state=r["state"],
+        requested_at=r["requested_at"],
+        expires_at=r["expires_at"],
+        prompt_event_id=r["prompt_event_id"],
+        prompt_edited=bool(r["prompt_edited"]),
+        outcome=outcome,
+    )
+
+
+class Inbox:
+    """Requests, their states and outcomes, seq counters, handled events, sync token."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db: aiosqlite.Connection | None = None
+        self._lock = asyncio.Lock()
+        self._listeners: list[Listener] = []
+        self._changed: dict[str, asyncio.Event] = {}
+
+    # -- lifecycle -------------------------------------------------------
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = await aiosqlite.connect(self.path, isolation_level=None)
+        self._db.row_factory = aiosqlite.Row
+        await self._db.execute("PRAGMA journal_mode=WAL")
+        await self._db.execute("PRAGMA synchronous=NORMAL")
+        await self._db.execute("PRAGMA busy_timeout=5000")
+        await self._db.executescript(SCHEMA)
+
+    async def close(self) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    @property
+    def db(self) -> aiosqlite.Connection:
+        assert self._db is not None, "inbox not open"
+        return self._db
+
+    @asynccontextmanager
+    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            await self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                await self.db.execute("ROLLBACK")
+                raise
+            await self.db.execute("COMMIT")
+
+    # -- change notification --------------------------------------------
+    def listen(self, fn: Listener) -> None:
+        """Call ``fn(kind, record)`` after each committed change (kind: request/resolved)."""
+        self._listeners.append(fn)
+
+    def _emit(self, kind: str, rec: Record) -> None:
+        ev = self._changed.pop(rec.id, None)
+        if ev is not None and kind == "resolved":
+            ev.set()
+        elif ev is not None:
+            self._changed[rec.id] = ev
+        for fn in self._listeners:
+            fn(kind, rec)
+
+    async def wait_settled(self, request_id: str, timeout: float) -> Record | None:
+        """The record once it is no longer pending, or as it is when ``timeout`` runs out."""
+        ev = self._changed.setdefault(request_id, asyncio.Event())
+        rec = await self.get(request_id)
+        if rec is None or not rec.pending or timeout <= 0:
+            if not ev.is_set() and self._changed.get(request_id) is ev and (rec is None or not rec.pending):
+                del self._changed[request_id]
+            return rec
+        try:
+            await asyncio.wait_for(ev.wait(), timeout)
+        except TimeoutError:
+            pass
+        return await self.get(request_id)
+
+    # -- requests --------------------------------------------------------
+    async def submit(self, sub: Submission, now: float, timeout: float) -> tuple[Record, bool]:
+        """Store a new request with the next seq of its session; idempotent on (session, key)."""
+        async with self._tx() as db:
+            if sub.key is not None:
+                cur = await db.execute(
+                    "SELECT * FROM requests WHERE session_id=? AND key=?", (sub.session_id, sub.key)
+                )
+                row = await cur.fetchone()
+                if row is not None:
+                    return _row_to_record(row), False
+            cur = await db.execute(
+                "INSERT INTO seq (session_id, last) VALUES (?, 1) "
+                "ON CONFLICT(session_id) DO UPDATE SET last = last + 1 RETURNING last",
+                (sub.session_id,),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            seq = int(row[0])
+            cur = await db.execute(
+                "SELECT COUNT(*) FROM requests WHERE session_id=? AND tool_call_id=?",
+                (sub.session_id, sub.tool_call_id),
+            )
+            row = await cur.fetchone()
+            revision = 1 + int(row[0] if row else 0)
+            rid = f"{sub.session_id}:{seq}"
+            await db.execute(
+                "INSERT INTO requests (id, session_id, request_seq, key, label, tool_call_id, title, tool_kind,"
+                " tool_name, options, raw_input, locations, content, params, digest, revision, state,"
+                " requested_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    rid, sub.session_id, seq, sub.key, sub.label, sub.tool_call_id, sub.title, sub.tool_kind,
+                    sub.tool_name, dumps(sub.options),
+                    None if sub.raw_input is None else dumps(sub.raw_input),
+                    dumps(sub.locations), dumps(sub.content), dumps(sub.params), sub.digest, revision,
+                    PENDING, now, now + timeout,
+                ),
+            )
+            cur = await db.execute("SELECT * FROM requests WHERE id=?", (rid,))
+            row = await cur.fetchone()
+            assert row is not None
+            rec = _row_to_record(row)
+        self._emit("request", rec)
+        return rec, True
+
+    async def get(self, request_id: str) -> Record | None:
+        cur = await self.db.execute("SELECT * FROM requests WHERE id=?", (request_id,))
+        row = await cur.fetchone()
+        return _row_to_record(row) if row else None
+
+    async def by_prompt_event(self, event_id: str) -> Record | None:
+        cur = await self.db.execute("SELECT * FROM requests WHERE prompt_event_id=?", (event_id,))
+        row = await cur.fetchone()
+        return _row_to_record(row) if row else None
+
+    async def pending(self, session: str | None = None) -> list[Record]:
+        """Pending records, oldest first; ``session`` matches the id or the label."""
+        if session is None:
+            cur = await self.db.execute(
+                "SELECT * FROM requests WHERE state=? ORDER BY requested_at, rowid", (PENDING,)
+            )
+        else:
+            cur = await self.db.execute(
+                "SELECT * FROM requests WHERE state=? AND (session_id=? OR label=?) ORDER BY requested_at, rowid",
+                (PENDING, session, session),
+            )
+        return [_row_to_record(r) for r in await cur.fetchall()]
+
+    async def count_pending(self) -> int:
+        cur = await self.db.execute("SELECT COUNT(*) FROM requests WHERE state=?", (PENDING,))
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def settle(
+        self,
+        request_id: str,
+        *,
+        option_id: str | None,
+        by: str,
+        via: str,
+        feedback: str | None,
+        now: float,
+        state: str | None = None,
+        event_id: str | None = None,
+    ) -> Record | None:
+        """Leave ``pending`` once. Returns the settled record, or None when it was not pending.
+
+        ``state`` defaults to resolved (cancelled when ``option_id`` is None). ``event_id``,
+        when given, is marked handled in the same transaction.
+        """
+        if state is None:
+            state = RESOLVED if option_id is not None else CANCELLED
+        assert state in (RESOLVED, EXPIRED, CANCELLED)
+        async with self._tx() as db:
+            if event_id is not None:
+                await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES (?, ?)", (event_id, now))
+            cur = await db.execute(
+                "UPDATE requests SET state=?, outcome_option_id=?, outcome_by=?, outcome_via=?,"
+                " outcome_feedback=?, decided_at=? WHERE id=? AND state=?",
+                (state, option_id, by, via, feedback, now, request_id, PENDING),
+            )
+            if cur.rowcount != 1:
+                return None
+            cur = await db.execute("SELECT * FROM requests WHERE id=?", (request_id,))
+            row = await cur.fetchone()
+            assert row is not None
+            rec = _row_to_record(row)
+        self._emit("resolved", rec)
+        return rec
+
+    async def set_prompt_event(self, request_id: str, event_id: str) -> None:
+        async with self._tx() as db:
+            await db.execute("UPDATE requests SET prompt_event_id=? WHERE id=?", (event_id, request_id))
+
+    async def mark_edited(self, request_id: str) -> None:
+        async with self._tx() as db:
+            await db.execute("UPDATE requests SET prompt_edited=1 WHERE id=?", (request_id,))
+
+    async def needing_post(self, limit: int = 100) -> list[Record]:
+        """Records whose prompt is not in the room yet, oldest first."""
+        cur = await self.db.execute(
+            "SELECT * FROM requests WHERE prompt_event_id IS NULL ORDER BY requested_at, rowid LIMIT ?",
+            (limit,),
+        )
+        return [_row_to_record(r) for r in await cur.fetchall()]
+
+    async def needing_edit(self, limit: int = 100) -> list[Record]:
+        """Settled records whose prompt still shows them pending."""
+        cur = await self.db.execute(
+            "SELECT * FROM requests WHERE state!=? AND prompt_event_id IS NOT NULL AND prompt_edited=0"
+            " ORDER BY decided_at LIMIT ?",
+            (PENDING, limit),
+        )
+        return [_row_to_record(r) for r in await cur.fetchall()]
+
+    async def due(self, now: float) -> list[Record]:
+        """Pending records whose time is up."""
+        cur = await self.db.execute(
+            "SELECT * FROM requests WHERE state=? AND expires_at<=? ORDER BY expires_at", (PENDING, now)
+        )
+        return [_row_to_record(r) for r in await cur.fetchall()]
+
+    async def next_expiry(self) -> float | None:
+        cur = await self.db.execute("SELECT MIN(expires_at) FROM requests WHERE state=?", (PENDING,))
+        row = await cur.fetchone()
+        return float(row[0]) if row and row[0] is not None else None
+
+    async def resolved_counts(self) -> dict[tuple[str, str], int]:
+        """(state, via) -> how many, for metrics."""
+        cur = await self.db.execute(
+            "SELECT state, outcome_via, COUNT(*) FROM requests WHERE state!=? GROUP BY state, outcome_via",
+            (PENDING,),
+        )
+        return {(r[0], r[1] or ""): int(r[2]) for r in await cur.fetchall()}
+
+    # -- reactions the bot seeded ----------------------------------------
+    async def add_reaction(self, request_id: str, key: str, event_id: str) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT OR REPLACE INTO reactions (request_id, key, event_id) VALUES (?, ?, ?)",
+                (request_id, key, event_id),
+            )
+
+    async def needing_seed(self, limit: int = 8) -> list[Record]:
+        """Pending, posted records whose keycap reactions are not all seeded yet."""
+        cur = await self.db.execute(
+            "SELECT * FROM requests WHERE state=? AND seeded=0 AND prompt_event_id IS NOT NULL"
+            " AND prompt_event_id!='' ORDER BY requested_at, rowid LIMIT ?",
+            (PENDING, limit),
+        )
+        return [_row_to_record(r) for r in await cur.fetchall()]
+
+    async def mark_seeded(self, request_id: str) -> None:
+        async with self._tx() as db:
+            await db.execute("UPDATE requests SET seeded=1 WHERE id=?", (request_id,))
+
+    async def reactions_to_clear(self, limit: int = 50) -> list[tuple[str, str, str]]:
+        """(request_id, key, event_id) of seeded reactions on prompts no longer pending."""
+        cur = await self.db.execute(
+            "SELECT r.request_id, r.key, r.event_id FROM reactions r JOIN requests q ON q.id = r.request_id"
+            " WHERE q.state!=? AND r.redacted=0 AND r.event_id IS NOT NULL LIMIT ?",
+            (PENDING, limit),
+        )
+        return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
+
+    async def reactions(self, request_id: str) -> list[tuple[str, str, bool]]:
+        cur = await self.db.execute(
+            "SELECT key, event_id, redacted FROM reactions WHERE request_id=? ORDER BY rowid", (request_id,)
+        )
+        return [(r[0], r[1], bool(r[2])) for r in await cur.fetchall()]
+
+    async def mark_reaction_redacted(self, request_id: str, key: str) -> None:
+        async with self._tx() as db:
+            await db.execute("UPDATE reactions SET redacted=1 WHERE request_id=? AND key=?", (request_id, key))
+
+    # -- handled events and key/value -------------------------------------
+    async def is_handled(self, event_id: str) -> bool:
+        cur = await self.db.execute("SELECT 1 FROM handled WHERE event_id=?", (event_id,))
+        return await cur.fetchone() is not None
+
+    async def mark_handled(self, event_id: str, now: float) -> bool:
+        """Remember an event; False when it was already handled."""
+        async with self._tx() as db:
+            cur = await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES (?, ?)", (event_id, now))
+            return cur.rowcount == 1
+
+    async def get_kv(self, k: str) -> str | None:
+        cur = await self.db.execute("SELECT v FROM kv WHERE k=?", (k,))
+        row = await cur.fetchone()
+        return str(row[0]) if row else None
+
+    async def set_kv(self, k: str, v: str) -> None:
+        async with self._tx() as db:
+            await db.execute("INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v=excluded.v", (k, v))
+
+    async def get_json(self, k: str) -> Any:
+        v = await self.get_kv(k)
+        return json.loads(v) if v is not None else None
+
+    async def set_json(self, k: str, v: Any) -> None:
+        await self.set_kv(k, dumps(v))
+
+
+__all__ = ["CANCELLED", "EXPIRED", "PENDING", "RESOLVED", "Inbox"]

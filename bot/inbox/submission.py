@@ -1,0 +1,136 @@
+"""A submitted permission request (ACP ``session/request_permission`` params + extras) -> validated facts.
+
+The body is kept as sent; ``key``, ``label`` and ``toolCallContext`` are ours and
+stay out of the digest.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import rfc8785
+
+from bot.prompts import digest_params
+
+OURS = ("key", "label", "toolCallContext")
+MAX_OPTIONS = 20
+
+
+class SubmissionError(ValueError):
+    """A submission the inbox refuses: the message names the field."""
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What the inbox needs to know about one request, before it has a number."""
+
+    session_id: str
+    tool_call_id: str
+    key: str | None
+    label: str | None
+    title: str
+    tool_kind: str | None
+    tool_name: str | None
+    options: list[dict[str, Any]]
+    raw_input: Any
+    locations: list[dict[str, Any]]
+    content: list[dict[str, Any]]
+    params: dict[str, Any]
+    digest: str
+
+
+def _str(v: Any, field: str, *, required: bool = True, max_len: int | None = None) -> str | None:
+    if v is None and not required:
+        return None
+    if not isinstance(v, str):
+        raise SubmissionError(f"{field}: expected a string")
+    if required and not v.strip():
+        raise SubmissionError(f"{field}: must not be empty")
+    if max_len is not None and len(v) > max_len:
+        raise SubmissionError(f"{field}: at most {max_len} characters")
+    return v
+
+
+def _tool_name(tool_call: dict[str, Any]) -> str | None:
+    meta = tool_call.get("_meta")
+    if isinstance(meta, dict):
+        for v in meta.values():
+            if isinstance(v, dict) and isinstance(v.get("toolName"), str) and v["toolName"]:
+                return str(v["toolName"])
+        if isinstance(meta.get("toolName"), str) and meta["toolName"]:
+            return str(meta["toolName"])
+    return None
+
+
+def _list_of_dicts(v: Any) -> list[dict[str, Any]]:
+    return [x for x in v if isinstance(x, dict)] if isinstance(v, list) else []
+
+
+def parse_submission(body: Any) -> Submission:
+    """Validate a submitted body; raise SubmissionError naming the field."""
+    if not isinstance(body, dict):
+        raise SubmissionError("body: expected a JSON object")
+    session_id = _str(body.get("sessionId"), "sessionId", max_len=255)
+    key = _str(body.get("key"), "key", required=False, max_len=255)
+    label = _str(body.get("label"), "label", required=False, max_len=200)
+    tc = body.get("toolCall")
+    if not isinstance(tc, dict):
+        raise SubmissionError("toolCall: expected an object with toolCallId")
+    tool_call_id = _str(tc.get("toolCallId"), "toolCall.toolCallId", max_len=255)
+    ctx = body.get("toolCallContext")
+    if ctx is not None and not isinstance(ctx, dict):
+        raise SubmissionError("toolCallContext: expected an object")
+    ctx = ctx or {}
+
+    opts = body.get("options")
+    if not isinstance(opts, list) or not opts:
+        raise SubmissionError("options: at least 1 option is needed")
+    if len(opts) > MAX_OPTIONS:
+        raise SubmissionError(f"options: at most {MAX_OPTIONS} options")
+    options: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, o in enumerate(opts):
+        if not isinstance(o, dict):
+            raise SubmissionError(f"options[{i}]: expected an object")
+        oid = _str(o.get("optionId"), f"options[{i}].optionId", max_len=200)
+        name = _str(o.get("name"), f"options[{i}].name", required=True, max_len=200)
+        kind = _str(o.get("kind"), f"options[{i}].kind", required=True, max_len=64)
+        assert oid is not None
+        if oid in seen:
+            raise SubmissionError(f"options[{i}].optionId: repeats {oid!r}")
+        seen.add(oid)
+        options.append({"optionId": oid, "name": name, "kind": kind})
+
+    def pick(field: str) -> Any:
+        v = tc.get(field)
+        return v if v not in (None, "", [], {}) else ctx.get(field)
+
+    title = pick("title")
+    title = title.strip() if isinstance(title, str) and title.strip() else None
+    kind = pick("kind")
+    kind = kind if isinstance(kind, str) and kind else None
+    tool_name = _tool_name(tc) or (_tool_name(ctx) if ctx else None)
+    params = {k: v for k, v in body.items() if k not in OURS}
+    try:
+        digest = digest_params(params)
+    except (rfc8785.CanonicalizationError, ValueError, TypeError, RecursionError) as e:
+        raise SubmissionError(f"body: cannot be canonicalized (RFC 8785): {e}") from None
+    if len(json.dumps(params)) > 1_000_000:
+        raise SubmissionError("body: larger than 1 MB")
+    return Submission(
+        session_id=str(session_id),
+        tool_call_id=str(tool_call_id),
+        key=key,
+        label=label,
+        title=title or f"Tool call {tool_call_id}",
+        tool_kind=kind,
+        tool_name=tool_name,
+        options=options,
+        raw_input=pick("rawInput"),
+        locations=_list_of_dicts(pick("locations")),
+        content=_list_of_dicts(pick("content")),
+        params=params,
+        digest=digest,
+    )

@@ -1,0 +1,79 @@
+"""structlog set-up for the daemon: key-value events on stderr, secrets masked."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable, MutableMapping
+from typing import Any
+
+import structlog
+
+_SECRET_KEYS = {"password", "access_token", "token", "api_token", "authorization"}
+
+
+class _Masker:
+    """Replace every known secret, wherever it appears in an event, with ``***``."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+
+    def _clean(self, value: Any) -> Any:
+        if isinstance(value, str):
+            for s in self.secrets:
+                if s in value:
+                    value = value.replace(s, "***")
+            return value
+        if isinstance(value, dict):
+            return {k: ("***" if str(k).lower() in _SECRET_KEYS else self._clean(v)) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._clean(v) for v in value]
+        if value is None or isinstance(value, int | float | bool):
+            return value
+        return self._clean(str(value))
+
+    def __call__(self, _logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        for k in list(event):
+            event[k] = "***" if k.lower() in _SECRET_KEYS else self._clean(event[k])
+        return event
+
+
+def configure(level: str = "info", fmt: str = "console", secrets: Iterable[str] = ()) -> None:
+    """Route structlog (and stdlib logging, e.g. nio's) to stderr with secrets masked."""
+    lvl = getattr(logging, level.upper(), logging.INFO)
+    masker = _Masker(secrets)
+    renderer: Any = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"], drop_missing=True)
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            masker,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    # Libraries log through stdlib logging; keep them quiet and masked too.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_StdlibMask(masker))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(max(lvl, logging.WARNING))
+
+
+class _StdlibMask(logging.Filter):
+    def __init__(self, masker: _Masker) -> None:
+        super().__init__()
+        self.masker = masker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = self.masker._clean(record.getMessage())
+        record.args = ()
+        return True

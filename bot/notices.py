@@ -1,0 +1,51 @@
+"""The bot's own chatter: m.notice messages, threaded under the prompt they concern."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import structlog
+
+from bot.matrix.client import Matrix, SendFailed, txn_id
+
+log = structlog.get_logger("notices")
+
+
+def notice_content(text: str, *, reply_to: str | None, thread_root: str | None) -> dict[str, Any]:
+    """An m.notice; in the prompt's thread when there is one, else a reply."""
+    content: dict[str, Any] = {"msgtype": "m.notice", "body": text}
+    if thread_root:
+        rel: dict[str, Any] = {"rel_type": "m.thread", "event_id": thread_root, "is_falling_back": True}
+        rel["m.in_reply_to"] = {"event_id": reply_to or thread_root}
+        content["m.relates_to"] = rel
+    elif reply_to:
+        content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
+    return content
+
+
+class Notices:
+    """A queue of notices, sent in order with retries (best effort: chatter, not state)."""
+
+    def __init__(self, matrix: Matrix) -> None:
+        self.matrix = matrix
+        self.queue: asyncio.Queue[tuple[dict[str, Any], str]] = asyncio.Queue(maxsize=1000)
+
+    def post(self, text: str, *, reply_to: str | None = None, thread_root: str | None = None) -> None:
+        content = notice_content(text, reply_to=reply_to, thread_root=thread_root)
+        txn = txn_id("n", reply_to or "", thread_root or "", text)
+        try:
+            self.queue.put_nowait((content, txn))
+        except asyncio.QueueFull:
+            log.warning("notice_dropped", reason="queue full")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            content, txn = await self.queue.get()
+            for attempt in range(8):
+                try:
+                    await self.matrix.send(content, txn)
+                    break
+                except SendFailed as e:
+                    log.warning("notice_send_failed", error=str(e), attempt=attempt + 1)
+                    await asyncio.sleep(min(30.0, 0.5 * 2**attempt))

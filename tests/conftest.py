@@ -1,0 +1,46 @@
+"""Session fixtures: one real Synapse and one station (room + daemon) for the whole test run."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.homeserver import Homeserver
+from tests.support.station import Station
+
+_counter = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def workdir() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="pb-tests-"))
+    yield d
+    if not (d / "KEEP").exists():
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def homeserver(workdir: Path) -> Iterator[Homeserver]:
+    hs = Homeserver(workdir / "synapse")
+    hs.start()
+    yield hs
+    hs.stop()
+
+
+@pytest.fixture(scope="session")
+async def station(homeserver: Homeserver, workdir: Path) -> AsyncIterator[Station]:
+    st = Station(homeserver, workdir / "station")
+    await st.setup()
+    yield st
+    await st.teardown()
+
+
+@pytest.fixture
+def sid(request: pytest.FixtureRequest) -> str:
+    """A fresh ACP session id per test."""
+    return f"t{next(_counter)}_{request.node.name[:24]}".replace("[", "_").replace("]", "_")

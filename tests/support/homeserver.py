@@ -1,0 +1,183 @@
+"""A real Synapse on 127.0.0.1 (SQLite, rate limits lifted), users via the shared-secret admin API."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+SECRET = "permission-bot-tests-shared-secret"
+
+_LIMIT = "{per_second: 10000, burst_count: 10000}"
+EXTRA = f"""
+registration_shared_secret: "{SECRET}"
+suppress_key_server_warning: true
+trusted_key_servers: []
+enable_registration: false
+report_stats: false
+rc_message: {_LIMIT}
+rc_registration: {_LIMIT}
+rc_login:
+  address: {_LIMIT}
+  account: {_LIMIT}
+  failed_attempts: {_LIMIT}
+rc_joins:
+  local: {_LIMIT}
+rc_invites:
+  per_room: {_LIMIT}
+  per_user: {_LIMIT}
+rc_admin_redaction: {_LIMIT}
+rc_room_creation: {_LIMIT}
+rc_presence:
+  per_user: {_LIMIT}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def http(method: str, url: str, body: Any = None, token: str | None = None, timeout: float = 30) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read() or b"{}")
+
+
+class Homeserver:
+    """One Synapse process with its data in ``workdir``."""
+
+    def __init__(self, workdir: Path, server_name: str = "localhost") -> None:
+        self.dir = workdir
+        self.port = free_port()
+        self.server_name = server_name
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def _generate(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        cfg = self.dir / "homeserver.yaml"
+        if cfg.exists():
+            return
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "synapse.app.homeserver",
+                "--server-name",
+                self.server_name,
+                "--config-path",
+                str(cfg),
+                "--data-directory",
+                str(self.dir),
+                "--generate-config",
+                "--report-stats=no",
+            ],
+            check=True,
+            cwd=self.dir,
+            capture_output=True,
+        )
+        keep = []
+        for line in cfg.read_text().splitlines():
+            if line.startswith(("registration_shared_secret", "trusted_key_servers", "report_stats")):
+                continue
+            if line.strip().startswith('- server_name: "matrix.org"'):
+                continue
+            keep.append(line.replace("port: 8008", f"port: {self.port}"))
+        text = "\n".join(keep).replace(
+            "bind_addresses: ['::1', '127.0.0.1']", "bind_addresses: ['127.0.0.1']"
+        )
+        cfg.write_text(text + "\n" + EXTRA)
+        log_cfg = self.dir / f"{self.server_name}.log.config"
+        if log_cfg.exists():
+            log_cfg.write_text(log_cfg.read_text().replace("level: INFO", "level: WARNING"))
+
+    def start(self, timeout: float = 90) -> None:
+        self._generate()
+        out = open(self.dir / "stdout.log", "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "synapse.app.homeserver", "-c", str(self.dir / "homeserver.yaml")],
+            cwd=self.dir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"synapse exited {self.proc.returncode}; see {self.dir}/stdout.log")
+            try:
+                http("GET", self.url + "/_matrix/client/versions", timeout=2)
+                return
+            except Exception:
+                time.sleep(0.2)
+        raise RuntimeError("synapse did not come up")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def register(self, localpart: str, password: str, admin: bool = False) -> dict[str, Any]:
+        url = self.url + "/_synapse/admin/v1/register"
+        nonce = http("GET", url)["nonce"]
+        mac = hmac.new(SECRET.encode(), digestmod=hashlib.sha1)
+        mac.update(
+            b"\x00".join(
+                [nonce.encode(), localpart.encode(), password.encode(), b"admin" if admin else b"notadmin"]
+            )
+        )
+        return dict(
+            http(
+                "POST",
+                url,
+                {
+                    "nonce": nonce,
+                    "username": localpart,
+                    "password": password,
+                    "admin": admin,
+                    "mac": mac.hexdigest(),
+                },
+            )
+        )
+
+    def create_room(
+        self,
+        token: str,
+        invite: list[str] | tuple[str, ...] = (),
+        encrypted: bool = False,
+        power: dict[str, int] | None = None,
+        name: str = "station",
+    ) -> str:
+        body: dict[str, Any] = {"preset": "private_chat", "name": name, "invite": list(invite)}
+        if encrypted:
+            body["initial_state"] = [
+                {
+                    "type": "m.room.encryption",
+                    "state_key": "",
+                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
+                }
+            ]
+        if power:
+            body["power_level_content_override"] = {"users": power}
+        return str(http("POST", self.url + "/_matrix/client/v3/createRoom", body, token)["room_id"])
+
+    def join(self, token: str, room_id: str) -> None:
+        http("POST", self.url + f"/_matrix/client/v3/join/{urllib.parse.quote(room_id)}", {}, token)

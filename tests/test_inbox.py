@@ -1,0 +1,175 @@
+"""The durable inbox: numbering, idempotency, exactly-once settling, persistence."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED
+from bot.inbox.store import Inbox
+from bot.inbox.submission import SubmissionError, parse_submission
+from tests.support.station import request_body
+
+
+@pytest.fixture
+async def inbox(tmp_path: Path):
+    ib = Inbox(tmp_path / "inbox.sqlite3")
+    await ib.open()
+    yield ib
+    await ib.close()
+
+
+async def test_seq_counts_per_session_from_one(inbox: Inbox) -> None:
+    a1, _ = await inbox.submit(parse_submission(request_body("a")), 100.0, 60)
+    a2, _ = await inbox.submit(parse_submission(request_body("a")), 101.0, 60)
+    b1, _ = await inbox.submit(parse_submission(request_body("b")), 102.0, 60)
+    assert (a1.id, a2.id, b1.id) == ("a:1", "a:2", "b:1")
+    assert a1.state == PENDING and a1.expires_at == 160.0
+
+
+async def test_revision_rises_for_the_same_tool_call(inbox: Inbox) -> None:
+    r1, _ = await inbox.submit(parse_submission(request_body("s", tool_call_id="c1")), 1.0, 60)
+    r2, _ = await inbox.submit(parse_submission(request_body("s", tool_call_id="c1")), 2.0, 60)
+    r3, _ = await inbox.submit(parse_submission(request_body("s", tool_call_id="c2")), 3.0, 60)
+    assert (r1.revision, r2.revision, r3.revision) == (1, 2, 1)
+
+
+async def test_submit_is_idempotent_on_session_and_key(inbox: Inbox) -> None:
+    r1, c1 = await inbox.submit(parse_submission(request_body("s", key="k")), 1.0, 60)
+    r2, c2 = await inbox.submit(parse_submission(request_body("s", key="k")), 2.0, 60)
+    r3, c3 = await inbox.submit(parse_submission(request_body("other", key="k")), 3.0, 60)
+    assert c1 and not c2 and c3
+    assert r1.id == r2.id == "s:1" and r3.id == "other:1"
+
+
+async def test_settle_happens_once_whatever_races(inbox: Inbox) -> None:
+    rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
+    results = await asyncio.gather(
+        *(
+            inbox.settle(rec.id, option_id=oid, by=f"u{i}", via="api", feedback=None, now=2.0 + i)
+            for i, oid in enumerate(["allow_once", "reject_once", "allow_always"] * 10)
+        )
+    )
+    winners = [r for r in results if r is not None]
+    assert len(winners) == 1
+    final = await inbox.get(rec.id)
+    assert final is not None and final.state == RESOLVED
+    assert final.outcome is not None and final.outcome.option_id == winners[0].outcome.option_id  # type: ignore[union-attr]
+
+
+async def test_cancel_and_expiry_states(inbox: Inbox) -> None:
+    a, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 10)
+    b, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 10)
+    ca = await inbox.settle(a.id, option_id=None, by="client", via="cancel", feedback=None, now=2.0)
+    eb = await inbox.settle(
+        b.id, option_id="reject_once", by="timeout", via="timeout", feedback=None, now=11.0, state=EXPIRED
+    )
+    assert (
+        ca is not None and ca.state == CANCELLED and ca.acp_result() == {"outcome": {"outcome": "cancelled"}}
+    )
+    assert eb is not None and eb.state == EXPIRED
+    assert eb.acp_result() == {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
+
+
+async def test_everything_survives_a_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "inbox.sqlite3"
+    ib = Inbox(path)
+    await ib.open()
+    rec, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)
+    await ib.set_prompt_event(rec.id, "$prompt")
+    assert await ib.mark_handled("$ev1", 1.0)
+    await ib.set_kv("matrix.next_batch", "s123")
+    await ib.close()
+    ib2 = Inbox(path)
+    await ib2.open()
+    again = await ib2.get(rec.id)
+    assert again is not None and again.pending and again.prompt_event_id == "$prompt"
+    assert not await ib2.mark_handled("$ev1", 2.0)
+    assert await ib2.get_kv("matrix.next_batch") == "s123"
+    nxt, _ = await ib2.submit(parse_submission(request_body("s")), 3.0, 60)
+    assert nxt.id == "s:2"
+    await ib2.close()
+
+
+async def test_wait_settled_wakes_on_settle(inbox: Inbox) -> None:
+    rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
+    waiter = asyncio.create_task(inbox.wait_settled(rec.id, 10))
+    await asyncio.sleep(0.05)
+    await inbox.settle(rec.id, option_id="allow_once", by="a", via="api", feedback="ok", now=2.0)
+    got = await asyncio.wait_for(waiter, 2)
+    assert got is not None and got.state == RESOLVED
+    assert got.acp_result() == {
+        "outcome": {"outcome": "selected", "optionId": "allow_once"},
+        "_meta": {"feedback": "ok"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "sessionId"),
+        ({"sessionId": "", "toolCall": {"toolCallId": "x"}, "options": []}, "sessionId"),
+        ({"sessionId": "s", "toolCall": {}, "options": []}, "toolCall.toolCallId"),
+        ({"sessionId": "s", "toolCall": {"toolCallId": "x"}, "options": []}, "options"),
+        (
+            {"sessionId": "s", "toolCall": {"toolCallId": "x"}, "options": [{"optionId": "a", "name": "A"}]},
+            "options[0].kind",
+        ),
+        (
+            {
+                "sessionId": "s",
+                "toolCall": {"toolCallId": "x"},
+                "options": [{"optionId": "a", "name": "A", "kind": "allow_once"}] * 2,
+            },
+            "options[1].optionId",
+        ),
+        (
+            {
+                "sessionId": "s",
+                "toolCall": {"toolCallId": "x"},
+                "options": [{"optionId": "x" * 201, "name": "A", "kind": "allow_once"}],
+            },
+            "options[0].optionId",
+        ),
+        ({"sessionId": 5, "toolCall": {"toolCallId": "x"}, "options": []}, "sessionId"),
+        ([1, 2], "body"),
+    ],
+)
+def test_bad_submissions_name_the_field(body: object, field: str) -> None:
+    with pytest.raises(SubmissionError) as e:
+        parse_submission(body)
+    assert str(e.value).startswith(field + ":")
+
+
+def test_digest_excludes_our_own_fields() -> None:
+    plain = parse_submission(request_body("s"))
+    extra = parse_submission(
+        {**request_body("s"), "key": "k", "label": "L", "toolCallContext": {"title": "x"}}
+    )
+    kept = parse_submission({**request_body("s"), "vendor": {"x": 1}})
+    assert plain.digest == extra.digest != kept.digest
+    assert kept.params["vendor"] == {"x": 1}
+
+
+def test_sparse_tool_call_completed_from_context() -> None:
+    body = {
+        "sessionId": "s",
+        "toolCall": {"toolCallId": "c1"},
+        "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}],
+        "toolCallContext": {
+            "title": "Run ls",
+            "kind": "execute",
+            "rawInput": {"command": "ls"},
+            "locations": [{"path": "/tmp"}],
+        },
+    }
+    sub = parse_submission(body)
+    assert (sub.title, sub.tool_kind, sub.raw_input, sub.locations) == (
+        "Run ls",
+        "execute",
+        {"command": "ls"},
+        [{"path": "/tmp"}],
+    )
+    assert sub.params == {k: v for k, v in body.items() if k != "toolCallContext"}
