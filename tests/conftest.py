@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -20,7 +21,7 @@ _counter = itertools.count(1)
 def workdir() -> Iterator[Path]:
     d = Path(tempfile.mkdtemp(prefix="pb-tests-"))
     yield d
-    if not (d / "KEEP").exists():
+    if not os.environ.get("PB_KEEP_TESTDIR"):
         shutil.rmtree(d, ignore_errors=True)
 
 

@@ -236,20 +236,22 @@ class Fake:
         }
         return web.json_response(r)
 
+    async def serve(self, port: int) -> web.AppRunner:
+        app = web.Application()
+        app.router.add_get("/permissions", self.list)
+        app.router.add_get("/permissions/{id}", self.get)
+        app.router.add_post("/permissions/{id}", self.decide)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        self.url = f"http://127.0.0.1:{port}"
+        return runner
+
 
 @pytest.fixture
 async def fake() -> AsyncIterator[Fake]:
     f = Fake()
-    app = web.Application()
-    app.router.add_get("/permissions", f.list)
-    app.router.add_get("/permissions/{id}", f.get)
-    app.router.add_post("/permissions/{id}", f.decide)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    site = web.TCPSite(runner, "127.0.0.1", port)
-    await site.start()
-    f.url = f"http://127.0.0.1:{port}"
+    runner = await f.serve(free_port())
     yield f
     await runner.cleanup()
 
@@ -310,6 +312,29 @@ async def test_fake_watch_body_and_order_of_flags(fake: Fake) -> None:
     assert r.lines == [f"approved {b} (Bash) by rule 1"]
     assert fake.posts == [(b, {"decision": "approve", "by": "watch", "via": "rule", "scope": "always"})]
     assert fake.records[b]["outcome"]["option_id"] == "always"
+
+
+async def test_watch_rides_out_a_daemon_restart() -> None:
+    f = Fake()
+    port = free_port()
+    runner = await f.serve(port)
+    env = _env(f.url, f.token)
+    proc = await start(
+        [*STANDALONE, "watch", "--allow-tool", "Bash", "--interval", "0.1s", "--timeout", "5s"], env
+    )
+    try:
+        await asyncio.sleep(1.0)
+        await runner.cleanup()  # the daemon goes away ...
+        await asyncio.sleep(1.0)
+        runner = await f.serve(port)  # ... and comes back
+        rid = f.add("s1", "Bash")
+        r = await finish(proc, 30)
+    finally:
+        await runner.cleanup()
+    assert r.rc == 0, r
+    assert r.lines == [f"approved {rid} (Bash) by rule 1"]
+    assert r.err.count("cannot reach the permission-bot daemon") == 1
+    assert "answers again" in r.err
 
 
 async def test_fake_watch_bad_token_is_fatal(fake: Fake) -> None:
@@ -516,7 +541,7 @@ async def test_404_unknown_and_already_resolved(station: Any) -> None:
     s = fresh()
     r = await pb(station, "approve", f"{s}:9")
     assert r.rc == 1 and r.out == ""
-    assert r.err.startswith(f"permission-bot: HTTP 404: no pending request {s}:9 (")
+    assert r.err == f"permission-bot: HTTP 404: no pending request {s}:9 (unknown id; see permissions ls)\n"
     r = await pb(station, "deny", f"{s}:9", "--json")
     assert r.rc == 1 and "HTTP 404" in r.err
     a = await submit(station, s)

@@ -107,7 +107,7 @@ class DaemonClient:
             async with self._http().request(method, url, data=data, headers=headers, timeout=t) as r:
                 raw = await r.read()
                 status = r.status
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
             self._note_down(e)
             raise DaemonUnavailable(f"{type(e).__name__}: {e}".rstrip(": ")) from None
         try:
@@ -130,8 +130,11 @@ class DaemonClient:
 
     def _note_up(self) -> None:
         if self._down_since is not None:
-            log.info("daemon reachable again", url=self.url,
-                     down_seconds=round(time.monotonic() - self._down_since, 2))
+            log.info(
+                "daemon reachable again",
+                url=self.url,
+                down_seconds=round(time.monotonic() - self._down_since, 2),
+            )
             self._down_since = None
             self._last_warning = 0.0
 

@@ -13,6 +13,7 @@ import logging
 import os
 import threading
 import time
+from typing import TextIO, cast
 
 import structlog
 
@@ -101,10 +102,12 @@ def configure_stderr_logging(level: int = logging.INFO) -> StderrSink:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
-            structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"], drop_missing=True),
+            structlog.processors.KeyValueRenderer(
+                key_order=["timestamp", "level", "event"], drop_missing=True
+            ),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.WriteLoggerFactory(file=_sink),
+        logger_factory=structlog.WriteLoggerFactory(file=cast(TextIO, _sink)),
         cache_logger_on_first_use=False,
     )
     handler = logging.StreamHandler(_sink)

@@ -20,7 +20,15 @@ from typing import Any, Literal
 
 import structlog
 
-from bot.acp.daemon_client import DEFAULT_URL, DaemonClient, DaemonError, DaemonRefused, DaemonUnavailable
+from bot.acp.daemon_client import (
+    DEFAULT_URL,
+    Backoff,
+    DaemonClient,
+    DaemonError,
+    DaemonRefused,
+    DaemonUnavailable,
+)
+from bot.acp.log import configure_stderr_logging
 from bot.acp.relay import STREAM_LIMIT, Sink, StreamSource, open_sink, open_source, pump, stream_writer_sink
 from bot.acp.toolcalls import ToolCallCache
 
@@ -218,6 +226,8 @@ class _Request:
         cfg = self.proxy.cfg
         daemon = self.proxy.daemon
         body = self.body()
+        if self._cancel.is_set():
+            return dict(CANCELLED)
         deadline = asyncio.get_running_loop().time() + cfg.connect_timeout
         submit = asyncio.ensure_future(daemon.submit_retrying(body, deadline))
         if not await self._race(submit):
@@ -236,8 +246,12 @@ class _Request:
         except DaemonRefused as e:
             return await self._fallback(f"daemon refused the request ({e})")
         self.record_id = rec["id"]
-        self.log.info("permission request submitted", request_id=rec["id"], state=rec.get("state"),
-                      completed="toolCallContext" in body)
+        self.log.info(
+            "permission request submitted",
+            request_id=rec["id"],
+            state=rec.get("state"),
+            completed="toolCallContext" in body,
+        )
         while rec.get("state", "pending") == "pending":
             poll = asyncio.ensure_future(self._poll(rec["id"], body))
             if not await self._race(poll):
@@ -247,14 +261,18 @@ class _Request:
             rec = poll.result()
             self.record_id = rec["id"]
         result = result_from_record(rec)
-        self.log.info("permission request settled", request_id=rec["id"], state=rec.get("state"),
-                      option_id=result["outcome"].get("optionId"))
+        self.log.info(
+            "permission request settled",
+            request_id=rec["id"],
+            state=rec.get("state"),
+            option_id=result["outcome"].get("optionId"),
+        )
         return result
 
     async def _poll(self, request_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """One long-poll, retried while the daemon is away; re-submits when it forgot the id."""
         daemon = self.proxy.daemon
-        backoff = _backoff()
+        backoff = Backoff()
         while True:
             try:
                 rec = await daemon.get(request_id, wait=self.proxy.cfg.poll_wait)
@@ -272,8 +290,12 @@ class _Request:
             rec = await asyncio.wait_for(
                 self.proxy.daemon.cancel_retrying(request_id, self.cancel_by, budget), budget + 0.5
             )
-        except (DaemonError, asyncio.TimeoutError) as e:
-            self.log.warning("could not cancel the request in the daemon", request_id=request_id, error=str(e))
+        except (TimeoutError, DaemonError) as e:
+            self.log.warning(
+                "could not cancel the request in the daemon",
+                request_id=request_id,
+                error=str(e) or type(e).__name__,
+            )
             return
         if rec is None:
             self.log.info("request was already settled; the agent gets cancelled", request_id=request_id)
@@ -287,15 +309,12 @@ class _Request:
             await self.proxy.forward(self)
             return None
         result = reject_result(self.params)
-        self.log.warning("fallback: rejecting the permission request", reason=why,
-                         option_id=result["outcome"].get("optionId"))
+        self.log.warning(
+            "fallback: rejecting the permission request",
+            reason=why,
+            option_id=result["outcome"].get("optionId"),
+        )
         return result
-
-
-def _backoff() -> Any:
-    from bot.acp.daemon_client import Backoff
-
-    return Backoff()
 
 
 class Proxy:
@@ -322,7 +341,11 @@ class Proxy:
         self.requests[req.n] = req
         req.log.info("permission request from agent")
         req.task = asyncio.create_task(req.run())
-        req.task.add_done_callback(lambda _t, n=req.n: self.requests.pop(n, None))
+
+        def forget(_t: asyncio.Task[None]) -> None:
+            self.requests.pop(req.n, None)
+
+        req.task.add_done_callback(forget)
 
     def cancel_session(self, session_id: str) -> None:
         """The client cancelled a turn: cancel the session's pending requests."""
@@ -391,7 +414,10 @@ class Proxy:
         cfg = self.cfg
         try:
             proc = await asyncio.create_subprocess_exec(
-                *cfg.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=STREAM_LIMIT
+                *cfg.command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                limit=STREAM_LIMIT,
             )
         except FileNotFoundError:
             log.error("agent command not found", command=cfg.command[0])
@@ -400,15 +426,22 @@ class Proxy:
             log.error("cannot start the agent", command=cfg.command[0], error=str(e))
             return 126
         assert proc.stdin is not None and proc.stdout is not None
-        log.info("agent started", pid=proc.pid, command=cfg.command, daemon=cfg.url, label=cfg.label,
-                 fallback=cfg.fallback, token=bool(cfg.token))
+        log.info(
+            "agent started",
+            pid=proc.pid,
+            command=cfg.command,
+            daemon=cfg.url,
+            label=cfg.label,
+            fallback=cfg.fallback,
+            token=bool(cfg.token),
+        )
         self._to_agent = to_agent = stream_writer_sink(proc.stdin)
         self._to_client = await open_sink(cfg.stdout_fd)
         from_client = await open_source(cfg.stdin_fd)
-        up = asyncio.create_task(pump(from_client, to_agent, _FromClient(self), on_oversize=self._note_oversize))
-        down = asyncio.create_task(
-            pump(StreamSource(proc.stdout), self._to_client, _FromAgent(self), on_oversize=self._note_oversize)
-        )
+        big = self._note_oversize
+        up = asyncio.create_task(pump(from_client, to_agent, _FromClient(self), on_oversize=big))
+        from_agent = StreamSource(proc.stdout)
+        down = asyncio.create_task(pump(from_agent, self._to_client, _FromAgent(self), on_oversize=big))
         stop = asyncio.Event()
         signals = 0
 
@@ -477,7 +510,8 @@ class Proxy:
         try:
             await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
             if not waiter.done():
-                self._to_agent.close() if self._to_agent else None
+                if self._to_agent is not None:
+                    self._to_agent.close()
                 with contextlib.suppress(ProcessLookupError):
                     proc.terminate()
                 done, _ = await asyncio.wait({waiter}, timeout=3.0)
@@ -491,5 +525,11 @@ class Proxy:
 
 
 async def run_proxy(cfg: ProxyConfig) -> int:
-    """Run the proxy with ``cfg``; the agent's exit code."""
+    """Run the proxy with ``cfg``; the agent's exit code.
+
+    structlog's default writes to stdout, which belongs to the relay: unless logging is
+    configured already, it is sent to stderr here.
+    """
+    if not structlog.is_configured():
+        configure_stderr_logging()
     return await Proxy(cfg).run()

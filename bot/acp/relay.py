@@ -163,7 +163,7 @@ async def open_source(fd: int) -> Source:
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=STREAM_LIMIT)
     proto = asyncio.StreamReaderProtocol(reader)
-    await loop.connect_read_pipe(lambda: proto, open(fd, "rb", buffering=0, closefd=False))  # noqa: SIM115
+    await loop.connect_read_pipe(lambda: proto, open(fd, "rb", buffering=0, closefd=False))
     return StreamSource(reader)
 
 
@@ -182,7 +182,7 @@ async def open_sink(fd: int) -> Sink:
         return Sink(write_all, nothing, lambda: None)
     loop = asyncio.get_running_loop()
     proto = _PipeWriteProtocol()
-    transport, _ = await loop.connect_write_pipe(lambda: proto, open(fd, "wb", buffering=0, closefd=False))  # noqa: SIM115
+    transport, _ = await loop.connect_write_pipe(lambda: proto, open(fd, "wb", buffering=0, closefd=False))
     return Sink(transport.write, proto.drain, transport.close)
 
 

@@ -14,8 +14,6 @@ from typing import Any
 
 # What a permission prompt needs from a tool call, in ACP's wire names.
 CONTEXT_FIELDS = ("title", "kind", "rawInput", "content", "locations", "_meta")
-# Fields worth keeping from updates (status decides nothing here).
-_KEPT = CONTEXT_FIELDS
 CONTEXT_BYTES = 256 * 1024  # the context rides in the daemon's request body; keep it modest
 
 
@@ -54,7 +52,9 @@ class ToolCallCache:
         elif kind == "tool_call_update":
             self.merge(sid, upd, size, replace=False)
 
-    def merge(self, session_id: str, tool_call: dict[str, Any], size: int = 0, *, replace: bool = False) -> None:
+    def merge(
+        self, session_id: str, tool_call: dict[str, Any], size: int = 0, *, replace: bool = False
+    ) -> None:
         """Record the non-empty fields of ``tool_call``; ``replace`` starts the entry afresh."""
         tcid = tool_call.get("toolCallId")
         if not isinstance(tcid, str):
@@ -67,7 +67,7 @@ class ToolCallCache:
             self._bytes -= old[1]
             if not replace:
                 fields, est = dict(old[0]), old[1]
-        for f in _KEPT:
+        for f in CONTEXT_FIELDS:
             if not lacks(tool_call, f):
                 fields[f] = tool_call[f]
         est = max(est, size)

@@ -369,13 +369,13 @@ def _http_message(status: int, body: object, client: Client) -> str:
     return f"HTTP {status}: {reason}" if reason else f"HTTP {status}"
 
 
-def _fetch(client: Client, rid: str) -> dict[str, Any] | None:
-    """The record for ``rid`` in any state, or None (used only to explain a 404/409)."""
+def _fetch(client: Client, rid: str) -> tuple[int, dict[str, Any] | None]:
+    """``(status, record)`` for ``rid`` in any state; status 0 when unreachable (explains a 404/409)."""
     try:
         status, rec = client.call("GET", f"/permissions/{quote_id(rid)}")
     except DaemonUnreachable:
-        return None
-    return rec if status == 200 and isinstance(rec, dict) else None
+        return 0, None
+    return status, (rec if status == 200 and isinstance(rec, dict) else None)
 
 
 def _outcome_text(outcome: Mapping[str, Any]) -> str:
@@ -388,8 +388,10 @@ def _outcome_text(outcome: Mapping[str, Any]) -> str:
 
 
 def _explain_404(client: Client, rid: str) -> str:
-    rec = _fetch(client, rid)
-    if rec is None:
+    status, rec = _fetch(client, rid)
+    if status == 404:
+        why = "unknown id; see permissions ls"
+    elif rec is None:
         why = "unknown or already resolved"
     elif rec.get("state") == "pending":
         why = "it was pending a moment ago; try again"
@@ -401,7 +403,7 @@ def _explain_404(client: Client, rid: str) -> str:
 
 
 def _explain_409(client: Client, rid: str, verb: str, option_id: str | None, body: object) -> str:
-    rec = _fetch(client, rid)
+    _, rec = _fetch(client, rid)
     offered = ""
     if rec is not None and isinstance(rec.get("options"), list):
         ids = [str(o.get("optionId")) for o in rec["options"] if isinstance(o, Mapping)]

@@ -38,19 +38,33 @@ def short(value: object, limit: int = 60) -> str:
 
 
 def unicode_problem(obj: object) -> str | None:
-    """The path of the first key or string holding a lone surrogate (not valid Unicode), or None."""
-    stack: list[tuple[object, tuple[str | int, ...]]] = [(obj, ())]
+    """The path of the first key or string holding a lone surrogate (not valid Unicode), or None.
+
+    Iterative, with parent links, so deep nesting costs neither recursion nor quadratic time.
+    """
+    links: list[tuple[int, str | int]] = []  # node id -> (parent node id, key in parent)
+    stack: list[tuple[object, int]] = [(obj, -1)]
+
+    def path_of(node: int) -> str:
+        parts: list[str | int] = []
+        while node >= 0:
+            node, key = links[node]
+            parts.append(key)
+        return join_path(reversed(parts))
+
     while stack:
-        value, path = stack.pop()
+        value, node = stack.pop()
         if isinstance(value, str):
             if _SURROGATE.search(value):
-                return join_path(path)
+                return path_of(node)
         elif isinstance(value, dict):
-            items = list(value.items())
-            for key, item in reversed(items):
+            for key, item in reversed(list(value.items())):
                 if isinstance(key, str) and _SURROGATE.search(key):
-                    return join_path(path)
-                stack.append((item, (*path, str(key))))
+                    return path_of(node)
+                links.append((node, str(key)))
+                stack.append((item, len(links) - 1))
         elif isinstance(value, list):
-            stack.extend((item, (*path, i)) for i, item in reversed(list(enumerate(value))))
+            for index in range(len(value) - 1, -1, -1):
+                links.append((node, index))
+                stack.append((value[index], len(links) - 1))
     return None

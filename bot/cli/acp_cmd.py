@@ -1,0 +1,109 @@
+"""`permission-bot acp [--url URL] [--token T] [--label NAME] -- AGENT_CMD [ARGS...]`.
+
+Stands where an ACP client would start the agent: starts it, relays stdio both ways and
+takes its permission requests to the daemon. stdout carries only the agent's bytes; the
+proxy's own logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import urllib.parse
+from collections.abc import Sequence
+from typing import Literal, cast
+
+from bot.durations import DurationError, parse_duration
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the ``acp`` flags and the agent command (everything after ``--``)."""
+    p.add_argument(
+        "--url",
+        default=None,
+        help="the daemon's HTTP API (default: $PERMISSION_BOT_URL, else http://127.0.0.1:8750)",
+    )
+    p.add_argument("--token", default=None, help="the API token (default: $PERMISSION_BOT_TOKEN)")
+    p.add_argument("--label", default=None, help="a human name for this agent's sessions in prompts")
+    p.add_argument(
+        "--connect-timeout",
+        default="30s",
+        metavar="DUR",
+        help="how long to try an unreachable daemon before the fallback (default: 30s)",
+    )
+    p.add_argument(
+        "--fallback",
+        choices=("forward", "reject"),
+        default="reject",
+        help="when the daemon cannot be reached: forward the request to the client, "
+        "or reject it (default: reject)",
+    )
+    # dest is not "command": the main parser's subcommand already lives there
+    p.add_argument(
+        "agent_command", nargs=argparse.REMAINDER, metavar="-- AGENT_CMD [ARGS...]", help="the agent to start"
+    )
+
+
+def _agent_command(args: argparse.Namespace) -> list[str]:
+    cmd = getattr(args, "agent_command", None)
+    if not cmd:
+        alt = getattr(args, "command", None)
+        cmd = alt if isinstance(alt, list) else []
+    cmd = [str(c) for c in cmd]
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    return cmd
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the proxy until the agent exits; its exit code (2 for a usage error)."""
+    from bot.acp.daemon_client import discover
+
+    cmd = _agent_command(args)
+    if not cmd:
+        print(
+            "permission-bot acp: no agent command; usage: permission-bot acp [flags] -- AGENT_CMD [ARGS]",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        connect_timeout = parse_duration(args.connect_timeout)
+    except DurationError as e:
+        print(f"permission-bot acp: --connect-timeout: {e}", file=sys.stderr)
+        return 2
+    url, token = discover(args.url, args.token)
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        print(f"permission-bot acp: --url must look like http://HOST:PORT (got {url!r})", file=sys.stderr)
+        return 2
+
+    from bot.acp.log import configure_stderr_logging, drain_stderr_logging
+    from bot.acp.proxy import ProxyConfig, run_proxy
+
+    configure_stderr_logging()
+    cfg = ProxyConfig(
+        command=cmd,
+        url=url,
+        token=token,
+        label=args.label or None,
+        connect_timeout=connect_timeout,
+        fallback=cast(Literal["forward", "reject"], args.fallback),
+    )
+    try:
+        return asyncio.run(run_proxy(cfg))
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        drain_stderr_logging(1.0)
+
+
+def main_argv(argv: Sequence[str]) -> int:
+    """``permission-bot acp`` on its own: parse ``argv`` (the words after ``acp``) and run."""
+    p = argparse.ArgumentParser(prog="permission-bot acp")
+    add_arguments(p)
+    return run(p.parse_args(list(argv)))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_argv(sys.argv[1:]))

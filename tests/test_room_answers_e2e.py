@@ -1,0 +1,202 @@
+"""Answering in the room (real Synapse, alice answers, bob may not, carol by power level)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from bot.answers import KEYCAPS
+from tests.support.human import content, rel
+from tests.support.station import Station, request_body
+
+pytestmark = pytest.mark.e2e
+
+
+async def _submit(station: Station, sid: str, **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    st, rec = await station.ahttp("POST", "/permissions", request_body(sid, **kw))
+    assert st == 201, rec
+    prompt = await station.prompt_for(sid, seq=rec["request_seq"])
+    assert prompt, "no prompt"
+    return rec, prompt
+
+
+async def _outcome(station: Station, rid: str, wait: float = 15) -> dict[str, Any]:
+    st, rec = await station.ahttp("GET", f"/permissions/{rid}?wait={wait}")
+    assert st == 200
+    return rec
+
+
+async def _drain(station: Station) -> None:
+    """Settle whatever other tests left pending so plain answers are unambiguous."""
+    _, pending = await station.ahttp("GET", "/permissions")
+    for r in pending:
+        await station.ahttp("POST", f"/permissions/{r['id']}", {"decision": "cancel"})
+
+
+@pytest.mark.parametrize(
+    ("answer", "option"),
+    [("2", "allow_always"), (" 3. ", "reject_once"), ("#1", "allow_once"), ("never ALLOW", "reject_always"),
+     ("reject_once", "reject_once")],
+)
+async def test_reply_by_number_label_or_id(station: Station, sid: str, answer: str, option: str) -> None:
+    rec, prompt = await _submit(station, sid)
+    await station.alice.text(answer, reply_to=prompt["event_id"])
+    got = await _outcome(station, rec["id"])
+    assert got["state"] == "resolved" and got["outcome"]["option_id"] == option
+    assert got["outcome"]["via"] == "matrix" and got["outcome"]["answered_by"] == station.alice.user_id
+    edit = await station.edit_of(prompt["event_id"])
+    assert edit and content(edit)["m.new_content"]["resolution"]["answered_by"] == station.alice.user_id
+
+
+async def test_thread_message_answers_with_feedback(station: Station, sid: str) -> None:
+    rec, prompt = await _submit(station, sid)
+    await station.alice.text("3 because the tests are flaky", thread=prompt["event_id"])
+    got = await _outcome(station, rec["id"])
+    assert got["outcome"]["option_id"] == "reject_once"
+    assert got["outcome"]["feedback"] == "because the tests are flaky"
+    edit = await station.edit_of(prompt["event_id"])
+    assert edit and "because the tests are flaky" in content(edit)["m.new_content"]["body"]
+
+
+async def test_reaction_answers_and_seeds_are_cleared(station: Station, sid: str) -> None:
+    rec, prompt = await _submit(station, sid)
+    seeded = await station.alice.wait(
+        lambda e: e.get("type") == "m.reaction" and e.get("sender") == station.bot_id
+        and rel(e).get("event_id") == prompt["event_id"] and rel(e).get("key") == KEYCAPS[3], 20)
+    assert seeded, "the bot did not seed keycap reactions"
+    await station.alice.react(prompt["event_id"], "2\u20e3")  # without U+FE0F
+    got = await _outcome(station, rec["id"])
+    assert got["outcome"]["option_id"] == "allow_always" and got["outcome"]["via"] == "reaction"
+    redacted = await station.alice.wait(
+        lambda e: e.get("type") == "m.room.redaction" and e.get("sender") == station.bot_id
+        and (e.get("redacts") == seeded["event_id"] or content(e).get("redacts") == seeded["event_id"]), 20)
+    assert redacted, "the seed reactions were not removed after settling"
+
+
+async def test_structured_answer_and_stale_refusal(station: Station, sid: str) -> None:
+    rec, prompt = await _submit(station, sid)
+    mark = station.alice.mark()
+    stale = {"request_id": rec["id"], "option_id": "allow_once", "subject": {"digest": "0" * 64, "revision": 1}}
+    await station.alice.text("(structured)", extra={"dev.agentpod.permission.answer": stale})
+    assert await station.notice_after(mark), "no notice for a stale structured answer"
+    got = await _outcome(station, rec["id"], wait=1)
+    assert got["state"] == "pending"
+    good = {"request_id": rec["id"], "option_id": "reject_always",
+            "subject": {"digest": rec["digest"], "revision": rec["revision"]}, "feedback": "not today"}
+    await station.alice.text("(structured)", extra={"dev.agentpod.permission.answer": good})
+    got = await _outcome(station, rec["id"])
+    assert got["outcome"]["option_id"] == "reject_always" and got["outcome"]["via"] == "structured"
+    assert got["outcome"]["feedback"] == "not today"
+
+
+async def test_two_pending_plain_number_resolves_neither(station: Station, sid: str) -> None:
+    await _drain(station)
+    r1, _p1 = await _submit(station, sid)
+    r2, p2 = await _submit(station, sid)
+    mark = station.alice.mark()
+    await station.alice.text("1")
+    notice = await station.notice_after(mark)
+    assert notice and r1["id"] in content(notice)["body"] and r2["id"] in content(notice)["body"]
+    assert (await _outcome(station, r1["id"], 1))["state"] == "pending"
+    assert (await _outcome(station, r2["id"], 1))["state"] == "pending"
+    await station.alice.text("1", reply_to=p2["event_id"])
+    assert (await _outcome(station, r2["id"]))["outcome"]["option_id"] == "allow_once"
+    assert (await _outcome(station, r1["id"], 1))["state"] == "pending"
+    await station.alice.text("4")  # now the only pending one
+    assert (await _outcome(station, r1["id"]))["outcome"]["option_id"] == "reject_always"
+
+
+async def test_non_answerer_changes_nothing_and_is_told_once(station: Station, sid: str) -> None:
+    rec, prompt = await _submit(station, sid)
+    mark = station.bob.mark()
+    await station.bob.text("1", reply_to=prompt["event_id"])
+    await station.bob.react(prompt["event_id"], KEYCAPS[0])
+    await station.bob.text("x", extra={"dev.agentpod.permission.answer": {"request_id": rec["id"],
+                                                                          "option_id": "allow_once"}})
+    told = await station.notice_after(mark, human=station.bob, contains=station.bob.user_id)
+    assert told, "bob was not told he may not answer"
+    await asyncio.sleep(2)
+    assert (await _outcome(station, rec["id"], 1))["state"] == "pending"
+    notices = station.bob.find(lambda e: e.get("sender") == station.bot_id
+                               and station.bob.user_id in content(e).get("body", ""), start=mark)
+    assert len(notices) == 1
+    await station.alice.text("1", reply_to=prompt["event_id"])
+    assert (await _outcome(station, rec["id"]))["outcome"]["answered_by"] == station.alice.user_id
+
+
+async def test_first_answer_wins_and_late_ones_get_a_notice(station: Station, sid: str) -> None:
+    rec, prompt = await _submit(station, sid)
+    await station.alice.text("1", reply_to=prompt["event_id"])
+    assert (await _outcome(station, rec["id"]))["outcome"]["option_id"] == "allow_once"
+    mark = station.alice.mark()
+    await station.alice.text("3", reply_to=prompt["event_id"])
+    notice = await station.notice_after(mark, contains="Already settled")
+    assert notice and "Allow once" in content(notice)["body"]
+    assert rel(notice).get("rel_type") == "m.thread" and rel(notice).get("event_id") == prompt["event_id"]
+    assert (await _outcome(station, rec["id"]))["outcome"]["option_id"] == "allow_once"
+    st, _ = await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "deny"})
+    assert st == 404
+
+
+async def test_edits_are_not_answers(station: Station, sid: str) -> None:
+    rec, prompt = await _submit(station, sid)
+    ev = await station.alice.text("hmm, let me look", reply_to=prompt["event_id"])
+    await station.alice.edit(ev, "1")
+    await asyncio.sleep(2)
+    assert (await _outcome(station, rec["id"], 1))["state"] == "pending"
+    await station.alice.text("2", reply_to=prompt["event_id"])
+    assert (await _outcome(station, rec["id"]))["outcome"]["option_id"] == "allow_always"
+
+
+async def test_unparsable_reply_gets_the_valid_answers(station: Station, sid: str) -> None:
+    rec, prompt = await _submit(station, sid)
+    mark = station.alice.mark()
+    await station.alice.text("what does this do?", reply_to=prompt["event_id"])
+    notice = await station.notice_after(mark)
+    assert notice and "Allow once" in content(notice)["body"]
+    assert (await _outcome(station, rec["id"], 1))["state"] == "pending"
+    await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "deny"})
+
+
+async def test_answers_given_while_the_daemon_was_down_apply_once(station: Station, sid: str) -> None:
+    recs = [await _submit(station, sid) for _ in range(3)]
+    station.stop_daemon()
+    try:
+        for (_rec, prompt), answer in zip(recs, ["1", "2", "4"], strict=True):
+            await station.alice.text(answer, reply_to=prompt["event_id"])
+        # padding so the bot's next sync is limited and it has to backfill
+        for i in range(25):
+            await station.bob.text(f"chatter {i}")
+    finally:
+        station.start_daemon()
+        await station.wait_healthy()
+    for (rec, _p), option in zip(recs, ["allow_once", "allow_always", "reject_always"], strict=True):
+        got = await _outcome(station, rec["id"], 20)
+        assert got["state"] == "resolved" and got["outcome"]["option_id"] == option
+    await station.restart_daemon()
+    await asyncio.sleep(2)
+    for rec, prompt in recs:
+        edits = station.alice.find(lambda e, p=prompt: e.get("sender") == station.bot_id
+                                   and rel(e).get("rel_type") == "m.replace" and rel(e).get("event_id") == p["event_id"])
+        assert len(edits) == 1
+
+
+async def test_power_level_answerers(station: Station, sid: str) -> None:
+    station.extra_config = "" 
+    text = station.config_text().replace(
+        f'users = ["{station.alice.user_id}"]', f'users = ["{station.alice.user_id}"]\nmin_power_level = 50')
+    station.config_path.write_text(text)
+    await station.restart_daemon()
+    try:
+        rec, prompt = await _submit(station, sid)
+        await station.bob.text("1", reply_to=prompt["event_id"])  # power 0: refused
+        await asyncio.sleep(1.5)
+        assert (await _outcome(station, rec["id"], 1))["state"] == "pending"
+        await station.carol.text("2", reply_to=prompt["event_id"])  # power 50
+        got = await _outcome(station, rec["id"])
+        assert got["outcome"]["answered_by"] == station.carol.user_id
+    finally:
+        station.write_config()
+        await station.restart_daemon()
