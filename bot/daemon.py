@@ -144,7 +144,7 @@ class Daemon:
         if rule is None:
             return rec
         try:
-            option = choose(rec.options, rule.decision, scope=rule.scope, option_id=rule.optionId)
+            option = choose(rec.options, rule.decision, scope=rule.scope, option_id=rule.option_id)
         except NoFittingOption as e:
             log.warning("rule_not_applicable", request_id=rec.id, reason=str(e))
             return rec

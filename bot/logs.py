@@ -16,7 +16,11 @@ class _Masker:
     """Replace every known secret, wherever it appears in an event, with ``***``."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+        self.secrets: list[str] = []
+        self.add(secrets)
+
+    def add(self, secrets: Iterable[str]) -> None:
+        self.secrets = sorted({*self.secrets, *(s for s in secrets if s and len(s) >= 4)}, key=len, reverse=True)
 
     def _clean(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -38,10 +42,19 @@ class _Masker:
         return event
 
 
+_MASKER = _Masker(())
+
+
+def add_secret(*secrets: str) -> None:
+    """Mask these too from now on (e.g. an access token obtained at login)."""
+    _MASKER.add(secrets)
+
+
 def configure(level: str = "info", fmt: str = "console", secrets: Iterable[str] = ()) -> None:
     """Route structlog (and stdlib logging, e.g. nio's) to stderr with secrets masked."""
     lvl = getattr(logging, level.upper(), logging.INFO)
-    masker = _Masker(secrets)
+    masker = _MASKER
+    masker.add(secrets)
     renderer: Any = (
         structlog.processors.JSONRenderer()
         if fmt == "json"

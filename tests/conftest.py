@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.homeserver import Homeserver
+from bot.demo.homeserver import Homeserver
 from tests.support.station import Station
 
 _counter = itertools.count(1)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.events import validate_content
-from tests.support.human import content, rel
+from tests.support.human import content
 from tests.support.station import Station, request_body
 
 pytestmark = pytest.mark.e2e
@@ -219,3 +219,20 @@ def test_bad_config_is_one_line_naming_the_key(station: Station, tmp_path: Path,
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and key in lines[0], r.stderr
     assert "Traceback" not in r.stderr and time.monotonic() - t0 < 20
+
+
+async def test_no_secret_reaches_the_log(station: Station, sid: str) -> None:
+    import json as _json
+
+    from tests.support.station import BOT_PASSWORD, TOKEN
+
+    _, rec = await station.ahttp("POST", "/permissions", request_body(sid))
+    await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"})
+    await asyncio.sleep(0.5)
+    log_text = station.log_path.read_text(errors="replace")
+    session = _json.loads(
+        __import__("sqlite3").connect(station.state_dir / "inbox.sqlite3")
+        .execute("SELECT v FROM kv WHERE k='matrix.session'").fetchone()[0])
+    assert "request_submitted" in log_text  # the log is really being written
+    for secret in (BOT_PASSWORD, TOKEN, session["access_token"]):
+        assert secret not in log_text

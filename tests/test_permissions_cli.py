@@ -220,9 +220,7 @@ class Fake:
         elif body["decision"] == "approve":
             oid = kinds.get("allow_always" if body.get("scope") == "always" else "allow_once")
             if oid is None:
-                return web.json_response(
-                    {"error": "no_fitting_option", "reason": "no allow option"}, status=409
-                )
+                return web.json_response({"error": "no_fitting_option", "reason": "no allow option"}, status=409)
         else:
             oid = kinds.get("reject_once")
         r["state"] = "resolved" if oid else "cancelled"
@@ -319,9 +317,7 @@ async def test_watch_rides_out_a_daemon_restart() -> None:
     port = free_port()
     runner = await f.serve(port)
     env = _env(f.url, f.token)
-    proc = await start(
-        [*STANDALONE, "watch", "--allow-tool", "Bash", "--interval", "0.1s", "--timeout", "5s"], env
-    )
+    proc = await start([*STANDALONE, "watch", "--allow-tool", "Bash", "--interval", "0.1s", "--timeout", "5s"], env)
     try:
         await asyncio.sleep(1.0)
         await runner.cleanup()  # the daemon goes away ...
@@ -364,6 +360,20 @@ async def http(station: Any, method: str, path: str, body: object = None) -> tup
     return int(status), data
 
 
+_SUBMITTED: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+async def _settle_leftovers(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """Leave no request of ours pending in the shared station, even when a test fails midway."""
+    yield
+    if "station" in request.fixturenames and _SUBMITTED:
+        station = request.getfixturevalue("station")
+        for rid in _SUBMITTED:
+            await http(station, "POST", f"/permissions/{rid}", {"decision": "deny", "by": "test-cleanup"})
+        _SUBMITTED.clear()
+
+
 async def submit(
     station: Any,
     session: str,
@@ -383,6 +393,7 @@ async def submit(
     status, rec = await http(station, "POST", "/permissions", body)
     assert status in (200, 201), (status, rec)
     assert isinstance(rec, dict) and rec["state"] == "pending"
+    _SUBMITTED.append(rec["id"])
     return rec
 
 

@@ -177,14 +177,14 @@ async def test_answers_given_while_the_daemon_was_down_apply_once(station: Stati
         assert got["state"] == "resolved" and got["outcome"]["option_id"] == option
     await station.restart_daemon()
     await asyncio.sleep(2)
-    for rec, prompt in recs:
+    for _rec, prompt in recs:
         edits = station.alice.find(lambda e, p=prompt: e.get("sender") == station.bot_id
-                                   and rel(e).get("rel_type") == "m.replace" and rel(e).get("event_id") == p["event_id"])
+                                   and rel(e).get("rel_type") == "m.replace"
+                                   and rel(e).get("event_id") == p["event_id"])
         assert len(edits) == 1
 
 
 async def test_power_level_answerers(station: Station, sid: str) -> None:
-    station.extra_config = "" 
     text = station.config_text().replace(
         f'users = ["{station.alice.user_id}"]', f'users = ["{station.alice.user_id}"]\nmin_power_level = 50')
     station.config_path.write_text(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import os
 import re
 import shlex
 import shutil
@@ -172,14 +173,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
 
-def _error(message: str, code: int) -> int:
+def _warn(message: str) -> None:
     print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+def _error(message: str, code: int) -> int:
+    _warn(message)
     return code
 
 
 def _quiet_stdout() -> None:
-    import os
-
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -571,12 +574,12 @@ def _watch(args: argparse.Namespace, client: Client) -> int:
             if not answered_once or args.once:
                 raise
             if not lost:
-                _error(f"{err} (retrying every {interval:g}s)", 0)
+                _warn(f"{err} (retrying every {interval:g}s)")
                 lost = True
         else:
             answered_once = True
             if lost:
-                _error(f"the daemon at {client.url} answers again", 0)
+                _warn(f"the daemon at {client.url} answers again")
                 lost = False
             if status == 200 and isinstance(body, list):
                 for rec in body:
@@ -585,7 +588,7 @@ def _watch(args: argparse.Namespace, client: Client) -> int:
             elif status == 401:
                 raise _Fail(_http_message(status, body, client))
             else:
-                _error(f"listing requests: {_http_message(status, body, client)}", 0)
+                _warn(f"listing requests: {_http_message(status, body, client)}")
                 if args.once:
                     return 1
         if args.once:

@@ -12,6 +12,7 @@ import hashlib
 import random
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Protocol
 
 import structlog
@@ -30,6 +31,7 @@ from nio import (
 )
 
 from bot.config import MatrixConfig
+from bot.logs import add_secret
 from bot.matrix.room import RoomState
 
 log = structlog.get_logger("matrix")
@@ -91,6 +93,7 @@ class Matrix:
         saved = await self.kv.get_json(SESSION_KEY)
         c = self.client
         if isinstance(saved, dict) and saved.get("user_id") == self.cfg.user_id and saved.get("access_token"):
+            add_secret(saved["access_token"])
             c.restore_login(saved["user_id"], saved["device_id"], saved["access_token"])
             await self._whoami("the saved session (delete state/ to log in afresh)")
             log.info("matrix_session_restored", user_id=c.user_id, device_id=c.device_id)
@@ -103,6 +106,7 @@ class Matrix:
             r = await self._retry("login", lambda: c.login(self.cfg.password or "", device_name=self.cfg.device_name))
             if not isinstance(r, LoginResponse):
                 raise MatrixFatal(f"matrix.password: login as {self.cfg.user_id} failed: {getattr(r, 'message', r)}")
+        add_secret(c.access_token)
         await self.kv.set_json(
             SESSION_KEY, {"user_id": c.user_id, "device_id": c.device_id, "access_token": c.access_token}
         )
@@ -125,7 +129,7 @@ class Matrix:
             n += 1
             try:
                 return await call()
-            except (OSError, TimeoutError, asyncio.TimeoutError) as e:
+            except (OSError, TimeoutError) as e:
                 if attempts and n >= attempts:
                     raise
                 log.warning("matrix_unreachable", during=what, error=str(e) or type(e).__name__, retry_in=delay)
@@ -223,7 +227,7 @@ class Matrix:
     async def _handle_batch(self, r: SyncResponse, since: str | None, handler: EventHandler) -> None:
         for rid in r.rooms.invite:
             if rid == self.room_id:
-                await self._retry("join", lambda rid=rid: self.client.join(rid), attempts=3)
+                await self._retry("join", partial(self.client.join, rid), attempts=3)
             else:
                 log.info("invite_refused", room_id=rid, reason="not the station room")
                 try:
@@ -260,8 +264,9 @@ class Matrix:
         for _ in range(200):  # at most 20,000 events back
             r = await self._retry(
                 "backfill",
-                lambda token=token: self.client.room_messages(
-                    self.room_id, start=token, end=until, direction=MessageDirection.back, limit=100
+                partial(
+                    self.client.room_messages,
+                    self.room_id, start=token, end=until, direction=MessageDirection.back, limit=100,
                 ),
                 attempts=5,
             )

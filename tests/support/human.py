@@ -9,7 +9,7 @@ from typing import Any
 
 from nio import AsyncClient, SyncResponse
 
-from tests.support.homeserver import Homeserver
+from bot.demo.homeserver import Homeserver
 
 Pred = Callable[[dict[str, Any]], bool]
 

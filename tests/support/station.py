@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.support.homeserver import Homeserver, free_port
+from bot.demo.homeserver import Homeserver, free_port
 from tests.support.human import Human, content, rel
 
 V2 = "dev.agentpod.permission.v2"
@@ -105,7 +105,7 @@ level = "debug"
         self.config_path.write_text(self.config_text())
 
     def start_daemon(self) -> None:
-        out = open(self.log_path, "ab")  # noqa: SIM115
+        out = open(self.log_path, "ab")
         self.daemon = subprocess.Popen(
             [self.exe, "run", "--config", str(self.config_path)],
             stdout=out,

@@ -1,4 +1,5 @@
-"""A real Synapse on 127.0.0.1 (SQLite, rate limits lifted), users via the shared-secret admin API."""
+"""A local Synapse on 127.0.0.1 (SQLite, rate limits lifted) for the demo and the tests; needs the
+`demo` extra (matrix-synapse). Users are registered through the shared-secret admin API."""
 
 from __future__ import annotations
 
@@ -107,7 +108,7 @@ class Homeserver:
 
     def start(self, timeout: float = 90) -> None:
         self._generate()
-        out = open(self.dir / "stdout.log", "ab")  # noqa: SIM115
+        out = open(self.dir / "stdout.log", "ab")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "synapse.app.homeserver", "-c", str(self.dir / "homeserver.yaml")],
             cwd=self.dir,
