@@ -12,7 +12,7 @@ import asyncio
 import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -32,6 +32,7 @@ from bot.timeutil import iso_ms, to_datetime
 
 log = structlog.get_logger("daemon")
 
+SEND_CONCURRENCY = 16  # sends in flight to the homeserver at once
 NOT_POSTED = ""  # prompt_event_id of a rule-settled request that is recorded but not posted
 VIA_WORDS = {
     "matrix": "reply",
@@ -288,19 +289,25 @@ class Daemon:
             await _wait_any(self.stop, self.wake_outbox, 10.0)
 
     async def _outbox_pass(self) -> None:
-        while True:
-            batch = await self.inbox.needing_post(limit=16)
-            if not batch:
-                break
-            await asyncio.gather(*(self._post(r) for r in batch))
-        while True:
-            batch = await self.inbox.needing_edit(limit=16)
-            batch = [r for r in batch if r.prompt_event_id != NOT_POSTED]
-            if not batch:
-                break
-            await asyncio.gather(*(self._edit(r) for r in batch))
+        while batch := await self.inbox.needing_post(limit=256):
+            await self._pool(self._post, batch)
+        while batch := [r for r in await self.inbox.needing_edit(limit=256) if r.prompt_event_id != NOT_POSTED]:
+            await self._pool(self._edit, batch)
         if self.cfg.prompts.seed_reactions:
             await self._reactions_pass()
+
+    async def _pool(self, send: Callable[[Record], Awaitable[None]], batch: list[Record]) -> None:
+        """Run ``send`` over ``batch`` with at most SEND_CONCURRENCY in flight; the first failure is raised."""
+        sem = asyncio.Semaphore(SEND_CONCURRENCY)
+
+        async def one(rec: Record) -> None:
+            async with sem:
+                await send(rec)
+
+        results = await asyncio.gather(*(one(r) for r in batch), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
 
     async def _post(self, rec: Record) -> None:
         content = prompt_content(rec)

@@ -218,10 +218,6 @@ def _preview(
 # --- prose ---------------------------------------------------------------------------------------------
 
 
-def _display_title(title: str, fallback: str) -> str:
-    return _one_line(title) or fallback
-
-
 def _body(title: str, labels: Sequence[str], *, hint: bool) -> str:
     lines = [f"Permission needed: {title}", ""]
     lines += [f"{n}. {label}" for n, label in enumerate(labels, 1)]
@@ -377,7 +373,7 @@ def _prompt_at(
         if scope is not None:
             option["scope"] = scope
         v2_options.append(option)
-        shown.append(_one_line(label) or option_id)
+        shown.append(_one_line(label) or _one_line(option_id) or f"option {len(shown) + 1}")
     preview, complete = _preview(
         tool=tool or title,
         tool_kind=kind,
@@ -386,7 +382,7 @@ def _prompt_at(
         content=content,
         limits=limits,
     )
-    display = _display_title(v2_title, tool or "tool call")
+    display = _one_line(v2_title) or _one_line(tool) or "tool call"
     prompt: dict[str, Any] = {
         "msgtype": "m.text",
         "body": _body(display, shown, hint=True),

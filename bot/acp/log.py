@@ -102,9 +102,7 @@ def configure_stderr_logging(level: int = logging.INFO) -> StderrSink:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
-            structlog.processors.KeyValueRenderer(
-                key_order=["timestamp", "level", "event"], drop_missing=True
-            ),
+            structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"], drop_missing=True),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.WriteLoggerFactory(file=cast(TextIO, _sink)),

@@ -78,6 +78,14 @@ def reject_result(params: dict[str, Any]) -> dict[str, Any]:
     return dict(CANCELLED)
 
 
+def _discard(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task``, or take its exception so it is not reported as never retrieved."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
+
+
 def _dump(msg: Any) -> bytes:
     return (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
@@ -236,7 +244,7 @@ class _Request:
             if submit.done() and not submit.cancelled() and submit.exception() is None:
                 await self._cancel_in_daemon(submit.result()["id"])
             else:
-                submit.cancel()
+                _discard(submit)
                 self.log.info("permission request cancelled before the daemon had it")
             return dict(CANCELLED)
         try:
@@ -255,7 +263,7 @@ class _Request:
         while rec.get("state", "pending") == "pending":
             poll = asyncio.ensure_future(self._poll(rec["id"], body))
             if not await self._race(poll):
-                poll.cancel()
+                _discard(poll)
                 await self._cancel_in_daemon(self.record_id)
                 return dict(CANCELLED)
             rec = poll.result()
@@ -412,6 +420,22 @@ class Proxy:
     async def run(self) -> int:
         """Run until the agent exits; its exit code (128+N for a signal)."""
         cfg = self.cfg
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        procs: list[asyncio.subprocess.Process] = []
+        signals = 0
+
+        def on_signal(signame: str) -> None:
+            nonlocal signals
+            signals += 1
+            log.info("signal received", signal=signame)
+            stop.set()
+            if signals > 1 and procs and procs[0].returncode is None:
+                procs[0].kill()
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, on_signal, sig.name)
         try:
             proc = await asyncio.create_subprocess_exec(
                 *cfg.command,
@@ -425,6 +449,7 @@ class Proxy:
         except OSError as e:
             log.error("cannot start the agent", command=cfg.command[0], error=str(e))
             return 126
+        procs.append(proc)
         assert proc.stdin is not None and proc.stdout is not None
         log.info(
             "agent started",
@@ -436,29 +461,15 @@ class Proxy:
             token=bool(cfg.token),
         )
         self._to_agent = to_agent = stream_writer_sink(proc.stdin)
-        self._to_client = await open_sink(cfg.stdout_fd)
+        self._to_client = to_client = await open_sink(cfg.stdout_fd)
         from_client = await open_source(cfg.stdin_fd)
         big = self._note_oversize
         up = asyncio.create_task(pump(from_client, to_agent, _FromClient(self), on_oversize=big))
         from_agent = StreamSource(proc.stdout)
-        down = asyncio.create_task(pump(from_agent, self._to_client, _FromAgent(self), on_oversize=big))
-        stop = asyncio.Event()
-        signals = 0
-
-        def on_signal(signame: str) -> None:
-            nonlocal signals
-            signals += 1
-            log.info("signal received", signal=signame)
-            stop.set()
-            if signals > 1 and proc.returncode is None:
-                proc.kill()
-
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, on_signal, sig.name)
+        down = asyncio.create_task(pump(from_agent, to_client, _FromAgent(self), on_oversize=big))
         stopper = asyncio.create_task(stop.wait())
         waiting: set[asyncio.Task[Any]] = {up, down, stopper}
+        grace: float | None = None  # how long the agent may take to exit before it is terminated
         try:
             while True:
                 done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -479,17 +490,19 @@ class Proxy:
                         log.info("agent closed stdout")
                         await self._settle_all("agent", answer=False)
                     else:
-                        if not isinstance(exc, ConnectionError):
-                            log.error("agent relay failed", error=repr(exc))
-                        else:
+                        if isinstance(exc, ConnectionError):
                             log.info("client stopped reading; closing the agent's stdin")
+                        else:
+                            log.error("agent relay failed", error=repr(exc))
                         await self._settle_all("client", answer=True)
                         to_agent.close()
+                        grace = 5.0
                     break
                 if stopper in done:
                     await self._settle_all("client", answer=True)
+                    grace = 0.0
                     break
-            rc = await self._wait_agent(proc, stop)
+            rc = await self._wait_agent(proc, stop, grace)
         finally:
             for t in (up, down, stopper):
                 t.cancel()
@@ -497,18 +510,17 @@ class Proxy:
                 if r.task is not None:
                     r.task.cancel()
             to_agent.close()
-            if self._to_client is not None:
-                self._to_client.close()
+            to_client.close()
             await self.daemon.close()
         log.info("agent exited", code=rc)
         return rc
 
-    async def _wait_agent(self, proc: asyncio.subprocess.Process, stop: asyncio.Event) -> int:
-        """Wait for the agent to exit; on a stop signal, terminate it (then kill)."""
+    async def _wait_agent(self, proc: asyncio.subprocess.Process, stop: asyncio.Event, grace: float | None) -> int:
+        """Wait for the agent to exit; after ``grace`` seconds or a stop signal, terminate it (then kill)."""
         waiter = asyncio.ensure_future(proc.wait())
         stopper = asyncio.ensure_future(stop.wait())
         try:
-            await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait({waiter, stopper}, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
             if not waiter.done():
                 if self._to_agent is not None:
                     self._to_agent.close()

@@ -52,9 +52,7 @@ class ToolCallCache:
         elif kind == "tool_call_update":
             self.merge(sid, upd, size, replace=False)
 
-    def merge(
-        self, session_id: str, tool_call: dict[str, Any], size: int = 0, *, replace: bool = False
-    ) -> None:
+    def merge(self, session_id: str, tool_call: dict[str, Any], size: int = 0, *, replace: bool = False) -> None:
         """Record the non-empty fields of ``tool_call``; ``replace`` starts the entry afresh."""
         tcid = tool_call.get("toolCallId")
         if not isinstance(tcid, str):

@@ -1,0 +1,208 @@
+"""The relay: bytes pass unchanged both ways (unit and through real processes), exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+import subprocess
+import threading
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.acp.relay import Sink, pump
+from tests.agents.session import ECHO_AGENT, PY, proxy_cmd
+
+CLOSED_URL = "http://127.0.0.1:9"
+
+
+class ListSource:
+    def __init__(self, chunks: list[bytes]) -> None:
+        self._chunks = list(chunks)
+
+    async def read(self) -> bytes:
+        await asyncio.sleep(0)
+        return self._chunks.pop(0) if self._chunks else b""
+
+
+def collecting_sink(out: list[bytes]) -> Sink:
+    async def drain() -> None:
+        await asyncio.sleep(0)
+
+    return Sink(out.append, drain, lambda: None)
+
+
+class DropMarked:
+    """Inspects lines holding MARK; drops those that also hold DROP."""
+
+    def __init__(self) -> None:
+        self.seen: list[bytes] = []
+
+    def wants(self, data: bytes) -> bool:
+        return b"MARK" in data
+
+    def inspect(self, line: bytes) -> bool:
+        self.seen.append(line)
+        return b"DROP" not in line
+
+
+def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
+    points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
+    return [data[a:b] for a, b in itertools.pairwise(points) if b > a]
+
+
+line_st = st.one_of(
+    st.binary(max_size=40).map(lambda b: b.replace(b"\n", b"")),
+    st.sampled_from([b"MARK keep", b"MARK DROP", b'{"a": "MARK"}', b"", b"\r", b"DROP"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(line_st, max_size=30), st.booleans(), st.lists(st.integers(0, 10_000), max_size=12))
+async def test_pump_relays_all_but_dropped_lines_for_any_chunking(
+    lines: list[bytes], final_newline: bool, cuts: list[int]
+) -> None:
+    data = b"\n".join(lines) + (b"\n" if final_newline and lines else b"")
+    out: list[bytes] = []
+    filt = DropMarked()
+    await pump(ListSource(chunked(data, cuts)), collecting_sink(out), filt, inspect_limit=1 << 20)
+    pieces = data.split(b"\n")
+    whole = [p + b"\n" for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+    expected = b"".join(p for p in whole if not (b"MARK" in p and b"DROP" in p))
+    assert b"".join(out) == expected
+    assert filt.seen == [p for p in whole if b"MARK" in p]
+
+
+async def test_pump_streams_an_oversize_line_and_keeps_injected_lines_whole() -> None:
+    big = b"MARK " + b"x" * 5000 + b" DROP\n"  # would be dropped, but it is too long to inspect
+    chunks = [big[i : i + 700] for i in range(0, len(big), 700)] + [b"MARK DROP\nafter\n"]
+    out: list[bytes] = []
+    sizes: list[int] = []
+    filt = DropMarked()
+    sink = collecting_sink(out)
+    relay = asyncio.create_task(pump(ListSource(chunks), sink, filt, inspect_limit=1000, on_oversize=sizes.append))
+    await asyncio.sleep(0)
+    injected = asyncio.create_task(sink.send_line(b"INJECTED\n"))
+    await relay
+    await injected
+    joined = b"".join(out)
+    assert joined.replace(b"INJECTED\n", b"") == big + b"after\n"
+    assert joined.startswith(b"INJECTED\n") or joined.endswith(b"INJECTED\n") or b"\nINJECTED\n" in joined
+    assert sizes and filt.seen == [b"MARK DROP\n"]
+
+
+def _payloads(tmp: Path) -> tuple[bytes, bytes]:
+    rnd = random.Random(7)
+    big = "".join(rnd.choice("abcdefghij \u00e9\u4e2d") for _ in range(1000))
+    up_lines = [
+        b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}',
+        b'{ "jsonrpc" : "2.0", "method" : "session/cancel", "params" : { "sessionId" : "s1" } }',
+        b"this is not json, but it has cancel in it",
+        b'{"jsonrpc":"2.0","id":"x","result":{"outcome":{"outcome":"cancelled"}}}',
+        b"\xff\xfe invalid utf-8 \x00 bytes",
+        b"",
+        b'{"a": 1}\r',
+        json.dumps({"jsonrpc": "2.0", "id": 5, "method": "session/prompt",
+                    "params": {"text": big}}, ensure_ascii=False).encode(),
+        # a 60 MB line: a JSON prompt that also mentions "cancel", so the proxy parses it whole
+        b'{"jsonrpc":"2.0","id":6,"method":"session/prompt","params":{"cancel":"'
+        + b"y" * (60 * 1024 * 1024) + b'"}}',
+        b"[1, 2, 3]",
+    ]
+    up = b"\n".join(up_lines) + b"\n" + b'{"jsonrpc":"2.0","method":"partial/at/eof"'
+    down_lines = [
+        b'{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1}}',
+        b'{"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s1", "update": '
+        b'{"sessionUpdate": "tool_call", "toolCallId": "c1", "title": "T", "rawInput": {"command": "ls"}}}}',
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":'
+        b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"tool_call request_permission"}}}}',
+        b'{"jsonrpc":"2.0","method":"session/request_permission","params":{"note":"a notification: relayed"}}',
+        b"not json at all: request_permission tool_call",
+        b"\x00\x01\x02",
+        b"",
+        b"{'single': 'quotes'}",
+        b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":'
+        b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"'
+        + b"z" * (60 * 1024 * 1024) + b' tool_call"}}}}',
+        json.dumps({"text": big}, ensure_ascii=False).encode() + b"\r",
+    ]
+    down = b"\n".join(down_lines) + b"\n" + b"tail without newline"
+    return up, down
+
+
+def test_relay_is_byte_faithful_both_ways_with_60mb_lines(tmp_path: Path) -> None:
+    up, down = _payloads(tmp_path)
+    emit = tmp_path / "emit.bin"
+    emit.write_bytes(down)
+    record = tmp_path / "record.bin"
+    cmd = [*proxy_cmd(), "--url", CLOSED_URL, "--", PY, ECHO_AGENT, "--record", str(record),
+           "--emit", str(emit), "--exit-code", "7"]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin and proc.stdout and proc.stderr
+    stdin = proc.stdin
+
+    def feed() -> None:
+        rnd = random.Random(3)
+        pos = 0
+        while pos < len(up):
+            n = rnd.choice([1, 3, 50, 4096, 100_000, 3_000_000])
+            stdin.write(up[pos : pos + n])
+            stdin.flush()
+            pos += n
+        stdin.close()
+
+    err: list[bytes] = []
+    feeder = threading.Thread(target=feed)
+    errs = threading.Thread(target=lambda: err.append(proc.stderr.read() if proc.stderr else b""))
+    feeder.start()
+    errs.start()
+    got = proc.stdout.read()
+    rc = proc.wait(120)
+    feeder.join()
+    errs.join()
+    assert got == down, f"stdout differs: {len(got)} vs {len(down)} bytes"
+    assert record.read_bytes() == up
+    assert rc == 7
+    for line in err[0].decode().splitlines():
+        assert line.startswith("timestamp=") and " level=" in line, line
+
+
+def test_exit_code_and_usage_errors(tmp_path: Path) -> None:
+    base = [*proxy_cmd(), "--url", CLOSED_URL]
+    r = subprocess.run([*base, "--", PY, "-c", "import sys; sys.exit(42)"], capture_output=True, timeout=60)
+    assert r.returncode == 42 and r.stdout == b""
+    r = subprocess.run([*base, "--", PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 128 + 9
+    r = subprocess.run([*base, "--", str(tmp_path / "no-such-agent")], capture_output=True, timeout=60)
+    assert r.returncode == 127 and b"not found" in r.stderr and r.stdout == b""
+    r = subprocess.run(base, capture_output=True, timeout=60)
+    assert r.returncode == 2 and b"no agent command" in r.stderr
+    r = subprocess.run([*base, "--connect-timeout", "soon", "--", PY, "-c", "pass"], capture_output=True,
+                       timeout=60)
+    assert r.returncode == 2 and b"connect-timeout" in r.stderr
+
+
+def test_stdin_from_a_file_and_sigterm(tmp_path: Path) -> None:
+    src = tmp_path / "in.txt"
+    src.write_bytes(b"line one\nline two\n")
+    out = tmp_path / "out.txt"
+    with open(src, "rb") as i, open(out, "wb") as o:
+        r = subprocess.run([*proxy_cmd(), "--url", CLOSED_URL, "--", PY, ECHO_AGENT, "--echo"],
+                           stdin=i, stdout=o, stderr=subprocess.PIPE, timeout=60)
+    assert r.returncode == 0 and out.read_bytes() == b"line one\nline two\n"
+    # SIGTERM: the agent is terminated and its code (143) comes back
+    p = subprocess.Popen([*proxy_cmd(), "--url", CLOSED_URL, "--", PY, "-c", "import time; time.sleep(60)"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert p.stderr is not None
+        first = p.stderr.readline()  # "agent started": the handlers are in place
+        assert b"agent started" in first
+        p.terminate()
+        assert p.wait(20) == 128 + 15
+    finally:
+        if p.poll() is None:
+            p.kill()
