@@ -11,7 +11,15 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from bot.durations import DurationError, parse_duration
 
@@ -28,6 +36,22 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
+class VerifiedDevice(_Section):
+    """One entry of [matrix] verified_devices: a device the operator checked out of band."""
+
+    user_id: str
+    device_id: str
+    ed25519: str
+
+    @field_validator("ed25519")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        key = "".join(v.split())  # Element shows the session key in groups of four
+        if len(key) != 43:
+            raise ValueError("must be the device's ed25519 key (43 base64 characters, Element: 'Session key')")
+        return key
+
+
 class MatrixConfig(_Section):
     """[matrix]: the bot's account and its station room."""
 
@@ -38,6 +62,25 @@ class MatrixConfig(_Section):
     device_name: str = "permission-bot"
     room: str
     sync_timeout: float = 30.0
+    encryption: bool = True
+    trust: Literal["tofu", "verified-only"] = "tofu"
+    verified_devices: list[VerifiedDevice] = Field(default=[], validate_default=True)
+    undecryptable_wait: float = 60.0
+
+    @field_validator("undecryptable_wait", mode="before")
+    @classmethod
+    def _wait(cls, v: Any) -> float:
+        try:
+            return parse_duration(v)
+        except DurationError as e:
+            raise ValueError(str(e)) from None
+
+    @field_validator("verified_devices")
+    @classmethod
+    def _pins(cls, v: list[VerifiedDevice], info: ValidationInfo) -> list[VerifiedDevice]:
+        if info.data.get("trust") == "verified-only" and not v:
+            raise ValueError('required with trust = "verified-only" (else no device could read the prompts)')
+        return v
 
     @field_validator("homeserver")
     @classmethod

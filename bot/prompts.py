@@ -185,18 +185,19 @@ def _preview(
     items: list[dict[str, str]] = []
     complete = True
 
-    def text_item(label: str, text: str, limit: int) -> None:
+    def shorten(text: str, limit: int) -> str:
         nonlocal complete
-        body, was_cut = _cut(_clean(text), limit)
+        short, was_cut = _cut(_clean(text), limit)
         complete = complete and not was_cut
-        items.append({"type": "text", "label": _clean(label), "text": body})
+        return short
+
+    def text_item(label: str, text: str, limit: int) -> None:
+        items.append({"type": "text", "label": shorten(label, limits.label), "text": shorten(text, limit)})
 
     if tool:
-        value, was_cut = _cut(_clean(tool), limits.title)
-        complete = complete and not was_cut
-        items.append({"type": "field", "label": "Tool", "value": value})
+        items.append({"type": "field", "label": "Tool", "value": shorten(tool, limits.title)})
     if tool_kind:
-        items.append({"type": "field", "label": "Kind", "value": _clean(tool_kind)})
+        items.append({"type": "field", "label": "Kind", "value": shorten(tool_kind, limits.label)})
     command = _command_text(raw_input)
     if command is not None:
         text_item(command[0], command[1], limits.command)
@@ -209,7 +210,7 @@ def _preview(
         text_item("Details", text, limits.command)
     places = [p for p in (_location_text(loc) for loc in locations) if p is not None]
     for place in places[: limits.items]:
-        items.append({"type": "field", "label": "Location", "value": _clean(place)})
+        items.append({"type": "field", "label": "Location", "value": shorten(place, limits.title)})
     if len(diffs) > limits.items or len(texts) > limits.items or len(places) > limits.items:
         complete = False
     return items, complete
@@ -230,9 +231,7 @@ def _hint_html() -> str:
     return f"<p>{_esc(ANSWER_HINT)}</p>"
 
 
-def _formatted(
-    title: str, labels: Sequence[str], preview: Sequence[Mapping[str, Any]], complete: bool
-) -> str:
+def _formatted(title: str, labels: Sequence[str], preview: Sequence[Mapping[str, Any]], complete: bool) -> str:
     parts = [f"<p><strong>Permission needed:</strong> {_esc(title)}</p>"]
     fields = []
     for item in preview:
@@ -247,9 +246,7 @@ def _formatted(
         if item.get("type") == "text":
             label = str(item.get("label", ""))
             lang = ' class="language-diff"' if label.startswith("Diff") else ""
-            parts.append(
-                f"<p><b>{_esc(label)}</b></p><pre><code{lang}>{_esc(str(item.get('text', '')))}</code></pre>"
-            )
+            parts.append(f"<p><b>{_esc(label)}</b></p><pre><code{lang}>{_esc(str(item.get('text', '')))}</code></pre>")
     if not complete:
         parts.append("<p><em>Preview shortened.</em></p>")
     parts.append("<ol>" + "".join(f"<li>{_esc(label)}</li>" for label in labels) + "</ol>")
@@ -319,7 +316,7 @@ def build_prompt(
         raise ValueError(f"revision: must be an int (got {revision!r:.60})")
     acp = _acp_options(options)
     title = _clean(title) if isinstance(title, str) else ""
-    kind = _clean(tool_kind) if isinstance(tool_kind, str) and tool_kind else None
+    kind = _cut(_clean(tool_kind), MAX_LABEL)[0] if isinstance(tool_kind, str) and tool_kind else None
     tool = _clean(tool_name) if isinstance(tool_name, str) and tool_name else ""
     result: dict[str, Any] = {}
     for limits in _STEPS:
@@ -432,11 +429,7 @@ def _outcome_line(
 ) -> str:
     """One line saying what was decided, by whom and how."""
     meaning = next(
-        (
-            o.get("meaning")
-            for o in prompt.get("options", [])
-            if isinstance(o, Mapping) and o.get("id") == option_id
-        ),
+        (o.get("meaning") for o in prompt.get("options", []) if isinstance(o, Mapping) and o.get("id") == option_id),
         None,
     )
     named = f" ({_one_line(label)})" if label else ""
@@ -486,11 +479,7 @@ def build_settled(
     label = option_name
     if label is None and option_id is not None:
         label = next(
-            (
-                o.get("label")
-                for o in settled.get("options", [])
-                if isinstance(o, dict) and o.get("id") == option_id
-            ),
+            (o.get("label") for o in settled.get("options", []) if isinstance(o, dict) and o.get("id") == option_id),
             None,
         )
     line = _outcome_line(

@@ -206,3 +206,14 @@ def test_stdin_from_a_file_and_sigterm(tmp_path: Path) -> None:
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_agent_exit_is_noticed_while_a_child_holds_its_stdout() -> None:
+    # the background sleep keeps the agent's stdout (and our stderr) open: wait for the proxy only
+    p = subprocess.Popen([*proxy_cmd(), "--url", CLOSED_URL, "--", "sh", "-c", "exec 2>/dev/null; sleep 30 & exit 4"],
+                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert p.wait(15) == 4
+    finally:
+        if p.poll() is None:
+            p.kill()

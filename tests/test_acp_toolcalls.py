@@ -8,8 +8,8 @@ from bot.acp.proxy import reject_result, result_from_record
 from bot.acp.toolcalls import CONTEXT_BYTES, ToolCallCache
 
 
-def upd(kind: str, sid: str = "s1", **fields: Any) -> dict[str, Any]:
-    return {"sessionId": sid, "update": {"sessionUpdate": kind, **fields}}
+def upd(what: str, sid: str = "s1", **fields: Any) -> dict[str, Any]:
+    return {"sessionId": sid, "update": {"sessionUpdate": what, **fields}}
 
 
 def test_sparse_request_is_completed_from_announcement_and_updates() -> None:

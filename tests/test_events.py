@@ -131,9 +131,7 @@ def test_rfc3339_refuses_non_strings(value: object) -> None:
 
 
 def test_parse_rfc3339() -> None:
-    assert parse_rfc3339("2026-11-07T10:30:00.123456789+05:30") == datetime(
-        2026, 11, 7, 5, 0, 0, 123456, tzinfo=UTC
-    )
+    assert parse_rfc3339("2026-11-07T10:30:00.123456789+05:30") == datetime(2026, 11, 7, 5, 0, 0, 123456, tzinfo=UTC)
     assert parse_rfc3339("2026-12-31T23:59:60Z") == datetime(2027, 1, 1, tzinfo=UTC)
     with pytest.raises(ValueError):
         parse_rfc3339("0000-01-01T00:00:00Z")  # valid RFC 3339, but no Python datetime holds it
@@ -191,7 +189,7 @@ def test_seed_examples_are_valid() -> None:
     assert isinstance(model, PermissionV2)
     assert model.request_id == "acps_3f0c:12"
     assert model.subject.schema_ == "harness-permission/v1"
-    assert model.card is not None and [o.option_id for o in model.card.options][0] == "allow_once"
+    assert model.card is not None and model.card.options[0].option_id == "allow_once"
     assert [(o.meaning, o.scope) for o in model.options] == [
         ("approve", "once"),
         ("approve", "always"),
@@ -244,8 +242,10 @@ def test_integral_json_numbers_are_integers() -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (changed(SEED, "subject", "expires_at", value="2026-11-07"),
-         'subject.expires_at: not an RFC 3339 date-time ("2026-11-07")'),
+        (
+            changed(SEED, "subject", "expires_at", value="2026-11-07"),
+            'subject.expires_at: not an RFC 3339 date-time ("2026-11-07")',
+        ),
         (changed(SEED, "options", value=[]), "options: at least 1 item"),
         (changed(SEED, "options", value=[SEED["options"][0]] * 21), "options: at most 20 items"),
         (changed(BUILT, "options", 1, "id", value="allow"), 'options[1].id: repeats "allow"'),
@@ -253,25 +253,40 @@ def test_integral_json_numbers_are_integers() -> None:
         (changed(SEED, "request_id", value=""), "request_id: at least 1 character"),
         (changed(SEED, "options", 2, "id", value="x" * 201), "options[2].id: at most 200 characters"),
         (changed(SEED, "options", 0, "meaning", delete=True), "options[0].meaning: required"),
-        (changed(SEED, "options", 0, "meaning", value="allow"),
-         'options[0].meaning: must be "approve", "reject" or "choose" (got "allow")'),
-        (changed(SEED, "subject", "schema", value="other/v1"),
-         'subject.schema: must be "harness-permission/v1" (got "other/v1")'),
+        (
+            changed(SEED, "options", 0, "meaning", value="allow"),
+            'options[0].meaning: must be "approve", "reject" or "choose" (got "allow")',
+        ),
+        (
+            changed(SEED, "subject", "schema", value="other/v1"),
+            'subject.schema: must be "harness-permission/v1" (got "other/v1")',
+        ),
         (changed(SEED, "subject", "preview", 1, "value", delete=True), "subject.preview[1].value: required"),
-        (changed(SEED, "subject", "preview", 2, "type", value="image"),
-         'subject.preview[2].type: must be "field" or "text" (got "image")'),
-        (changed(SEED, "subject", "preview", 2, "type", delete=True),
-         'subject.preview[2]: needs a "type": "field" or "text"'),
+        (
+            changed(SEED, "subject", "preview", 2, "type", value="image"),
+            'subject.preview[2].type: must be "field" or "text" (got "image")',
+        ),
+        (
+            changed(SEED, "subject", "preview", 2, "type", delete=True),
+            'subject.preview[2]: needs a "type": "field" or "text"',
+        ),
         (changed(SEED, "subject", "preview", 0, value="Tool"), 'subject.preview[0]: must be an object (got "Tool")'),
         (changed(SEED, "tool_kind", value=None), "tool_kind: must not be null"),
         (changed(SEED, "subject", value=[]), "subject: must be an object (got a list)"),
-        (changed(SEED, "dev.agentpod.permission", "options", 3, "option_id", value=""),
-         "dev.agentpod.permission.options[3].option_id: at least 1 character"),
-        (changed(SEED, "dev.agentpod.permission", "schema_version", value=0),
-         "dev.agentpod.permission.schema_version: at least 1 (got 0)"),
+        (
+            changed(SEED, "dev.agentpod.permission", "options", 3, "option_id", value=""),
+            "dev.agentpod.permission.options[3].option_id: at least 1 character",
+        ),
+        (
+            changed(SEED, "dev.agentpod.permission", "schema_version", value=0),
+            "dev.agentpod.permission.schema_version: at least 1 (got 0)",
+        ),
         (changed(SEED, "title", value="bad \ud800"), "title: not valid Unicode (a lone surrogate)"),
         (changed(SEED, "x", value={"key \ud800\n": 1}), "x: not valid Unicode (a lone surrogate)"),
-        (changed(SEED, "a b", value={"c\nd": {"e": "\udfff"}}), '["a b"]["c\\nd"].e: not valid Unicode (a lone surrogate)'),
+        (
+            changed(SEED, "a b", value={"c\nd": {"e": "\udfff"}}),
+            '["a b"]["c\\nd"].e: not valid Unicode (a lone surrogate)',
+        ),
         ([SEED], "content: must be a JSON object (got a list)"),
         ("{}", 'content: must be a JSON object (got "{}")'),
     ],
@@ -331,8 +346,10 @@ def test_answer_valid() -> None:
     [
         ({"request_id": "s:1"}, f"{ANSWER_KEY}.option_id: required"),
         ({"request_id": "", "option_id": "x"}, f"{ANSWER_KEY}.request_id: at least 1 character"),
-        ({"request_id": "s:1", "option_id": "x", "subject": {"revision": "1"}},
-         f'{ANSWER_KEY}.subject.revision: must be a whole number (got "1")'),
+        (
+            {"request_id": "s:1", "option_id": "x", "subject": {"revision": "1"}},
+            f'{ANSWER_KEY}.subject.revision: must be a whole number (got "1")',
+        ),
         ({"request_id": "s:1", "option_id": "x", "feedback": 3}, f"{ANSWER_KEY}.feedback: must be a string (got 3)"),
         ("allow", f'{ANSWER_KEY}: must be an object (got "allow")'),
     ],

@@ -198,8 +198,14 @@ def test_large_prompts_stay_within_budget() -> None:
     assert len(json.dumps(built, ensure_ascii=False).encode()) <= CONTENT_BUDGET
     assert built["subject"]["preview_complete"] is False
     settled = build_settled(
-        built, state="resolved", option_id="allow_once", option_name=None, answered_by="@alice:hs",
-        via="matrix", feedback="f" * 10_000, decided_at=DECIDED,
+        built,
+        state="resolved",
+        option_id="allow_once",
+        option_name=None,
+        answered_by="@alice:hs",
+        via="matrix",
+        feedback="f" * 10_000,
+        decided_at=DECIDED,
     )
     assert len(json.dumps(edit_content("$p", settled), ensure_ascii=False).encode()) < 60_000
 
@@ -230,9 +236,10 @@ def test_labels() -> None:
 
 def test_expiry_in_utc_milliseconds() -> None:
     plus2 = timezone(timedelta(hours=2))
-    assert prompt(expires_at=datetime(2026, 11, 7, 12, 30, 0, 123999, tzinfo=plus2))["subject"][
-        "expires_at"
-    ] == "2026-11-07T10:30:00.123Z"
+    assert (
+        prompt(expires_at=datetime(2026, 11, 7, 12, 30, 0, 123999, tzinfo=plus2))["subject"]["expires_at"]
+        == "2026-11-07T10:30:00.123Z"
+    )
     assert prompt(expires_at=datetime(2026, 11, 7, 10, 30))["subject"]["expires_at"] == "2026-11-07T10:30:00.000Z"
 
 
@@ -283,7 +290,9 @@ def test_settled_approve() -> None:
     original = built["body"].removesuffix("\n\n" + ANSWER_HINT)
     assert settled["body"] == "✅ Approved (Allow once) by @alice:hs via reply\n\n" + original
     assert ANSWER_HINT not in settled["body"] and "Reply with" not in settled["formatted_body"]
-    assert settled["formatted_body"].startswith("<p><strong>✅ Approved (Allow once) by @alice:hs via reply</strong></p>")
+    assert settled["formatted_body"].startswith(
+        "<p><strong>✅ Approved (Allow once) by @alice:hs via reply</strong></p>"
+    )
     assert "<pre><code>bun test</code></pre>" in settled["formatted_body"]
     assert settled["resolution"] == {
         "state": "resolved",
@@ -305,18 +314,34 @@ def test_settled_approve() -> None:
 @pytest.mark.parametrize(
     ("overrides", "first_line"),
     [
-        ({"option_id": "reject_always", "option_name": None, "feedback": "use  the\nstaging db"},
-         "❌ Rejected (Never allow) by @alice:hs via reply: “use the staging db”"),
+        (
+            {"option_id": "reject_always", "option_name": None, "feedback": "use  the\nstaging db"},
+            "❌ Rejected (Never allow) by @alice:hs via reply: “use the staging db”",
+        ),
         ({"via": "reaction"}, "✅ Approved (Allow once) by @alice:hs via reaction"),
         ({"via": "api", "answered_by": "api"}, "✅ Approved (Allow once) via API"),
-        ({"state": "expired", "option_id": "reject_once", "option_name": "Reject", "answered_by": "timeout",
-          "via": "timeout"}, "⏱ Expired, no answer in time: rejected (Reject)"),
-        ({"state": "expired", "option_id": None, "option_name": None, "answered_by": "timeout", "via": "timeout"},
-         "⏱ Expired, no answer in time: cancelled"),
-        ({"state": "cancelled", "option_id": None, "option_name": None, "answered_by": "cancel", "via": "cancel"},
-         "🚫 Cancelled"),
-        ({"state": "cancelled", "option_id": None, "option_name": None, "via": "api"},
-         "🚫 Cancelled by @alice:hs via API"),
+        (
+            {
+                "state": "expired",
+                "option_id": "reject_once",
+                "option_name": "Reject",
+                "answered_by": "timeout",
+                "via": "timeout",
+            },
+            "⏱ Expired, no answer in time: rejected (Reject)",
+        ),
+        (
+            {"state": "expired", "option_id": None, "option_name": None, "answered_by": "timeout", "via": "timeout"},
+            "⏱ Expired, no answer in time: cancelled",
+        ),
+        (
+            {"state": "cancelled", "option_id": None, "option_name": None, "answered_by": "cancel", "via": "cancel"},
+            "🚫 Cancelled",
+        ),
+        (
+            {"state": "cancelled", "option_id": None, "option_name": None, "via": "api"},
+            "🚫 Cancelled by @alice:hs via API",
+        ),
     ],
 )
 def test_settled_outcomes(overrides: dict[str, Any], first_line: str) -> None:
@@ -356,8 +381,10 @@ any_text = st.text(max_size=300) | st.text(st.characters(codec="utf-8"), max_siz
 acp_options = st.lists(
     st.fixed_dictionaries(
         {"optionId": st.text(min_size=1, max_size=200).filter(lambda s: "\ud800" not in s)},
-        optional={"name": any_text | raw_json, "kind": st.sampled_from(
-            ["allow_once", "allow_always", "reject_once", "reject_always", "other"]) | raw_json},
+        optional={
+            "name": any_text | raw_json,
+            "kind": st.sampled_from(["allow_once", "allow_always", "reject_once", "reject_always", "other"]) | raw_json,
+        },
     ),
     min_size=1,
     max_size=20,
@@ -408,8 +435,16 @@ def test_random_inputs_build_valid_content(
     expires: datetime,
 ) -> None:
     built = prompt(
-        title=title, tool_kind=tool_kind, tool_name=tool_name, options=options, raw_input=raw_input,
-        locations=locs, content=content, request_seq=seq, revision=revision, expires_at=expires,
+        title=title,
+        tool_kind=tool_kind,
+        tool_name=tool_name,
+        options=options,
+        raw_input=raw_input,
+        locations=locs,
+        content=content,
+        request_seq=seq,
+        revision=revision,
+        expires_at=expires,
     )
     validate_content(built)
     assert schema_verdict(built) is None
@@ -423,3 +458,18 @@ def test_random_inputs_build_valid_content(
     settled = settle(built, option_id=options[0]["optionId"], option_name=None, feedback=title)
     validate_content(settled)
     assert settled["body"].count("\n") >= 2 and "\n" not in settled["body"].split("\n\n")[0]
+
+
+def test_absurd_sizes_everywhere_stay_within_budget() -> None:
+    huge = "p" * 100_000
+    built = prompt(
+        tool_kind=huge,
+        tool_name=huge,
+        title=huge,
+        locations=[{"path": huge}] * 3,
+        content=[{"type": "diff", "path": huge, "oldText": huge, "newText": huge + "q"}],
+        options=[{"optionId": f"o{i}", "name": huge, "kind": "allow_once"} for i in range(20)],
+    )
+    assert len(json.dumps(built, ensure_ascii=False).encode()) <= CONTENT_BUDGET
+    assert built["subject"]["preview_complete"] is False
+    validate_content(built)

@@ -161,8 +161,11 @@ timestamps = st.one_of(
 option_ids = st.sampled_from(["a", "b", "allow", "", "x" * 200, "x" * 201]) | st.text(max_size=4)
 options_st = st.lists(
     st.fixed_dictionaries(
-        {"id": option_ids, "label": st.text(max_size=4) | st.just("y" * 201), "meaning": st.sampled_from(
-            ["approve", "reject", "choose", "allow"])},
+        {
+            "id": option_ids,
+            "label": st.text(max_size=4) | st.just("y" * 201),
+            "meaning": st.sampled_from(["approve", "reject", "choose", "allow"]),
+        },
         optional={"scope": st.sampled_from(["once", "always", "never"]) | json_values, "extra": json_values},
     )
     | json_values,

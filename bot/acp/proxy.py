@@ -179,6 +179,7 @@ class _Request:
         self._cancel = asyncio.Event()
         self.log = log.bind(rpc_id=self.rpc_id, session_id=self.session_id, tool_call_id=self.tool_call_id)
         self.task: asyncio.Task[None] | None = None
+        self.submission: dict[str, Any] = {}
 
     def cancel(self, by: str, budget: float | None = None, *, answer: bool = True) -> None:
         """Ask for this request to be cancelled (in the daemon) and answered cancelled."""
@@ -233,7 +234,7 @@ class _Request:
     async def _resolve(self) -> dict[str, Any] | None:
         cfg = self.proxy.cfg
         daemon = self.proxy.daemon
-        body = self.body()
+        body = self.submission
         if self._cancel.is_set():
             return dict(CANCELLED)
         deadline = asyncio.get_running_loop().time() + cfg.connect_timeout
@@ -348,6 +349,7 @@ class Proxy:
         req = _Request(self, msg, self._n)
         self.requests[req.n] = req
         req.log.info("permission request from agent")
+        req.submission = req.body()  # now, while the cache holds what the agent said up to this line
         req.task = asyncio.create_task(req.run())
 
         def forget(_t: asyncio.Task[None]) -> None:
@@ -468,7 +470,8 @@ class Proxy:
         from_agent = StreamSource(proc.stdout)
         down = asyncio.create_task(pump(from_agent, to_client, _FromAgent(self), on_oversize=big))
         stopper = asyncio.create_task(stop.wait())
-        waiting: set[asyncio.Task[Any]] = {up, down, stopper}
+        exited = asyncio.create_task(proc.wait())
+        waiting: set[asyncio.Task[Any]] = {up, down, stopper, exited}
         grace: float | None = None  # how long the agent may take to exit before it is terminated
         try:
             while True:
@@ -484,6 +487,16 @@ class Proxy:
                         log.error("client relay failed", error=repr(exc))
                         to_agent.close()
                     # a ConnectionError here: the agent's stdin is gone, it is on its way out
+                if exited in done and down not in done:
+                    # the agent is gone; a child of it may still hold its stdout open
+                    finished, _ = await asyncio.wait({down}, timeout=2.0)
+                    if not finished:
+                        log.info("agent exited; its stdout is still open elsewhere, leaving it")
+                        down.cancel()
+                        await self._settle_all("agent", answer=False)
+                        break
+                    done |= finished
+                    waiting -= finished
                 if down in done:
                     exc = down.exception()
                     if exc is None:
@@ -504,7 +517,7 @@ class Proxy:
                     break
             rc = await self._wait_agent(proc, stop, grace)
         finally:
-            for t in (up, down, stopper):
+            for t in (up, down, stopper, exited):
                 t.cancel()
             for r in list(self.requests.values()):
                 if r.task is not None:

@@ -50,6 +50,8 @@ async def _json_body(request: web.Request) -> Any:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
         raise SubmissionError(f"body: not valid JSON ({e})") from None
+    except RecursionError:
+        raise SubmissionError("body: nested too deeply") from None
 
 
 @web.middleware

@@ -9,9 +9,10 @@ Nothing is ever run: this agent only pretends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from acp import (
     PROTOCOL_VERSION,
@@ -29,14 +30,17 @@ from acp.schema import (
     AllowedOutcome,
     Implementation,
     PermissionOption,
+    PermissionOptionKind,
+    StopReason,
     ToolCallLocation,
+    ToolCallStatus,
     ToolCallUpdate,
 )
 
 COMMAND = "rm -rf build/"
 TITLE = f"Run `{COMMAND}`"
 TOOL_CALL_ID = "call_demo_1"
-OPTIONS = (
+OPTIONS: tuple[tuple[str, str, PermissionOptionKind], ...] = (
     ("allow_once", "Allow once", "allow_once"),
     ("allow_always", "Always allow", "allow_always"),
     ("reject_once", "Reject", "reject_once"),
@@ -45,8 +49,8 @@ OPTIONS = (
 OUTCOME_PREFIX = "OUTCOME "
 
 
-class DemoAgent(Agent):
-    """One scripted tool call per prompt turn."""
+class DemoAgent:
+    """One scripted tool call per prompt turn (the ACP methods a client calls here)."""
 
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
@@ -90,23 +94,23 @@ class DemoAgent(Agent):
         options = [PermissionOption(option_id=o, name=n, kind=k) for o, n, k in OPTIONS]
         resp = await conn.request_permission(session_id=session_id, tool_call=tool_call, options=options)
         outcome = resp.outcome
+        stop: StopReason
         if isinstance(outcome, AllowedOutcome):
             chosen = str(outcome.option_id)
-            allowed = chosen.startswith("allow")
-            await conn.session_update(
-                session_id, update_tool_call(TOOL_CALL_ID, status="completed" if allowed else "failed")
-            )
-            await conn.session_update(session_id, update_agent_message_text(f"{OUTCOME_PREFIX}selected {chosen}"))
-            return PromptResponse(stop_reason="end_turn")
-        await conn.session_update(session_id, update_tool_call(TOOL_CALL_ID, status="failed"))
-        await conn.session_update(session_id, update_agent_message_text(f"{OUTCOME_PREFIX}cancelled"))
-        return PromptResponse(stop_reason="cancelled")
+            status: ToolCallStatus = "completed" if chosen.startswith("allow") else "failed"
+            said, stop = f"{OUTCOME_PREFIX}selected {chosen}", "end_turn"
+        else:
+            status, said, stop = "failed", f"{OUTCOME_PREFIX}cancelled", "cancelled"
+        with contextlib.suppress(ConnectionError):  # the client may be gone already (Ctrl-C)
+            await conn.session_update(session_id, update_tool_call(TOOL_CALL_ID, status=status))
+            await conn.session_update(session_id, update_agent_message_text(said))
+        return PromptResponse(stop_reason=stop)
 
 
 def main() -> int:
     """Serve ACP on stdin/stdout until the client goes away."""
     try:
-        asyncio.run(run_agent(DemoAgent()))
+        asyncio.run(run_agent(cast(Agent, DemoAgent())))
     except KeyboardInterrupt:
         return 130
     return 0

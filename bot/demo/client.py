@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from acp import PROTOCOL_VERSION, Client, spawn_agent_process, text_block
 from acp.schema import (
@@ -25,7 +25,7 @@ from bot.demo.agent import OUTCOME_PREFIX
 Say = Callable[[str], None]
 
 
-class DemoClient(Client):
+class DemoClient:
     """Prints what the agent says; keeps the agent's final ``OUTCOME`` line."""
 
     def __init__(self, say: Say) -> None:
@@ -73,7 +73,7 @@ async def open_session(
 ) -> AsyncIterator[AgentSession]:
     """Start ``command`` as the agent, initialize and open a session; stops the agent on exit."""
     async with spawn_agent_process(
-        client, command[0], *command[1:], env=dict(env), cwd=cwd, transport_kwargs={"stderr": stderr}
+        cast(Client, client), command[0], *command[1:], env=dict(env), cwd=cwd, transport_kwargs={"stderr": stderr}
     ) as (conn, _proc):
         await conn.initialize(
             protocol_version=PROTOCOL_VERSION,

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from nio import AsyncClient, SyncResponse
+from nio import AsyncClient, MessageDirection, RoomMessagesResponse, SyncResponse
 
 from bot.demo.homeserver import Homeserver
 
@@ -58,10 +58,28 @@ class Human:
             if not isinstance(r, SyncResponse):
                 await asyncio.sleep(0.2)
                 continue
-            self._since = r.next_batch
             room = r.rooms.join.get(self.room_id)
             if room:
+                if room.timeline.limited and room.timeline.prev_batch and self._since:
+                    self.events.extend(await self._backfill(room.timeline.prev_batch, self._since))
                 self.events.extend(ev.source for ev in room.timeline.events)
+            self._since = r.next_batch
+
+    async def _backfill(self, start: str, until: str) -> list[dict[str, Any]]:
+        """What a limited sync left out, oldest first (a person would scroll up)."""
+        out: list[dict[str, Any]] = []
+        token = start
+        for _ in range(100):
+            m = await self.client.room_messages(self.room_id, start=token, end=until,
+                                                direction=MessageDirection.back, limit=100)
+            if not isinstance(m, RoomMessagesResponse) or not m.chunk:
+                break
+            out.extend(ev.source for ev in m.chunk)
+            if not m.end or m.end == token:
+                break
+            token = m.end
+        out.reverse()
+        return out
 
     async def close(self) -> None:
         if self._task:

@@ -1,0 +1,142 @@
+"""End-to-end encryption helpers for the Matrix side (matrix-nio with vodozemac).
+
+Pure pieces (plaintext-shaped events, the undecryptable queue's records) and the
+two small adjustments the bot makes to nio's Olm machine. Network I/O stays in
+``bot.matrix.client``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("matrix.crypto")
+
+MEGOLM = "m.megolm.v1.aes-sha2"
+ANSWER_TYPES = frozenset({"m.room.message", "m.reaction"})
+STRUCTURED_KEY = "dev.agentpod.permission.answer"
+
+
+def plain_event(decrypted: Mapping[str, Any], wrapper: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A decrypted event shaped like the plaintext event it stands for.
+
+    ``decrypted`` is what Megolm decryption gave (``type``, ``content``, ``room_id``, and
+    what nio added); ``wrapper`` the ``m.room.encrypted`` event as the homeserver sent it.
+    The homeserver's fields (``event_id``, ``sender``, ``origin_server_ts``, ``room_id``)
+    come from the wrapper; a relation kept in the wrapper's cleartext ``m.relates_to``
+    is merged into the content when the decrypted content has none.
+    """
+    out = copy.deepcopy(dict(decrypted))
+    content = out.get("content")
+    if not isinstance(content, dict):
+        content = {}
+        out["content"] = content
+    if wrapper is None:
+        return out
+    for k in ("event_id", "sender", "origin_server_ts", "room_id"):
+        if k in wrapper:
+            out[k] = wrapper[k]
+    wcontent = wrapper.get("content")
+    if isinstance(wcontent, Mapping) and "m.relates_to" in wcontent and "m.relates_to" not in content:
+        content["m.relates_to"] = copy.deepcopy(wcontent["m.relates_to"])
+    wunsigned = wrapper.get("unsigned")
+    if isinstance(wunsigned, Mapping):
+        unsigned = out.get("unsigned")
+        merged = dict(copy.deepcopy(dict(wunsigned)))
+        if isinstance(unsigned, Mapping):
+            merged.update(unsigned)
+        out["unsigned"] = merged
+    return out
+
+
+def is_targeted(source: Mapping[str, Any]) -> bool:
+    """Does the event name what it answers (a reply, thread, reaction or structured answer)?
+
+    A plain untargeted message answers "the only pending prompt" at the moment it is
+    handled; when it is decrypted long after it was sent that may be another prompt.
+    """
+    content = source.get("content")
+    if not isinstance(content, Mapping):
+        return False
+    return isinstance(content.get("m.relates_to"), Mapping) or STRUCTURED_KEY in content
+
+
+def fingerprint(key: str | None) -> str | None:
+    """An ed25519 key in groups of four, as Element shows a session key."""
+    if not key:
+        return None
+    return " ".join(key[i : i + 4] for i in range(0, len(key), 4))
+
+
+@dataclass
+class Waiting:
+    """An event that could not be decrypted yet, kept aside until its key arrives."""
+
+    source: dict[str, Any]
+    since: float  # wall-clock time it was first seen
+    told: bool = False  # the sender was asked to resend
+
+    @property
+    def event_id(self) -> str:
+        return str(self.source.get("event_id", ""))
+
+    @property
+    def sender(self) -> str:
+        return str(self.source.get("sender", ""))
+
+    @property
+    def session_id(self) -> str:
+        c = self.source.get("content")
+        return str(c.get("session_id", "")) if isinstance(c, Mapping) else ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "since": self.since, "told": self.told}
+
+    @classmethod
+    def from_json(cls, d: Any) -> Waiting | None:
+        if not isinstance(d, Mapping):
+            return None
+        source, since = d.get("source"), d.get("since")
+        if not isinstance(source, dict) or not isinstance(since, int | float) or not source.get("event_id"):
+            return None
+        return cls(source=source, since=float(since), told=bool(d.get("told")))
+
+
+def accept_forwards_from_session_owner(olm: Any) -> None:
+    """Let nio accept a forwarded room key from the very device that created the session.
+
+    nio takes ``m.forwarded_room_key`` only from the account's own verified devices, so an
+    answer to the bot's key request from the sender's device (what Element does when the
+    original ``m.room_key`` was lost) would be dropped. A forward whose Olm sender is the
+    session's creator, with an empty forwarding chain and the creator's own signing key,
+    is as trustworthy as the original ``m.room_key``; and only a key the bot asked for
+    (an outgoing key request for that session in that room) is taken.
+    """
+    original = getattr(olm, "_should_accept_forward", None)
+    if original is None or getattr(original, "_pb_patched", False):
+        return
+
+    def should_accept(sender: str, sender_key: str, event: Any) -> bool:
+        if original(sender, sender_key, event):
+            return True
+        try:
+            content = event.source["content"]
+            request = olm.outgoing_key_requests.get(event.session_id)
+            if request is None or request.room_id != event.room_id or event.algorithm != MEGOLM:
+                return False
+            if content.get("sender_key") != sender_key or content.get("forwarding_curve25519_key_chain"):
+                return False
+            device = olm.device_store.device_from_sender_key(sender, sender_key)
+            ok = device is not None and device.ed25519 == content.get("sender_claimed_ed25519_key")
+        except (AttributeError, KeyError, TypeError):
+            return False
+        if ok:
+            log.info("forwarded_key_accepted", sender=sender, session_id=event.session_id)
+        return bool(ok)
+
+    should_accept._pb_patched = True  # type: ignore[attr-defined]
+    olm._should_accept_forward = should_accept

@@ -1,0 +1,61 @@
+"""Faults survived: kill -9 mid-flight, the homeserver restarted mid-flight. Afterwards every
+request settles exactly once and the room shows each prompt (and each settled edit) once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import pytest
+
+from tests.support.human import content, rel
+from tests.support.station import Station, request_body
+
+pytestmark = pytest.mark.e2e
+
+
+async def _answer_all_and_check(station: Station, sid: str, ids: list[str]) -> None:
+    prompts = {}
+    for i, rid in enumerate(ids, start=1):
+        p = await station.prompt_for(sid, seq=i, timeout=60)
+        assert p, f"prompt for {rid} missing"
+        prompts[rid] = p["event_id"]
+    for rid in ids:
+        await station.alice.text("1", reply_to=prompts[rid])
+    for rid in ids:
+        _, rec = await station.ahttp("GET", f"/permissions/{rid}?wait=30")
+        assert rec["state"] == "resolved" and rec["outcome"]["option_id"] == "allow_once", rec
+    await asyncio.sleep(3)
+    evs = station.alice.events
+    posted = Counter(content(e)["request_id"] for e in evs
+                     if station.is_prompt(e) and content(e).get("session_id") == sid)
+    assert set(posted) == set(ids) and set(posted.values()) == {1}, posted
+    wanted = set(prompts.values())
+    edits = Counter(rel(e)["event_id"] for e in evs if e.get("sender") == station.bot_id
+                    and rel(e).get("rel_type") == "m.replace" and rel(e).get("event_id") in wanted)
+    assert set(edits) == wanted and set(edits.values()) == {1}, edits
+
+
+async def test_kill_9_mid_flight_with_50_pending(station: Station, sid: str) -> None:
+    ids = []
+    for i in range(50):
+        st, rec = await station.ahttp("POST", "/permissions", request_body(sid, tool_call_id=f"c{i}"))
+        assert st == 201
+        ids.append(rec["id"])
+    station.kill_daemon()  # posting is under way
+    station.start_daemon()
+    await station.wait_healthy()
+    _, pending = await station.ahttp("GET", f"/permissions?session={sid}")
+    assert [r["id"] for r in pending] == ids
+    await _answer_all_and_check(station, sid, ids)
+
+
+async def test_homeserver_restarted_mid_flight(station: Station, sid: str) -> None:
+    ids = []
+    for i in range(20):
+        st, rec = await station.ahttp("POST", "/permissions", request_body(sid, tool_call_id=f"c{i}"))
+        ids.append(rec["id"])
+    station.hs.stop()
+    await asyncio.sleep(3)
+    station.hs.start()
+    await _answer_all_and_check(station, sid, ids)
