@@ -137,7 +137,7 @@ async def test_kill_9_with_pending_loses_nothing_and_posts_nothing_twice(station
     st, listed = await station.ahttp("GET", f"/permissions?session={sid}")
     assert [r["id"] for r in listed] == ids
     for rid in ids:
-        st, body = await station.ahttp("POST", f"/permissions/{rid}", {"decision": "approve"})
+        st, _body = await station.ahttp("POST", f"/permissions/{rid}", {"decision": "approve"})
         assert st == 200
     await asyncio.sleep(1.5)
     prompts = station.alice.find(lambda e: station.is_prompt(e) and content(e).get("session_id") == sid)
@@ -172,7 +172,7 @@ async def test_timeout_settles_and_edits(homeserver, station: Station, sid: str)
     await station.restart_daemon()
     try:
         _, rec = await station.ahttp("POST", "/permissions", request_body(sid))
-        st, got = await station.ahttp("GET", f"/permissions/{rec['id']}?wait=15")
+        _st, got = await station.ahttp("GET", f"/permissions/{rec['id']}?wait=15")
         assert got["state"] == "expired" and got["outcome"]["option_id"] == "reject_once"
         assert got["outcome"]["via"] == "timeout"
         prompt = await station.prompt_for(sid)

@@ -53,7 +53,7 @@ async def test_kill_9_mid_flight_with_50_pending(station: Station, sid: str) -> 
 async def test_homeserver_restarted_mid_flight(station: Station, sid: str) -> None:
     ids = []
     for i in range(20):
-        st, rec = await station.ahttp("POST", "/permissions", request_body(sid, tool_call_id=f"c{i}"))
+        _st, rec = await station.ahttp("POST", "/permissions", request_body(sid, tool_call_id=f"c{i}"))
         ids.append(rec["id"])
     station.hs.stop()
     await asyncio.sleep(3)

@@ -98,7 +98,7 @@ async def _try_send(station: Station, c: dict[str, Any], etype: str = "m.room.me
 
 
 async def test_junk_room_events_change_nothing_and_the_bot_keeps_answering(station: Station, sid: str) -> None:
-    st_, rec = await station.ahttp("POST", "/permissions", request_body(sid))
+    _st, rec = await station.ahttp("POST", "/permissions", request_body(sid))
     prompt = await station.prompt_for(sid)
     assert prompt
     for c in JUNK_CONTENTS:

@@ -76,7 +76,7 @@ async def test_reaction_answers_and_seeds_are_cleared(station: Station, sid: str
 
 
 async def test_structured_answer_and_stale_refusal(station: Station, sid: str) -> None:
-    rec, prompt = await _submit(station, sid)
+    rec, _prompt = await _submit(station, sid)
     mark = station.alice.mark()
     stale = {"request_id": rec["id"], "option_id": "allow_once", "subject": {"digest": "0" * 64, "revision": 1}}
     await station.alice.text("(structured)", extra={"dev.agentpod.permission.answer": stale})
