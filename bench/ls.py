@@ -1,8 +1,9 @@
 """Benchmark: `permission-bot permissions ls` over a full inbox.
 
-Starts the real stack the way the tests do (tests/support: a Synapse on 127.0.0.1 and the daemon
-as a subprocess), submits N pending requests (default 1,000, spread over 10 sessions), then times,
-each over several runs, in the same process and against the same daemon:
+Starts the real stack the way the tests do (bot.demo.homeserver's Synapse on 127.0.0.1 and
+tests/support's Station: the daemon as a subprocess), submits N pending requests (default 1,000,
+spread over 10 sessions), then times, round-robin over several runs (so background load, such as
+the daemon still posting prompts, falls on every command alike), against the same daemon:
 
 - ``python -c pass``                  interpreter start (the floor for any CLI),
 - ``GET /permissions`` in-process     the daemon's own answer time (urllib, no process start),
@@ -32,26 +33,30 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.support.homeserver import Homeserver  # noqa: E402
+try:
+    from bot.demo.homeserver import Homeserver
+except ImportError:  # its earlier home
+    from tests.support.homeserver import Homeserver  # type: ignore[no-redef]
 from tests.support.station import Station, request_body  # noqa: E402
 
 TARGET = 1.0  # seconds, for `ls` with N pending requests
 
 
-def timed(cmd: list[str], env: dict[str, str], runs: int) -> tuple[float, int]:
-    """Median wall time of ``cmd`` over ``runs`` (after one warm-up), and the last stdout size."""
-    size = 0
-    times = []
+def timed(cmds: dict[str, list[str]], env: dict[str, str], runs: int) -> dict[str, tuple[float, int]]:
+    """Median wall time of each command over ``runs`` rounds (after one warm-up round), and its stdout size."""
+    times: dict[str, list[float]] = {name: [] for name in cmds}
+    size: dict[str, int] = {}
     for i in range(runs + 1):
-        t = time.perf_counter()
-        r = subprocess.run(cmd, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
-        dt = time.perf_counter() - t
-        if r.returncode != 0:
-            raise SystemExit(f"{cmd} exited {r.returncode}: {r.stderr.decode(errors='replace')[-400:]}")
-        size = len(r.stdout)
-        if i:
-            times.append(dt)
-    return statistics.median(times), size
+        for name, cmd in cmds.items():
+            t = time.perf_counter()
+            r = subprocess.run(cmd, env=env, capture_output=True, stdin=subprocess.DEVNULL, timeout=120)
+            dt = time.perf_counter() - t
+            if r.returncode != 0:
+                raise SystemExit(f"{cmd} exited {r.returncode}: {r.stderr.decode(errors='replace')[-400:]}")
+            size[name] = len(r.stdout)
+            if i:
+                times[name].append(dt)
+    return {name: (statistics.median(ts), size[name]) for name, ts in times.items()}
 
 
 def timed_inproc(station: Station, runs: int) -> tuple[float, int]:
@@ -107,6 +112,14 @@ async def main() -> int:
         print(f"submitted {args.n} requests in {took:.1f}s; {len(pending)} pending", flush=True)
         if len(pending) < args.n:
             raise SystemExit("fewer pending requests than submitted")
+        # time the steady state: wait (bounded) until the daemon has posted every prompt
+        t = time.perf_counter()
+        while time.perf_counter() - t < 180:
+            _, pending = station.http("GET", "/permissions", token=None)
+            if all(r.get("prompt_event_id") for r in pending):
+                break
+            await asyncio.sleep(1)
+        print(f"prompts posted after {time.perf_counter() - t:.1f}s more", flush=True)
 
         env = dict(os.environ, PERMISSION_BOT_URL=station.api_url, PERMISSION_BOT_TOKEN=station.token)
         py = sys.executable
@@ -114,22 +127,22 @@ async def main() -> int:
             "import sys, urllib.request; "
             "sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1] + '/permissions').read())"
         )
-        rows: list[tuple[str, float, Any]] = []
-        rows.append(("python -c pass", *timed([py, "-c", "pass"], env, args.runs)))
-        rows.append(("GET /permissions in-process", *timed_inproc(station, args.runs)))
-        base, size = timed([py, "-c", curl, station.api_url], env, args.runs)
-        rows.append(("curl-equivalent (urllib process)", base, size))
-        ls, ls_size = timed([station.exe, "permissions", "ls"], env, args.runs)
-        rows.append(("permission-bot permissions ls", ls, ls_size))
-        lj, lj_size = timed([station.exe, "permissions", "ls", "--json"], env, args.runs)
-        rows.append(("permission-bot permissions ls --json", lj, lj_size))
-        rows.append(
-            (
-                "python -m bot.cli.permissions ls",
-                *timed([py, "-m", "bot.cli.permissions", "ls"], env, args.runs),
-            )
+        got = timed(
+            {
+                "python -c pass": [py, "-c", "pass"],
+                "curl-equivalent (urllib process)": [py, "-c", curl, station.api_url],
+                "permission-bot permissions ls": [station.exe, "permissions", "ls"],
+                "permission-bot permissions ls --json": [station.exe, "permissions", "ls", "--json"],
+                "python -m bot.cli.permissions ls": [py, "-m", "bot.cli.permissions", "ls"],
+            },
+            env,
+            args.runs,
         )
-
+        rows: list[tuple[str, float, Any]] = [(name, t, size) for name, (t, size) in got.items()]
+        rows.insert(1, ("GET /permissions in-process", *timed_inproc(station, args.runs)))
+        base = got["curl-equivalent (urllib process)"][0]
+        ls = got["permission-bot permissions ls"][0]
+        lj = got["permission-bot permissions ls --json"][0]
         print(f"\nmedians over {args.runs} runs, {len(pending)} pending requests:")
         for name, t, extra in rows:
             unit = "records" if "in-process" in name else "bytes out"

@@ -106,6 +106,7 @@ class Daemon:
         self.matrix = Matrix(cfg.matrix, self.inbox, str(state))
         self.metrics = Metrics()
         self.notices = Notices(self.matrix)
+        self.matrix.say = self.notices.post  # the Matrix side's own notices (undecryptable, unverified)
         self.stop = asyncio.Event()
         self.wake_outbox = asyncio.Event()
         self.wake_timer = asyncio.Event()
@@ -199,6 +200,12 @@ class Daemon:
             target_rec = await self.inbox.get(cand.request_id)
         elif cand.prompt_event_id:
             target_rec = await self.inbox.by_prompt_event(cand.prompt_event_id)
+        if target_rec is None and cand.prompt_event_id and await self.inbox.needing_post(limit=1):
+            # It may answer a prompt that reached the room before a crash kept its event id:
+            # keep it until the outbox has (re)posted, which recovers that id.
+            await self.inbox.park(event_id, source, self.now())
+            self.wake_outbox.set()
+            return
         pending = [] if cand.explicit else await self.inbox.pending()
         verdict = answers.resolve(cand, _target(target_rec) if target_rec else None, [_target(r) for r in pending])
         if verdict is None:
@@ -291,6 +298,8 @@ class Daemon:
     async def _outbox_pass(self) -> None:
         while batch := await self.inbox.needing_post(limit=256):
             await self._pool(self._post, batch)
+        for source in await self.inbox.take_parked():
+            await self.on_room_event(source)
         while batch := [r for r in await self.inbox.needing_edit(limit=256) if r.prompt_event_id != NOT_POSTED]:
             await self._pool(self._edit, batch)
         if self.cfg.prompts.seed_reactions:

@@ -172,7 +172,8 @@ def test_relay_is_byte_faithful_both_ways_with_60mb_lines(tmp_path: Path) -> Non
 
 def test_exit_code_and_usage_errors(tmp_path: Path) -> None:
     base = [*proxy_cmd(), "--url", CLOSED_URL]
-    r = subprocess.run([*base, "--", PY, "-c", "import sys; sys.exit(42)"], capture_output=True, timeout=60)
+    r = subprocess.run([*base, "--", PY, ECHO_AGENT, "--echo", "--exit-code", "42"], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=60)  # /dev/null: EOF reaches the agent
     assert r.returncode == 42 and r.stdout == b""
     r = subprocess.run([*base, "--", PY, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
                        capture_output=True, timeout=60)

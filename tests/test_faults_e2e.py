@@ -59,3 +59,27 @@ async def test_homeserver_restarted_mid_flight(station: Station, sid: str) -> No
     await asyncio.sleep(3)
     station.hs.start()
     await _answer_all_and_check(station, sid, ids)
+
+
+async def test_crash_between_posting_and_recording_loses_no_answer(station: Station, sid: str) -> None:
+    """The prompt reached the room but the daemon died before storing its event id; the answer
+    given meanwhile still applies, and the re-post (same txn id) shows no second prompt."""
+    import sqlite3
+
+    _, rec = await station.ahttp("POST", "/permissions", request_body(sid))
+    prompt = await station.prompt_for(sid)
+    assert prompt
+    station.kill_daemon()
+    db = sqlite3.connect(station.state_dir / "inbox.sqlite3")
+    db.execute("UPDATE requests SET prompt_event_id=NULL, seeded=0 WHERE id=?", (rec["id"],))
+    db.commit()
+    db.close()
+    await station.alice.text("2", reply_to=prompt["event_id"])
+    station.start_daemon()
+    await station.wait_healthy()
+    _, got = await station.ahttp("GET", f"/permissions/{rec['id']}?wait=20")
+    assert got["state"] == "resolved" and got["outcome"]["option_id"] == "allow_always", got
+    assert got["prompt_event_id"] == prompt["event_id"]
+    await asyncio.sleep(1)
+    assert len([e for e in station.alice.events
+                if station.is_prompt(e) and content(e).get("session_id") == sid]) == 1

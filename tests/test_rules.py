@@ -49,10 +49,7 @@ def one(data: dict[str, Any]) -> Rule:
 
 
 def test_seed_example_parses_and_round_trips() -> None:
-    text = (
-        '[{"match": {"toolName": "ExitPlanMode", "sessionId": "s-abc"}, '
-        '"decision": "approve", "scope": "always"}]'
-    )
+    text = '[{"match": {"toolName": "ExitPlanMode", "sessionId": "s-abc"}, "decision": "approve", "scope": "always"}]'
     [r] = parse_rules_json(text)
     assert r.match.tool_name == "ExitPlanMode" and r.match.session_id == "s-abc"
     assert r.decision == "approve" and r.scope == "always" and r.option_id is None
@@ -314,6 +311,4 @@ def test_session_restriction_applies_to_deny_too() -> None:
     rules = build_rules([("deny", "Bash"), ("approve", "*")], session="s1")
     assert decide(rules, rec(session="s2")) is None
     assert decide(rules, rec(session="s1")) is rules[0]
-    assert (
-        decide(rules, rec(session="x", label="s1", tool_name="Read", title="Read", kind="read")) is rules[1]
-    )
+    assert decide(rules, rec(session="x", label="s1", tool_name="Read", title="Read", kind="read")) is rules[1]

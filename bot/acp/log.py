@@ -13,7 +13,8 @@ import logging
 import os
 import threading
 import time
-from typing import TextIO, cast
+from collections.abc import Iterable, MutableMapping
+from typing import Any, TextIO, cast
 
 import structlog
 
@@ -89,16 +90,54 @@ class StderrSink:
                 return
 
 
+class _OneLine(logging.Formatter):
+    """stdlib records as one key=value line, a traceback included (escaped)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = f"level={record.levelname.lower()} logger={record.name} event={record.getMessage()!r}"
+        if record.exc_info:
+            line += f" exception={self.formatException(record.exc_info)!r}"
+        return line
+
+
 _sink: StderrSink | None = None
 
 
-def configure_stderr_logging(level: int = logging.INFO) -> StderrSink:
-    """Send structlog (and stray stdlib logging) to stderr as key=value lines; return the sink."""
+class _Mask:
+    """A structlog processor that replaces each secret with ``***`` in every string value."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
+
+    def _clean(self, v: Any) -> Any:
+        if isinstance(v, str):
+            for s in self.secrets:
+                v = v.replace(s, "***")
+            return v
+        if isinstance(v, list | tuple):
+            return [self._clean(x) for x in v]
+        if isinstance(v, dict):
+            return {k: self._clean(x) for k, x in v.items()}
+        return v
+
+    def __call__(self, _logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        if self.secrets:
+            for k in list(event):
+                event[k] = self._clean(event[k])
+        return event
+
+
+def configure_stderr_logging(level: int = logging.INFO, secrets: Iterable[str] = ()) -> StderrSink:
+    """Send structlog (and stray stdlib logging) to stderr as key=value lines; return the sink.
+
+    ``secrets`` (e.g. the API token) are masked wherever they appear in an event.
+    """
     global _sink
     if _sink is None:
         _sink = StderrSink()
     structlog.configure(
         processors=[
+            _Mask(secrets),
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
@@ -109,7 +148,7 @@ def configure_stderr_logging(level: int = logging.INFO) -> StderrSink:
         cache_logger_on_first_use=False,
     )
     handler = logging.StreamHandler(_sink)
-    handler.setFormatter(logging.Formatter("level=%(levelname)s logger=%(name)s event=%(message)r"))
+    handler.setFormatter(_OneLine())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.WARNING)

@@ -460,7 +460,7 @@ class Proxy:
             daemon=cfg.url,
             label=cfg.label,
             fallback=cfg.fallback,
-            token=bool(cfg.token),
+            has_token=bool(cfg.token),
         )
         self._to_agent = to_agent = stream_writer_sink(proc.stdin)
         self._to_client = to_client = await open_sink(cfg.stdout_fd)
@@ -556,5 +556,5 @@ async def run_proxy(cfg: ProxyConfig) -> int:
     configured already, it is sent to stderr here.
     """
     if not structlog.is_configured():
-        configure_stderr_logging()
+        configure_stderr_logging(secrets=[cfg.token] if cfg.token else ())
     return await Proxy(cfg).run()

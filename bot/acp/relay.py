@@ -156,9 +156,15 @@ def stream_writer_sink(writer: asyncio.StreamWriter) -> Sink:
     return Sink(writer.write, writer.drain, close)
 
 
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can watch ``fd``: pipes, sockets and terminals, not files or /dev/null."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or (stat.S_ISCHR(mode) and os.isatty(fd))
+
+
 async def open_source(fd: int) -> Source:
-    """Read ``fd`` (our stdin) without blocking the loop; pipes, sockets, ttys and files."""
-    if stat.S_ISREG(os.fstat(fd).st_mode):
+    """Read ``fd`` (our stdin) without blocking the loop; pipes, sockets, ttys, files, /dev/null."""
+    if not _pollable(fd):
         return _FileSource(fd)
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=STREAM_LIMIT)
@@ -168,8 +174,8 @@ async def open_source(fd: int) -> Source:
 
 
 async def open_sink(fd: int) -> Sink:
-    """Write ``fd`` (our stdout) with flow control; regular files are written directly."""
-    if stat.S_ISREG(os.fstat(fd).st_mode):
+    """Write ``fd`` (our stdout) with flow control; files and /dev/null are written directly."""
+    if not _pollable(fd):
 
         def write_all(data: bytes) -> None:
             view = memoryview(data)

@@ -36,8 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--fallback",
         choices=("forward", "reject"),
         default="reject",
-        help="when the daemon cannot be reached: forward the request to the client, "
-        "or reject it (default: reject)",
+        help="when the daemon cannot be reached: forward the request to the client, or reject it (default: reject)",
     )
     # dest is not "command": the main parser's subcommand already lives there
     p.add_argument(
@@ -81,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from bot.acp.log import configure_stderr_logging, drain_stderr_logging
     from bot.acp.proxy import ProxyConfig, run_proxy
 
-    configure_stderr_logging()
+    configure_stderr_logging(secrets=[token] if token else ())
     cfg = ProxyConfig(
         command=cmd,
         url=url,

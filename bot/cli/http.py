@@ -77,9 +77,7 @@ class Client:
             handlers.append(urllib.request.ProxyHandler({}))
         self._opener = urllib.request.build_opener(*handlers)
 
-    def call(
-        self, method: str, path: str, body: object = None, query: dict[str, str] | None = None
-    ) -> tuple[int, Any]:
+    def call(self, method: str, path: str, body: object = None, query: dict[str, str] | None = None) -> tuple[int, Any]:
         """Send one request; raise DaemonUnreachable when nothing answers."""
         target = self.url + path
         if query:

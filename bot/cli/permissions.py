@@ -67,9 +67,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the subcommands ls/approve/deny/watch (each with --url/--token) to ``p``."""
     conn = argparse.ArgumentParser(add_help=False)
     g = conn.add_argument_group("daemon")
-    g.add_argument(
-        "--url", metavar="URL", help="the daemon's API (env PERMISSION_BOT_URL; http://127.0.0.1:8750)"
-    )
+    g.add_argument("--url", metavar="URL", help="the daemon's API (env PERMISSION_BOT_URL; http://127.0.0.1:8750)")
     g.add_argument("--token", metavar="TOKEN", help="the API token (env PERMISSION_BOT_TOKEN)")
     sub = p.add_subparsers(dest="perm_verb", metavar="{ls,approve,deny,watch}", required=True)
 
@@ -322,14 +320,12 @@ def _ls(args: argparse.Namespace, client: Client) -> int:
     if status != 200:
         raise _Fail(_http_message(status, body, client))
     if not isinstance(body, list):
-        raise _Fail(
-            f"unexpected answer from {client.url}/permissions (not a JSON list): {cut(str(body), 80)}"
-        )
+        raise _Fail(f"unexpected answer from {client.url}/permissions (not a JSON list): {cut(str(body), 80)}")
     records = [r for r in body if isinstance(r, dict)]
     if args.session:
         records = [r for r in records if _matches_session(r, args.session)]
     if args.json:
-        _out(dumps(records, indent=2))
+        _out(dumps(records, indent=2 if sys.stdout.isatty() else None))  # the C encoder has no indent
         return 0
     if not records:
         _out(EMPTY + (f" in session {clean(args.session)}" if args.session else ""))
@@ -555,9 +551,7 @@ def _watch(args: argparse.Namespace, client: Client) -> int:
     except RuleError as err:
         _usage(str(err))
     if not rules:
-        _usage(
-            "watch needs at least one rule: --allow-tool PAT, --deny-tool PAT or --rules-json (none given)"
-        )
+        _usage("watch needs at least one rule: --allow-tool PAT, --deny-tool PAT or --rules-json (none given)")
     w = _Watch(args, client, rules)
     interval: float = args.interval
     start = time.monotonic()

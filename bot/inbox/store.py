@@ -56,6 +56,7 @@ CREATE INDEX IF NOT EXISTS requests_toolcall ON requests (session_id, tool_call_
 CREATE TABLE IF NOT EXISTS seq (session_id TEXT PRIMARY KEY, last INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS handled (event_id TEXT PRIMARY KEY, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS parked (event_id TEXT PRIMARY KEY, source TEXT NOT NULL, at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS reactions (
   request_id TEXT NOT NULL, key TEXT NOT NULL, event_id TEXT, redacted INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (request_id, key)
@@ -375,6 +376,21 @@ class Inbox:
         async with self._tx() as db:
             cur = await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES (?, ?)", (event_id, now))
             return cur.rowcount == 1
+
+    async def park(self, event_id: str, source: dict[str, Any], now: float) -> None:
+        """Keep an event that answers a prompt whose event id is not recorded yet."""
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT OR IGNORE INTO parked (event_id, source, at) VALUES (?, ?, ?)", (event_id, dumps(source), now)
+            )
+
+    async def take_parked(self) -> list[dict[str, Any]]:
+        """Every parked event, oldest first, removed from the parking."""
+        async with self._tx() as db:
+            cur = await db.execute("SELECT source FROM parked ORDER BY at, rowid")
+            rows = await cur.fetchall()
+            await db.execute("DELETE FROM parked")
+        return [json.loads(r[0]) for r in rows]
 
     async def get_kv(self, k: str) -> str | None:
         cur = await self.db.execute("SELECT v FROM kv WHERE k=?", (k,))
