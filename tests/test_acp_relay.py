@@ -32,7 +32,7 @@ def collecting_sink(out: list[bytes]) -> Sink:
     async def drain() -> None:
         await asyncio.sleep(0)
 
-    return Sink(out.append, drain, lambda: None)
+    return Sink(lambda b: out.append(bytes(b)), drain, lambda: None)
 
 
 class DropMarked:
@@ -41,11 +41,11 @@ class DropMarked:
     def __init__(self) -> None:
         self.seen: list[bytes] = []
 
-    def wants(self, data: bytes) -> bool:
+    def wants(self, data: bytes | bytearray) -> bool:
         return b"MARK" in data
 
-    def inspect(self, line: bytes) -> bool:
-        self.seen.append(line)
+    def inspect(self, line: bytes | bytearray) -> bool:
+        self.seen.append(bytes(line))
         return b"DROP" not in line
 
 

@@ -94,3 +94,11 @@ def test_result_mapping() -> None:
     assert reject_result({"options": opts}) == {"outcome": {"outcome": "selected", "optionId": "r"}}
     assert reject_result({"options": opts[:1]}) == {"outcome": {"outcome": "cancelled"}}
     assert reject_result({}) == {"outcome": {"outcome": "cancelled"}}
+
+
+def test_a_huge_field_is_not_kept_but_the_rest_is() -> None:
+    c = ToolCallCache()
+    big = "x" * (CONTEXT_BYTES + 1)
+    c.observe(upd("tool_call", toolCallId="c1", title="Write big", kind="edit",
+                  content=[{"type": "content", "content": {"type": "text", "text": big}}]), size=len(big) + 200)
+    assert c.completion("s1", {"toolCallId": "c1"}) == {"title": "Write big", "kind": "edit"}

@@ -63,6 +63,7 @@ async def test_station_config_is_all_ok(station: Station) -> None:
     line(lines, "ok   room:", f"joined to {station.room_id}")
     line(lines, "ok   room power:")
     line(lines, "ok   room encryption: off")
+    line(lines, "ok   encryption: device")  # the daemon's device, from its state
     line(lines, "ok   answerers:", f"{station.alice.user_id} exists, has joined")
     line(lines, "ok   api:", "served by a running permission-bot daemon")
     for secret in (BOT_PASSWORD, TOKEN, saved_token(station.state_dir)):
@@ -88,7 +89,7 @@ class Lab:
     human_token: str
     room_id: str
 
-    def config(self, name: str, **over: str) -> Path:
+    def config(self, name: str, extra_matrix: str = "", **over: str) -> Path:
         values = {
             "homeserver": f'"{self.hs.url}"',
             "user_id": f'"{self.bot_id}"',
@@ -104,6 +105,7 @@ class Lab:
             [
                 "[matrix]",
                 *(f"{k} = {values[k]}" for k in ("homeserver", "user_id", "password", "room")),
+                extra_matrix,
                 "[answerers]",
                 f"users = {values['users']}",
                 "[api]",
@@ -150,6 +152,7 @@ def test_password_login_is_ok_and_leaves_no_device(lab: Lab) -> None:
     line(lines, "ok   answerers:", lab.human_id)
     line(lines, "ok   api:", "free")
     line(lines, "ok   state:", "created on first start")
+    line(lines, "ok   encryption: supported")
     assert lab.devices() == before, "doctor left a device behind"
     assert LAB_PASSWORD not in out and "doctor-api-token-0c9e" not in out
 
@@ -196,9 +199,15 @@ def test_invited_into_an_encrypted_room(lab: Lab) -> None:
     room = lab.hs.create_room(lab.human_token, invite=[lab.bot_id], encrypted=True, name="secret")
     code, lines, out = doctor(lab.config("encrypted", room=f'"{room}"'))
     well_formed(lines)
-    assert code == 1, out
+    assert code == 0, out
     line(lines, "ok   room:", "invited")
-    assert "unencrypted" in line(lines, "FAIL room encryption: on")
+    line(lines, "ok   room encryption: on", "trust tofu")
+    line(lines, "WARN room power levels:")
+    # the same room with encryption turned off: the bot would refuse it
+    code, lines, out = doctor(lab.config("encrypted-off", extra_matrix="encryption = false", room=f'"{room}"'))
+    well_formed(lines)
+    assert code == 1, out
+    assert "encryption = true" in line(lines, "FAIL room encryption: on", "encryption = false")
 
 
 @pytest.mark.e2e

@@ -90,7 +90,7 @@ def _dump(msg: Any) -> bytes:
     return (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
-def _loads(line: bytes) -> dict[str, Any] | None:
+def _loads(line: bytes | bytearray) -> dict[str, Any] | None:
     try:
         msg = json.loads(line)
     except (ValueError, RecursionError):
@@ -104,10 +104,10 @@ class _FromAgent:
     def __init__(self, proxy: Proxy) -> None:
         self._proxy = proxy
 
-    def wants(self, data: bytes) -> bool:
+    def wants(self, data: bytes | bytearray) -> bool:
         return b"request_permission" in data or b"tool_call" in data
 
-    def inspect(self, line: bytes) -> bool:
+    def inspect(self, line: bytes | bytearray) -> bool:
         msg = _loads(line)
         if msg is None:
             return True
@@ -132,10 +132,10 @@ class _FromClient:
     def __init__(self, proxy: Proxy) -> None:
         self._proxy = proxy
 
-    def wants(self, data: bytes) -> bool:
+    def wants(self, data: bytes | bytearray) -> bool:
         return b"cancel" in data or (bool(self._proxy.forwarded) and _FWD_MARK in data)
 
-    def inspect(self, line: bytes) -> bool:
+    def inspect(self, line: bytes | bytearray) -> bool:
         msg = _loads(line)
         if msg is None:
             return True

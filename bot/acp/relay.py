@@ -19,15 +19,16 @@ from typing import Protocol
 CHUNK = 1 << 20
 INSPECT_LIMIT = 64 << 20  # above the ACP SDK's 50 MB line limit
 STREAM_LIMIT = 1 << 20
+PIECE = 1 << 20  # the most handed to a pipe transport at once
 
 
 class LineFilter(Protocol):
     """Decides which lines the relay hands over instead of passing them on."""
 
-    def wants(self, data: bytes) -> bool:
+    def wants(self, data: bytes | bytearray) -> bool:
         """A cheap test: may ``data`` (one or more whole lines) hold a line to inspect?"""
 
-    def inspect(self, line: bytes) -> bool:
+    def inspect(self, line: bytes | bytearray) -> bool:
         """Look at one line (newline included); True relays it unchanged, False drops it."""
 
 
@@ -38,16 +39,18 @@ class Source(Protocol):
 
 
 class Sink:
-    """A byte sink with flow control and a lock that keeps injected lines whole.
+    """A byte sink with flow control; lines written through it never interleave.
 
-    The relay writes whole lines with :meth:`write`. While it streams an oversize line in
-    pieces it holds the lock (:meth:`hold` / :meth:`release`); :meth:`send_line`, used for
-    lines the proxy makes itself, waits for it.
+    Data is handed to the pipe in pieces of at most :data:`PIECE` bytes, waiting for the
+    reader between pieces, so a long line is never copied whole into a transport buffer.
+    A lock keeps each write whole: the relay's :meth:`write` and the proxy's own lines
+    (:meth:`send_line`) take turns; while the relay streams an oversize line across several
+    writes it holds the lock throughout (:meth:`hold` / :meth:`release`).
     """
 
     def __init__(
         self,
-        write: Callable[[bytes], None],
+        write: Callable[[bytes | bytearray | memoryview], None],
         drain: Callable[[], Awaitable[None]],
         close: Callable[[], None],
     ) -> None:
@@ -55,27 +58,45 @@ class Sink:
         self._drain = drain
         self._close = close
         self._lock = asyncio.Lock()
+        self._held = False
         self.closed = False
 
-    async def write(self, data: bytes) -> None:
-        """Write and wait for the peer to keep up (raises ConnectionError when it is gone)."""
+    async def _put(self, data: bytes | bytearray) -> None:
         if self.closed:
             raise ConnectionResetError("sink closed")
-        self._write(data)
-        await self._drain()
+        if len(data) <= PIECE:
+            self._write(data)
+            await self._drain()
+            return
+        view = memoryview(data)
+        for i in range(0, len(view), PIECE):
+            if self.closed:
+                raise ConnectionResetError("sink closed")
+            self._write(view[i : i + PIECE])
+            await self._drain()
+
+    async def write(self, data: bytes | bytearray) -> None:
+        """Relay ``data`` and wait for the reader to keep up (ConnectionError when it is gone)."""
+        if self._held:
+            await self._put(data)
+        else:
+            async with self._lock:
+                await self._put(data)
 
     async def send_line(self, data: bytes) -> None:
         """Write one whole line of our own, never inside a line being streamed."""
         async with self._lock:
-            await self.write(data)
+            await self._put(data)
 
     async def hold(self) -> None:
         """Take the lock before streaming a line in pieces."""
         await self._lock.acquire()
+        self._held = True
 
     def release(self) -> None:
         """Give the lock back after the streamed line's newline."""
-        if self._lock.locked():
+        if self._held:
+            self._held = False
             self._lock.release()
 
     def close(self) -> None:
@@ -177,7 +198,7 @@ async def open_sink(fd: int) -> Sink:
     """Write ``fd`` (our stdout) with flow control; files and /dev/null are written directly."""
     if not _pollable(fd):
 
-        def write_all(data: bytes) -> None:
+        def write_all(data: bytes | bytearray | memoryview) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
@@ -224,10 +245,10 @@ async def pump(
                 continue
         nl = data.rfind(b"\n")
         if nl >= 0:
+            block: bytes | bytearray
             if pending:
                 pending += data[: nl + 1]
-                block = bytes(pending)
-                pending.clear()
+                block, pending = pending, bytearray()  # no copy of a long line
             else:
                 block = data if nl + 1 == len(data) else data[: nl + 1]
             await _relay_lines(block, sink, filt)
@@ -251,7 +272,7 @@ async def pump(
             await sink.write(line)
 
 
-async def _relay_lines(block: bytes, sink: Sink, filt: LineFilter) -> None:
+async def _relay_lines(block: bytes | bytearray, sink: Sink, filt: LineFilter) -> None:
     """Relay a block of whole lines, leaving out those the filter handles."""
     if not filt.wants(block):
         await sink.write(block)

@@ -26,7 +26,7 @@ def lacks(tool_call: dict[str, Any], field: str) -> bool:
 class ToolCallCache:
     """Latest known fields of each tool call, keyed by ``(sessionId, toolCallId)``."""
 
-    def __init__(self, max_entries: int = 4096, max_bytes: int = 64 << 20) -> None:
+    def __init__(self, max_entries: int = 4096, max_bytes: int = 16 << 20) -> None:
         self._entries: OrderedDict[tuple[str, str], tuple[dict[str, Any], int]] = OrderedDict()
         self._max_entries = max_entries
         self._max_bytes = max_bytes
@@ -65,10 +65,16 @@ class ToolCallCache:
             self._bytes -= old[1]
             if not replace:
                 fields, est = dict(old[0]), old[1]
+        long_line = size > CONTEXT_BYTES
         for f in CONTEXT_FIELDS:
-            if not lacks(tool_call, f):
-                fields[f] = tool_call[f]
-        est = max(est, size)
+            if lacks(tool_call, f):
+                continue
+            # from a long line, keep only what could ever ride in a context
+            if long_line and _size(tool_call[f]) > CONTEXT_BYTES:
+                fields.pop(f, None)
+                continue
+            fields[f] = tool_call[f]
+        est = _size(fields) if long_line else max(est, size)
         self._entries[key] = (fields, est)
         self._bytes += est
         self._evict()

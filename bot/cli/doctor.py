@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.config import ENV_API_TOKEN, ENV_PASSWORD, Config, ConfigError, load_config
-from bot.matrix.client import SESSION_KEY
+from bot.matrix.client import CRYPTO_KEY, SESSION_KEY
+from bot.matrix.crypto import fingerprint
 from bot.matrix.room import INFINITE, RoomState
 
 TIMEOUT = 10.0
@@ -121,25 +122,57 @@ def check_state(cfg: Config, rep: Report) -> None:
         rep.ok(f"state: {path} (created on first start)")
 
 
-def saved_session(cfg: Config) -> dict[str, str] | None:
-    """The daemon's saved Matrix session for this bot (state/inbox.sqlite3, kv ``matrix.session``), if any."""
+def _kv(cfg: Config, key: str) -> Any:
+    """One JSON value of the daemon's kv table (state/inbox.sqlite3), or None."""
     db = cfg.state_dir / "inbox.sqlite3"
     if not db.is_file():
         return None
     try:
         with contextlib.closing(sqlite3.connect(str(db), timeout=5)) as conn:
-            row = conn.execute("SELECT v FROM kv WHERE k=?", (SESSION_KEY,)).fetchone()
+            row = conn.execute("SELECT v FROM kv WHERE k=?", (key,)).fetchone()
     except sqlite3.Error:
         return None
-    if not row:
-        return None
     try:
-        saved = json.loads(row[0])
+        return json.loads(row[0]) if row else None
     except ValueError:
         return None
+
+
+def saved_session(cfg: Config) -> dict[str, str] | None:
+    """The daemon's saved Matrix session for this bot (kv ``matrix.session``), if any."""
+    saved = _kv(cfg, SESSION_KEY)
     if not isinstance(saved, dict) or saved.get("user_id") != cfg.matrix.user_id or not saved.get("access_token"):
         return None
     return {k: str(saved.get(k) or "") for k in ("user_id", "device_id", "access_token")}
+
+
+def check_encryption_support(cfg: Config, rep: Report) -> None:
+    """With encryption on (the default) the daemon needs matrix-nio's e2e extra, and keeps its keys in state."""
+    if not cfg.matrix.encryption:
+        return
+    from nio.crypto import ENCRYPTION_ENABLED
+
+    if not ENCRYPTION_ENABLED:
+        rep.fail(
+            "matrix.encryption: on, but matrix-nio's e2e extra (vodozemac) is not installed",
+            "pip install 'matrix-nio[e2e]', or set [matrix] encryption = false for an unencrypted room",
+        )
+        return
+    session = saved_session(cfg)
+    crypto = _kv(cfg, CRYPTO_KEY)
+    if session is None:
+        rep.ok("encryption: supported; the bot's device and keys are made on its first start")
+        return
+    store = cfg.state_dir / f"{cfg.matrix.user_id}_{session['device_id']}.db"
+    if not store.is_file():
+        rep.warn(
+            f"encryption: the crypto store of device {session['device_id']} is missing ({store.name})",
+            f"encrypted rooms will fail: stop the daemon and delete {cfg.state_dir} to log in as a new device",
+        )
+        return
+    key = crypto.get("ed25519") if isinstance(crypto, dict) else None
+    shown = f", ed25519 {fingerprint(key)}" if isinstance(key, str) else ""
+    rep.ok(f"encryption: device {session['device_id']}{shown} (compare with the bot's session in your client)")
 
 
 # --- the homeserver and the login ----------------------------------------------------------------------
@@ -269,7 +302,28 @@ def _level(n: int) -> str:
     return "unlimited (room creator)" if n >= INFINITE else str(n)
 
 
-def check_room(cfg: Config, login: Login, rep: Report) -> tuple[str, RoomState] | None:
+def _encryption_verdict(cfg: Config, encrypted: bool, rep: Report) -> None:
+    if not encrypted:
+        rep.ok("room encryption: off (prompts and answers travel as plain events)")
+    elif cfg.matrix.encryption:
+        rep.ok(f"room encryption: on (the bot encrypts and decrypts; trust {cfg.matrix.trust})")
+    else:
+        rep.fail(
+            "room encryption: on, but [matrix] encryption = false: the bot would post nothing there",
+            "set [matrix] encryption = true (the default), or use an unencrypted station room",
+        )
+
+
+@dataclass
+class Room:
+    """The station room as the bot sees it once joined."""
+
+    room_id: str
+    state: RoomState
+    membership: dict[str, str]
+
+
+def check_room(cfg: Config, login: Login, rep: Report) -> Room | None:
     """Membership, power levels and encryption; the room id and its state when the bot is joined."""
     bot = cfg.matrix.user_id
     room_id = _resolve(cfg, login.token, rep)
@@ -286,8 +340,7 @@ def check_room(cfg: Config, login: Login, rep: Report) -> tuple[str, RoomState] 
             )
             return None
         rep.ok(f"room: {bot} is invited into {room_id} (the daemon accepts the invite on start)")
-        if any(e.get("type") == "m.room.encryption" for e in stripped):
-            rep.fail("room encryption: on", "use an unencrypted station room: the bot does not read encrypted messages")
+        _encryption_verdict(cfg, any(e.get("type") == "m.room.encryption" for e in stripped), rep)
         rep.warn(
             "room power levels: readable only once the bot has joined", "run doctor again after the daemon started"
         )
@@ -297,8 +350,11 @@ def check_room(cfg: Config, login: Login, rep: Report) -> tuple[str, RoomState] 
         rep.fail(f"room: cannot read the state of {room_id} ({_why(status, state)})", "check the bot's membership")
         return None
     rs = RoomState()
+    membership: dict[str, str] = {}
     for ev in state:
         rs.apply(ev)
+        if isinstance(ev, dict) and ev.get("type") == "m.room.member" and isinstance(ev.get("content"), dict):
+            membership[str(ev.get("state_key"))] = str(ev["content"].get("membership"))
     rep.ok(f"room: {bot} is joined to {room_id} ({len(rs.members)} member(s))")
     have = rs.power_of(bot)
     needs = {t: _needed(rs.power_levels, t) for t in ("m.room.message", "m.reaction", "m.room.redaction")}
@@ -313,17 +369,14 @@ def check_room(cfg: Config, login: Login, rep: Report) -> tuple[str, RoomState] 
         )
     else:
         rep.ok(f"room power: the bot has {_level(have)}; it needs {what}")
-    if rs.encrypted:
-        rep.fail("room encryption: on", "use an unencrypted station room: the bot does not read encrypted messages")
-    else:
-        rep.ok("room encryption: off (the bot reads and posts plain events)")
-    return room_id, rs
+    _encryption_verdict(cfg, rs.encrypted, rep)
+    return Room(room_id, rs, membership)
 
 
 # --- the answerers -------------------------------------------------------------------------------------
 
 
-def check_answerers(cfg: Config, login: Login | None, room: tuple[str, RoomState] | None, rep: Report) -> None:
+def check_answerers(cfg: Config, login: Login | None, room: Room | None, rep: Report) -> None:
     users = cfg.answerers.users
     min_pl = cfg.answerers.min_power_level
     if not users and min_pl is None:
@@ -332,7 +385,7 @@ def check_answerers(cfg: Config, login: Login | None, room: tuple[str, RoomState
             "list people in answerers.users or set answerers.min_power_level",
         )
         return
-    rs = room[1] if room else None
+    rs = room.state if room else None
     reply_needs = _needed(rs.power_levels, "m.room.message") if rs else 0
     can_answer: list[str] = []
     for user in users:
@@ -353,8 +406,13 @@ def check_answerers(cfg: Config, login: Login | None, room: tuple[str, RoomState
             rep.ok(f"answerers: {user} exists")
             continue
         power = rs.power_of(user)
-        if user not in rs.members:
-            rep.warn(f"answerers: {user} exists but has not joined the room", f"invite {user} into the station room")
+        member = room.membership.get(user) if room else None
+        if member == "invite":
+            rep.warn(
+                f"answerers: {user} is invited but has not joined the room yet", f"ask {user} to accept the invite"
+            )
+        elif user not in rs.members:
+            rep.warn(f"answerers: {user} exists but is not in the room", f"invite {user} into the station room")
         elif power < reply_needs:
             rep.warn(
                 f"answerers: {user} has power {_level(power)}, below the {reply_needs} needed to reply",
@@ -426,8 +484,9 @@ def run(config_path: str) -> int:
     if cfg is None:
         return 1
     check_state(cfg, rep)
+    check_encryption_support(cfg, rep)
     login: Login | None = None
-    room: tuple[str, RoomState] | None = None
+    room: Room | None = None
     try:
         if check_homeserver(cfg, rep):
             login = check_login(cfg, rep)

@@ -163,7 +163,11 @@ class Demo:
         cfg = hs.dir / "homeserver.yaml"
         if cfg.exists() and SECRET not in cfg.read_text():
             cfg.unlink()  # an earlier first run was stopped halfway through generating it
-        first = not cfg.exists()
+        if not cfg.exists():
+            _say("[1/5] Synapse: generating its config and signing key (first run only, a few seconds)")
+            step = "     "
+        else:
+            step = "[1/5] Synapse:"
         hs._generate()
         text = cfg.read_text()
         m = re.search(r"(?m)^(\s+port: )(\d+)$", text)
@@ -173,8 +177,7 @@ class Demo:
         text = re.sub(r"(?m)^(\s+port: )\d+$", rf"\g<1>{hs.port}", text)
         text = re.sub(r"(?m)^\s+- ::1\n", "", text)  # loopback IPv4 only
         cfg.write_text(text)
-        note = " (first run: generating keys, a few seconds)" if first else ""
-        _say(f"[1/5] Synapse: starting at {hs.url}{note}")
+        _say(f"{step} starting at {hs.url} (log {_show(hs.dir / 'homeserver.log')})")
         self.hs = hs
         hs.start()
         return hs

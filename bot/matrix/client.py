@@ -460,6 +460,7 @@ class Matrix:
             if self.cfg.trust == "tofu":
                 if olm.is_device_blacklisted(dev):
                     c.unblacklist_device(dev)
+                    log.info("device_unblacklisted", user_id=dev.user_id, device_id=dev.id, reason="trust = tofu")
                 continue
             pin = self._pins.get((dev.user_id, dev.id))
             if pin is not None and pin == dev.ed25519:
@@ -738,6 +739,8 @@ class Matrix:
                 changed = True
                 continue
             ev.room_id = self.room_id
+            if c.olm.inbound_group_store.get(self.room_id, ev.sender_key, ev.session_id) is None:
+                continue  # its key has not arrived (asking nio would only log that again)
             try:
                 dec = c.decrypt_event(ev)
             except EncryptionError:

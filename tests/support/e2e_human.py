@@ -92,7 +92,8 @@ class E2EHuman(Human):
                 continue
             self._since = r.next_batch
             self.to_device.extend(ev.source for ev in r.to_device_events if isinstance(ev.source, dict))
-            self._retry_later()
+            if r.to_device_events:  # maybe a room key for something this device could not read yet
+                self._retry_later()
             room = r.rooms.join.get(self.room_id)
             if room:
                 for ev in room.timeline.events:
@@ -127,7 +128,7 @@ class E2EHuman(Human):
             await asyncio.sleep(0.2)
         raise AssertionError(f"{self.user_id} never saw a device of {user_id}")
 
-    # -- sending: encrypted like Element (reactions too), relation in the clear --
+    # -- sending: encrypted like Element (reactions too), the relation in the clear only --
     async def send(self, c: dict[str, Any], etype: str = "m.room.message") -> str:
         cl = self.client
         olm = cl.olm
@@ -147,7 +148,11 @@ class E2EHuman(Human):
                         break
         if olm.should_share_group_session(self.room_id):
             await cl.share_group_session(self.room_id, ignore_unverified_devices=True)
-        etype2, enc = cl.encrypt(self.room_id, etype, c)
+        # Like Element: the relation goes only into the cleartext part, not into the ciphertext.
+        inner = {k: v for k, v in c.items() if k != "m.relates_to"}
+        etype2, enc = cl.encrypt(self.room_id, etype, inner)
+        if "m.relates_to" in c:
+            enc["m.relates_to"] = c["m.relates_to"]
         return await self.put_event(etype2, enc)
 
     async def put_event(self, etype: str, body: dict[str, Any]) -> str:
