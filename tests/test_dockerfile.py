@@ -10,6 +10,7 @@ import shlex
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -91,6 +92,19 @@ def test_dockerignore_keeps_state_and_secrets_out() -> None:
         assert must in patterns, must
     for needed in ("bot", "pyproject.toml", "README.md"):
         assert needed not in patterns, needed
+
+
+def test_pip_install_brings_what_the_default_config_needs() -> None:
+    """The image runs `pip install .`: with encryption on by default, that must bring matrix-nio's e2e extra
+    (vodozemac), or the daemon stops at its first start with the default config."""
+    from bot.config import MatrixConfig
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    if MatrixConfig.model_fields["encryption"].default:
+        nio = [d for d in deps if d.replace(" ", "").lower().startswith("matrix-nio")]
+        assert nio and all("[e2e" in d.replace(" ", "") for d in nio), (
+            f"pyproject.toml: depend on matrix-nio[e2e] (got {nio}); encryption defaults to true"
+        )
 
 
 def container_config() -> str:

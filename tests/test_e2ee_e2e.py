@@ -190,6 +190,9 @@ async def test_restart_keeps_the_device_and_still_decrypts(e2ee: E2EStation, sid
     rec, prompt = await _submit(e2ee, sid)
     await e2ee.alice.text("1", reply_to=prompt["event_id"])
     assert (await _outcome(e2ee, rec["id"]))["outcome"]["option_id"] == "allow_once"
+    olm = e2ee.alice.client.olm
+    assert olm is not None
+    alices_session = olm.outbound_group_sessions[e2ee.room_id].id
     await e2ee.restart_daemon()
     assert e2ee.kv("matrix.session")["device_id"] == before
     assert e2ee.kv("matrix.crypto") == crypto  # the same identity keys: the Olm account was kept
@@ -199,6 +202,7 @@ async def test_restart_keeps_the_device_and_still_decrypts(e2ee: E2EStation, sid
     await e2ee.alice.text("3", reply_to=prompt2["event_id"])  # alice's session from before the restart
     got = await _outcome(e2ee, rec2["id"])
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "reject_once"
+    assert olm.outbound_group_sessions[e2ee.room_id].id == alices_session  # read with the key kept on disk
     assert "matrix_logged_in" not in e2ee.log_text().split("matrix_session_restored")[-1]
 
 

@@ -1,8 +1,10 @@
 """`permission-bot doctor --config PATH`: check a config against the homeserver, the room and this machine.
 
-One line per check: ``ok   ...``, ``WARN ...`` or ``FAIL ... -> what to do``; exit 0 when nothing
-failed, 1 otherwise. Uses the daemon's saved session when there is one (no new device); else logs
-in with the password and logs that device out again. Secrets are never printed. Stdlib HTTP only.
+Checks, in order: the config, the state folder, encryption support (and the bot's device), the
+homeserver, the login, the room (joined or invited, power levels, encryption), the answerers and the
+API listen address. One line per check: ``ok   ...``, ``WARN ...`` or ``FAIL ... -> what to do``;
+exit 0 when nothing failed, 1 otherwise. Uses the daemon's saved session when there is one (no new
+device); else logs in with the password and logs that device out again. Secrets are never printed.
 """
 
 from __future__ import annotations

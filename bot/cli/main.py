@@ -39,6 +39,11 @@ def _parser() -> argparse.ArgumentParser:
 
     permissions.add_arguments(perms)
 
+    demo = sub.add_parser("demo", help="run everything on this machine: local Synapse, bot, agent")
+    from bot import demo as demo_mod
+
+    demo_mod.add_arguments(demo)
+
     check = sub.add_parser("check-event", help="validate a dev.agentpod.permission.v2 content object")
     check.add_argument("file", nargs="?", default="-", help="a JSON file, or - for stdin (default)")
     return p
@@ -63,6 +68,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.cli import permissions
 
         return permissions.run(args)
+    if args.command == "demo":
+        from bot import demo as demo_mod
+
+        return demo_mod.run(args)
     if args.command == "check-event":
         from bot.cli import check_event
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -71,7 +72,8 @@ class Homeserver:
     def _generate(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         cfg = self.dir / "homeserver.yaml"
-        if cfg.exists():
+        if cfg.exists():  # reused state: listen on this run's port
+            cfg.write_text(re.sub(r"(?m)^(\s*- port: )\d+", rf"\g<1>{self.port}", cfg.read_text()))
             return
         subprocess.run(
             [
@@ -95,13 +97,13 @@ class Homeserver:
         for line in cfg.read_text().splitlines():
             if line.startswith(("registration_shared_secret", "trusted_key_servers", "report_stats")):
                 continue
-            if line.strip().startswith('- server_name: "matrix.org"'):
+            if line.strip().startswith('- server_name: "matrix.org"') or line.strip() == "- ::1":
                 continue
             keep.append(line.replace("port: 8008", f"port: {self.port}"))
         text = "\n".join(keep).replace(
             "bind_addresses: ['::1', '127.0.0.1']", "bind_addresses: ['127.0.0.1']"
         )
-        cfg.write_text(text + "\n" + EXTRA)
+        cfg.write_text(text + EXTRA)
         log_cfg = self.dir / f"{self.server_name}.log.config"
         if log_cfg.exists():
             log_cfg.write_text(log_cfg.read_text().replace("level: INFO", "level: WARNING"))

@@ -28,9 +28,12 @@ import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from bot.demo.homeserver import SECRET, Homeserver, free_port, http
+
+if TYPE_CHECKING:
+    from bot.demo.client import DemoClient
 
 BOT = "permbot"
 BOT_PASSWORD = "demo-bot-password"
@@ -75,7 +78,7 @@ def _say(line: str = "") -> None:
     if _OUT["closed"]:
         return
     try:
-        print(line, flush=True)  # noqa: T201 (a CLI program's output)
+        print(line, flush=True)
     except BrokenPipeError:
         _OUT["closed"] = True
         with contextlib.suppress(OSError):
@@ -249,6 +252,10 @@ class Demo:
         self.saved.update(api_port=port, api_token=token)
         self._save()
         self.api_url = f"http://127.0.0.1:{port}"
+        from nio.crypto import ENCRYPTION_ENABLED
+
+        # the demo room is unencrypted: without matrix-nio's e2e extra, run with encryption off
+        encryption = "" if ENCRYPTION_ENABLED else "encryption = false  # matrix-nio[e2e] is not installed\n"
         path = self.dir / "config.toml"
         path.write_text(
             f"""# Written by the demo (python -m bot.demo) on every run.
@@ -258,7 +265,7 @@ user_id = "{bot_id}"
 password = "{BOT_PASSWORD}"
 device_name = "permission-bot demo"
 room = "{room_id}"
-
+{encryption}
 [answerers]
 users = ["{human_id}"]
 
@@ -388,6 +395,9 @@ format = "console"
         except DemoError as e:
             _say(f"demo failed: {e}")
             return 1
+        except (OSError, RuntimeError) as e:  # Synapse would not start, a request failed
+            _say(f"demo failed: {type(e).__name__}: {e} (logs under {_show(self.dir)})")
+            return 1
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
@@ -435,7 +445,7 @@ format = "console"
         room_id: str,
         session_id: str,
         turn: asyncio.Task[str],
-        client: Any,
+        client: DemoClient,
     ) -> int:
         rec = await self._wait_prompt(session_id, turn)
         event_id = str(rec["prompt_event_id"])
