@@ -10,8 +10,9 @@ in one run:
   before writing it, the client stamps it on arrival (the clock is system-wide). The
   added latency is the difference of the medians, proxied - direct.
 
-Usage: .venv/bin/python bench/proxy.py [--messages 100000] [--pings 2000] [--rounds 3]
-                                      [--tool-call-every 0]
+Usage: .venv/bin/python bench/proxy.py [--messages 100000] [--pings 2000] [--rounds 5]
+                                      [--tool-call-every 0] [--sdk]
+--sdk: the agent and the client on the official ACP SDK (pydantic on every message).
 Targets: throughput ratio >= 0.7, added median latency < 0.2 ms.
 """
 
@@ -58,20 +59,118 @@ def agent_main() -> int:
             every = int(msg["params"].get("tool_call_every") or 0)
             for i in range(n):
                 if every and i % every == 0:
-                    upd: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": f"call_{i}",
-                                           "status": "in_progress", "title": f"Step {i}"}
+                    upd: dict[str, Any] = {
+                        "sessionUpdate": "tool_call_update",
+                        "toolCallId": f"call_{i}",
+                        "status": "in_progress",
+                        "title": f"Step {i}",
+                    }
                 else:
-                    upd = {"sessionUpdate": "agent_message_chunk",
-                           "content": {"type": "text", "text": f"chunk {i}: lorem ipsum dolor sit amet"}}
-                send({"jsonrpc": "2.0", "method": "session/update",
-                      "params": {"sessionId": "bench", "update": upd}})
+                    upd = {
+                        "sessionUpdate": "agent_message_chunk",
+                        "content": {"type": "text", "text": f"chunk {i}: lorem ipsum dolor sit amet"},
+                    }
+                send({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "bench", "update": upd}})
             send({"jsonrpc": "2.0", "id": msg["id"], "result": {"stopReason": "end_turn"}})
         elif method == "bench/ping":
-            send({"jsonrpc": "2.0", "method": "session/update",
-                  "params": {"sessionId": "bench", "update": {"sessionUpdate": "agent_message_chunk",
-                             "content": {"type": "text", "text": "pong"}}, "t": time.monotonic_ns()}})
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "session/update",
+                    "params": {
+                        "sessionId": "bench",
+                        "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "pong"}},
+                        "t": time.monotonic_ns(),
+                    },
+                }
+            )
             send({"jsonrpc": "2.0", "id": msg["id"], "result": {}})
     return 0
+
+
+def sdk_agent_main() -> int:
+    """The same on the official SDK: a prompt "flood N" sends N updates, "ping" one stamped update."""
+    from acp import PROTOCOL_VERSION, Agent, InitializeResponse, NewSessionResponse, PromptResponse, run_agent
+    from acp import update_agent_message_text as text_update
+
+    class BenchAgent(Agent):
+        def on_connect(self, conn: Any) -> None:
+            self._conn = conn
+
+        async def initialize(self, protocol_version: int, **kw: Any) -> InitializeResponse:
+            return InitializeResponse(protocol_version=PROTOCOL_VERSION)
+
+        async def new_session(self, cwd: str, **kw: Any) -> NewSessionResponse:
+            return NewSessionResponse(session_id="bench")
+
+        async def prompt(self, prompt: Any, session_id: str, **kw: Any) -> PromptResponse:
+            words = "".join(getattr(b, "text", "") for b in prompt).split()
+            if words[0] == "flood":
+                for i in range(int(words[1])):
+                    await self._conn.session_update(session_id, text_update(f"chunk {i}: lorem ipsum dolor"))
+            else:
+                await self._conn.session_update(session_id, text_update(f"t={time.monotonic_ns()}"))
+            return PromptResponse(stop_reason="end_turn")
+
+    asyncio.run(run_agent(BenchAgent()))
+    return 0
+
+
+class SdkPeer:
+    """The client side on the official SDK."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.lat: list[float] = []
+        self.ctx: Any = None
+        self.conn: Any = None
+
+    async def start(self, proxied: bool) -> SdkPeer:
+        from acp import Client, spawn_agent_process
+
+        peer = self
+
+        class Counter(Client):
+            async def session_update(self, session_id: str, update: Any, **kw: Any) -> None:
+                t = getattr(update.content, "text", "")
+                if t.startswith("t="):
+                    peer.lat.append((time.monotonic_ns() - int(t[2:])) / 1000)
+                else:
+                    peer.count += 1
+
+        agent = [sys.executable, str(HERE), "--role", "sdk-agent"]
+        cmd = [*proxy_cmd(), "--url", "http://127.0.0.1:9", "--", *agent] if proxied else agent
+        self.ctx = spawn_agent_process(
+            Counter(), cmd[0], *cmd[1:], transport_kwargs={"stderr": asyncio.subprocess.DEVNULL}
+        )
+        self.conn, _ = await self.ctx.__aenter__()
+        await self.conn.initialize(protocol_version=1)
+        await self.conn.new_session(cwd="/tmp", mcp_servers=[])
+        return self
+
+    async def _prompt(self, text: str) -> None:
+        from acp import text_block
+
+        await self.conn.prompt(session_id="bench", prompt=[text_block(text)])
+
+    async def flood(self, n: int, every: int) -> float:
+        self.count = 0
+        t0 = time.perf_counter()
+        await self._prompt(f"flood {n}")
+        while self.count < n:
+            await asyncio.sleep(0)
+        return n / (time.perf_counter() - t0)
+
+    async def pings(self, n: int) -> list[float]:
+        self.lat = []
+        for _ in range(n):
+            await self._prompt("ping")
+            while not self.lat or len(self.lat) < _ + 1:
+                await asyncio.sleep(0)
+        return list(self.lat)
+
+    async def close(self) -> None:
+        await self.ctx.__aexit__(None, None, None)
 
 
 # ---------------------------------------------------------------- the client (this process)
@@ -139,25 +238,44 @@ class Peer:
         await self.proc.wait()
 
 
-async def bench(messages: int, pings: int, rounds: int, every: int) -> None:
+def _children_cpu() -> float:
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+async def bench(messages: int, pings: int, rounds: int, every: int, sdk: bool) -> None:
     rates: dict[bool, list[float]] = {False: [], True: []}
     lats: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(rounds):
         for proxied in (False, True):
-            p = await Peer.start(proxied)
+            c0 = _children_cpu()
+            p: Peer | SdkPeer = await (SdkPeer().start(proxied) if sdk else Peer.start(proxied))
             await p.pings(50)  # warm up
             rates[proxied].append(await p.flood(messages, every))
             lats[proxied] += await p.pings(pings)
             await p.close()
+            cpu[proxied].append(_children_cpu() - c0)  # the agent's, and the proxy's when proxied
+    ratios = [pr / dr for dr, pr in zip(rates[False], rates[True], strict=True)]
     d_rate, p_rate = statistics.median(rates[False]), statistics.median(rates[True])
     d_lat, p_lat = statistics.median(lats[False]), statistics.median(lats[True])
     added_ms = (p_lat - d_lat) / 1000
-    ratio = p_rate / d_rate
-    print(f"messages per round: {messages} session/update notifications x {rounds} rounds"
-          + (f" (every {every}th a tool_call_update)" if every else ""))
+    ratio = statistics.median(ratios)
+    per_msg_us = (statistics.median(cpu[True]) - statistics.median(cpu[False])) / (messages + pings + 50) * 1e6
+    print(
+        f"{'ACP SDK' if sdk else 'raw JSON-RPC'} agent and client, {os.cpu_count()} CPUs; "
+        f"{messages} session/update notifications x {rounds} rounds"
+        + (f" (every {every}th a tool_call_update)" if every and not sdk else "")
+    )
     print(f"throughput direct : {d_rate:12,.0f} msg/s")
     print(f"throughput proxied: {p_rate:12,.0f} msg/s")
-    print(f"throughput ratio  : {ratio:.2f}  (target >= 0.7) {'OK' if ratio >= 0.7 else 'MISSED'}")
+    print(
+        f"throughput ratio  : {ratio:.2f} median of rounds {', '.join(f'{r:.2f}' for r in ratios)}"
+        f"  (target >= 0.7) {'OK' if ratio >= 0.7 else 'MISSED'}"
+    )
+    print(f"proxy CPU per message: ~{per_msg_us:.1f} us (its start-up included)")
     print(f"latency median one-way (agent -> client), {len(lats[True])} pings each:")
     print(f"  direct {d_lat:.1f} us, proxied {p_lat:.1f} us (p90 {_p90(lats[True]):.1f} us)")
     print(f"  added per message: {added_ms:.3f} ms  (target < 0.2 ms) {'OK' if added_ms < 0.2 else 'MISSED'}")
@@ -169,15 +287,18 @@ def _p90(xs: list[float]) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--role", choices=("bench", "agent"), default="bench")
+    ap.add_argument("--role", choices=("bench", "agent", "sdk-agent"), default="bench")
+    ap.add_argument("--sdk", action="store_true", help="use the ACP SDK for the agent and the client")
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--pings", type=int, default=2000)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--tool-call-every", type=int, default=0)
     a = ap.parse_args()
     if a.role == "agent":
         return agent_main()
-    asyncio.run(bench(a.messages, a.pings, a.rounds, a.tool_call_every))
+    if a.role == "sdk-agent":
+        return sdk_agent_main()
+    asyncio.run(bench(a.messages, a.pings, a.rounds, a.tool_call_every, a.sdk))
     return 0
 
 

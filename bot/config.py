@@ -167,6 +167,26 @@ class LogConfig(_Section):
     format: Literal["json", "console"] = "console"
 
 
+class WebhookConfig(_Section):
+    """[[webhooks]]: POST each event to ``url``, signed with HMAC-SHA256 of the body when ``secret`` is set."""
+
+    url: str
+    secret: str | None = Field(default=None, repr=False)
+    events: list[Literal["permission-request", "permission-resolved"]] = [
+        "permission-request",
+        "permission-resolved",
+    ]
+    timeout: float = 10.0
+    max_attempts: int = Field(default=8, ge=1, le=100)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v
+
+
 class Config(_Section):
     """The whole validated config."""
 
@@ -177,6 +197,7 @@ class Config(_Section):
     prompts: PromptsConfig = PromptsConfig()
     log: LogConfig = LogConfig()
     rules: list[dict[str, Any]] = []
+    webhooks: list[WebhookConfig] = []
 
     @model_validator(mode="after")
     def _credentials(self) -> Config:

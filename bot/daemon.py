@@ -29,6 +29,7 @@ from bot.metrics import Metrics
 from bot.notices import Notices
 from bot.prompts import build_prompt, build_settled, edit_content
 from bot.timeutil import iso_ms, to_datetime
+from bot.webhooks import Webhooks
 
 log = structlog.get_logger("daemon")
 
@@ -117,6 +118,8 @@ class Daemon:
 
             self.rules = parse_rules(list(cfg.rules))
         self.inbox.listen(self._on_change)
+        self.webhooks = Webhooks(cfg.webhooks)
+        self.inbox.listen(self.webhooks.on_change)
         self.ready = False
 
     # -- inbox events ------------------------------------------------------

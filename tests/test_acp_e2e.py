@@ -59,11 +59,13 @@ async def record(station: Any, request_id: str) -> dict[str, Any]:
     return dict(rec)
 
 
-async def start(station: Any, tmp_path: Path, scripts: Any, sid: str, *more: str,
-                client_flags: list[str] | None = None) -> ClientRun:
+async def start(
+    station: Any, tmp_path: Path, scripts: Any, sid: str, *more: str, client_flags: list[str] | None = None
+) -> ClientRun:
     flags = ["--url", station.api_url, "--token", station.token, *more]
-    c = await ClientRun.start(scripts, flags, tmp_path, exe=station.exe, client_flags=client_flags,
-                              env={"SCRIPTED_SESSION": sid})
+    c = await ClientRun.start(
+        scripts, flags, tmp_path, exe=station.exe, client_flags=client_flags, env={"SCRIPTED_SESSION": sid}
+    )
     assert await c.session_id(60) == sid
     return c
 
@@ -89,8 +91,7 @@ async def test_all_four_kinds_prompt_and_reply_by_number(station: Any, tmp_path:
         await c.close()
 
 
-async def test_sparse_request_is_completed_and_approved_over_http(station: Any, tmp_path: Path,
-                                                                  sid: str) -> None:
+async def test_sparse_request_is_completed_and_approved_over_http(station: Any, tmp_path: Path, sid: str) -> None:
     c = await start(station, tmp_path, script(title="Sparse one", command="make deploy", sparse=True), sid)
     try:
         (rec,) = await pending_for(station, sid)
@@ -145,8 +146,7 @@ async def test_client_leaving_settles_pending(station: Any, tmp_path: Path, sid:
         await c.close()
 
 
-async def test_daemon_kill_and_restart_mid_pending_loses_nothing(station: Any, tmp_path: Path,
-                                                                 sid: str) -> None:
+async def test_daemon_kill_and_restart_mid_pending_loses_nothing(station: Any, tmp_path: Path, sid: str) -> None:
     c = await start(station, tmp_path, script(title="Survive a restart"), sid)
     try:
         p = await prompt_for(station, sid)

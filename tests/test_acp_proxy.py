@@ -80,8 +80,14 @@ class FakeDaemon:
             return web.json_response(self.records[self.keys[(sid, key)]], status=200)
         n = self.seq[sid] = self.seq.get(sid, 0) + 1
         rid = f"{sid}:{n}"
-        self.records[rid] = {"id": rid, "session_id": sid, "request_seq": n, "state": "pending",
-                             "outcome": None, "params": {k: v for k, v in body.items() if k not in OURS}}
+        self.records[rid] = {
+            "id": rid,
+            "session_id": sid,
+            "request_seq": n,
+            "state": "pending",
+            "outcome": None,
+            "params": {k: v for k, v in body.items() if k not in OURS},
+        }
         if key:
             self.keys[(sid, key)] = rid
         async with self.changed:
@@ -119,12 +125,23 @@ class FakeDaemon:
             await self.settle(rid, body.get("option_id"), feedback=body.get("feedback"))
         return web.json_response(rec)
 
-    async def settle(self, rid: str, option_id: str | None, *, state: str = "resolved",
-                     feedback: str | None = None, by: str | None = "api") -> None:
+    async def settle(
+        self,
+        rid: str,
+        option_id: str | None,
+        *,
+        state: str = "resolved",
+        feedback: str | None = None,
+        by: str | None = "api",
+    ) -> None:
         rec = self.records[rid]
         rec["state"] = state
-        rec["outcome"] = {"option_id": option_id, "feedback": feedback, "answered_by": by,
-                          "via": "cancel" if option_id is None else "api"}
+        rec["outcome"] = {
+            "option_id": option_id,
+            "feedback": feedback,
+            "answered_by": by,
+            "via": "cancel" if option_id is None else "api",
+        }
         async with self.changed:
             self.changed.notify_all()
 
@@ -167,9 +184,12 @@ async def test_sparse_request_goes_to_daemon_as_sent_plus_context(daemon: FakeDa
         body = daemon.submissions[0]
         assert body["sessionId"] == sid and body["label"] == "my-agent"
         assert body["key"] and body["toolCall"] == {"toolCallId": "call_1"}
-        assert body["toolCallContext"] == {"title": "Run the test suite", "kind": "execute",
-                                           "rawInput": {"command": "bun test"},
-                                           "locations": [{"path": "apps/hub"}]}
+        assert body["toolCallContext"] == {
+            "title": "Run the test suite",
+            "kind": "execute",
+            "rawInput": {"command": "bun test"},
+            "locations": [{"path": "apps/hub"}],
+        }
         await daemon.settle(rec["id"], "allow_always", feedback="fine, but be quick")
         out = await c.outcome()
         assert out["outcome"] == "selected" and out["optionId"] == "allow_always"
@@ -183,8 +203,7 @@ async def test_sparse_request_goes_to_daemon_as_sent_plus_context(daemon: FakeDa
         await c.close()
 
 
-async def test_full_request_has_no_context_and_cancelled_record_cancels(daemon: FakeDaemon,
-                                                                        tmp_path: Path) -> None:
+async def test_full_request_has_no_context_and_cancelled_record_cancels(daemon: FakeDaemon, tmp_path: Path) -> None:
     c = await ClientRun.start(script(), flags(daemon), tmp_path)
     try:
         (rec,) = await daemon.wait_pending()
@@ -236,8 +255,7 @@ async def test_client_leaving_cancels_pending(daemon: FakeDaemon, tmp_path: Path
 
 
 @pytest.mark.parametrize("forget", [False, True], ids=["restart", "restart-with-state-lost"])
-async def test_daemon_restart_mid_pending_loses_nothing(daemon: FakeDaemon, tmp_path: Path,
-                                                        forget: bool) -> None:
+async def test_daemon_restart_mid_pending_loses_nothing(daemon: FakeDaemon, tmp_path: Path, forget: bool) -> None:
     c = await ClientRun.start(script(), flags(daemon), tmp_path)
     try:
         (rec,) = await daemon.wait_pending()
@@ -274,8 +292,10 @@ async def test_daemon_coming_up_late_and_5xx_are_retried(tmp_path: Path) -> None
 
 @pytest.mark.parametrize(
     ("options", "expect"),
-    [(FOUR, {"outcome": "selected", "optionId": "reject_once"}),
-     ([["ok", "Allow", "allow_once"], ["never", "Never", "reject_always"]], {"outcome": "cancelled"})],
+    [
+        (FOUR, {"outcome": "selected", "optionId": "reject_once"}),
+        ([["ok", "Allow", "allow_once"], ["never", "Never", "reject_always"]], {"outcome": "cancelled"}),
+    ],
     ids=["reject_once", "no-reject_once"],
 )
 async def test_fallback_reject_when_unreachable(tmp_path: Path, options: Any, expect: dict[str, Any]) -> None:
@@ -332,16 +352,21 @@ async def test_stdout_carries_only_json_rpc(daemon: FakeDaemon, tmp_path: Path) 
     from tests.agents.session import PY, SCRIPTED_AGENT, proxy_cmd
 
     proc = await asyncio.create_subprocess_exec(
-        *proxy_cmd(), *flags(daemon), "--", PY, SCRIPTED_AGENT,
-        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        *proxy_cmd(),
+        *flags(daemon),
+        "--",
+        PY,
+        SCRIPTED_AGENT,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     assert proc.stdin and proc.stdout and proc.stderr
     lines: list[dict[str, Any]] = []
 
     async def call(i: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
         assert proc.stdin and proc.stdout
-        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode()
-                         + b"\n")
+        proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method, "params": params}).encode() + b"\n")
         while True:
             raw = await asyncio.wait_for(proc.stdout.readline(), 30)
             msg = json.loads(raw)
@@ -351,8 +376,9 @@ async def test_stdout_carries_only_json_rpc(daemon: FakeDaemon, tmp_path: Path) 
 
     await call(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
     sid = (await call(2, "session/new", {"cwd": "/tmp", "mcpServers": []}))["result"]["sessionId"]
-    turn = asyncio.create_task(call(3, "session/prompt", {
-        "sessionId": sid, "prompt": [{"type": "text", "text": json.dumps(script())}]}))
+    turn = asyncio.create_task(
+        call(3, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": json.dumps(script())}]})
+    )
     (rec,) = await daemon.wait_pending()
     await daemon.settle(rec["id"], "allow_once")
     res = await turn

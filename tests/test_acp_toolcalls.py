@@ -14,10 +14,26 @@ def upd(what: str, sid: str = "s1", **fields: Any) -> dict[str, Any]:
 
 def test_sparse_request_is_completed_from_announcement_and_updates() -> None:
     c = ToolCallCache()
-    c.observe(upd("tool_call", toolCallId="c1", title="Run tests", kind="execute", status="pending",
-                  rawInput={"command": "bun test"}, locations=[{"path": "apps/hub"}]))
-    c.observe(upd("tool_call_update", toolCallId="c1", title="Run the test suite", status="in_progress",
-                  content=[{"type": "content", "content": {"type": "text", "text": "hi"}}]))
+    c.observe(
+        upd(
+            "tool_call",
+            toolCallId="c1",
+            title="Run tests",
+            kind="execute",
+            status="pending",
+            rawInput={"command": "bun test"},
+            locations=[{"path": "apps/hub"}],
+        )
+    )
+    c.observe(
+        upd(
+            "tool_call_update",
+            toolCallId="c1",
+            title="Run the test suite",
+            status="in_progress",
+            content=[{"type": "content", "content": {"type": "text", "text": "hi"}}],
+        )
+    )
     c.observe(upd("agent_message_chunk", content={"type": "text", "text": "x"}))
     ctx = c.completion("s1", {"toolCallId": "c1"})
     assert ctx == {
@@ -51,9 +67,15 @@ def test_sessions_and_calls_are_kept_apart_and_a_new_announcement_starts_afresh(
 
 def test_garbage_is_ignored() -> None:
     c = ToolCallCache()
-    for junk in (None, 3, [], {"sessionId": 1}, {"sessionId": "s", "update": []},
-                 {"sessionId": "s", "update": {"sessionUpdate": "tool_call"}},
-                 {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": 5}}):
+    for junk in (
+        None,
+        3,
+        [],
+        {"sessionId": 1},
+        {"sessionId": "s", "update": []},
+        {"sessionId": "s", "update": {"sessionUpdate": "tool_call"}},
+        {"sessionId": "s", "update": {"sessionUpdate": "tool_call", "toolCallId": 5}},
+    ):
         c.observe(junk)
     assert len(c) == 0
     assert c.completion("s", None) is None and c.completion("s", {"toolCallId": 1}) is None
@@ -72,10 +94,8 @@ def test_cache_is_bounded_by_entries_and_bytes() -> None:
 def test_context_is_size_capped_dropping_bulk_first() -> None:
     c = ToolCallCache()
     huge = [{"type": "diff", "path": "a", "newText": "x" * (CONTEXT_BYTES + 10)}]
-    c.observe(upd("tool_call", toolCallId="c1", title="Edit a", kind="edit", content=huge,
-                  locations=[{"path": "a"}]))
-    assert c.completion("s1", {"toolCallId": "c1"}) == {"title": "Edit a", "kind": "edit",
-                                                        "locations": [{"path": "a"}]}
+    c.observe(upd("tool_call", toolCallId="c1", title="Edit a", kind="edit", content=huge, locations=[{"path": "a"}]))
+    assert c.completion("s1", {"toolCallId": "c1"}) == {"title": "Edit a", "kind": "edit", "locations": [{"path": "a"}]}
 
 
 def test_result_mapping() -> None:
@@ -99,6 +119,14 @@ def test_result_mapping() -> None:
 def test_a_huge_field_is_not_kept_but_the_rest_is() -> None:
     c = ToolCallCache()
     big = "x" * (CONTEXT_BYTES + 1)
-    c.observe(upd("tool_call", toolCallId="c1", title="Write big", kind="edit",
-                  content=[{"type": "content", "content": {"type": "text", "text": big}}]), size=len(big) + 200)
+    c.observe(
+        upd(
+            "tool_call",
+            toolCallId="c1",
+            title="Write big",
+            kind="edit",
+            content=[{"type": "content", "content": {"type": "text", "text": big}}],
+        ),
+        size=len(big) + 200,
+    )
     assert c.completion("s1", {"toolCallId": "c1"}) == {"title": "Write big", "kind": "edit"}

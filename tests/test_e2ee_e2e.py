@@ -142,13 +142,13 @@ async def test_late_room_key_is_requested_and_the_answer_then_counts(e2ee: E2ESt
     rec, prompt = await _submit(e2ee, sid)
     c = {"msgtype": "m.text", "body": "1", "m.relates_to": {"m.in_reply_to": {"event_id": prompt["event_id"]}}}
     _ev, session_id, exported = await e2ee.alice.send_undecryptable(c)
-    for _ in range(100):  # the bot asks the sender's device for the key
-        if e2ee.alice.key_requests(session_id):
+    for _ in range(150):  # the bot asks the sender's device for the key
+        if e2ee.alice.key_requests(session_id, e2ee.bot_id):
             break
         await asyncio.sleep(0.1)
-    req = e2ee.alice.key_requests(session_id)
+    req = e2ee.alice.key_requests(session_id, e2ee.bot_id)
     assert req, "the bot did not request the room key from the sender's device"
-    assert req[0]["sender"] == e2ee.bot_id
+    assert content(req[0])["requesting_device_id"] == e2ee.kv("matrix.session")["device_id"]
     assert (await _outcome(e2ee, rec["id"], wait=1))["state"] == "pending"  # not handled while undecryptable
     device = e2ee.kv("matrix.session")["device_id"]
     await e2ee.alice.forward_key(e2ee.bot_id, device, session_id, exported)
@@ -164,10 +164,11 @@ async def test_undecryptable_answer_gets_one_resend_notice(e2ee: E2EStation, sid
     c = {"msgtype": "m.text", "body": "1", "m.relates_to": {"m.in_reply_to": {"event_id": prompt["event_id"]}}}
     ev, _sess, _key = await e2ee.alice.send_undecryptable(c)
     ev2, _sess2, _key2 = await e2ee.alice.send_undecryptable({"msgtype": "m.text", "body": "3"})  # another session
-    notice = await e2ee.notice_after(mark, timeout=20, contains="send it again")
+    notice = await e2ee.alice.wait(
+        lambda e: e.get("sender") == e2ee.bot_id and content(e).get("msgtype") == "m.notice"
+        and rel(e).get("m.in_reply_to", {}).get("event_id") == ev, 20, start=mark)
     assert notice, "no notice asking to resend"
-    assert e2ee.alice.user_id in content(notice)["body"]
-    assert rel(notice).get("m.in_reply_to", {}).get("event_id") == ev
+    assert "send it again" in content(notice)["body"] and e2ee.alice.user_id in content(notice)["body"]
     assert (await _outcome(e2ee, rec["id"], wait=1))["state"] == "pending"
     await e2ee.alice.text("4", reply_to=prompt["event_id"])  # resent, readable this time
     got = await _outcome(e2ee, rec["id"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import uuid
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from bot.acp.daemon_client import (
     DaemonUnavailable,
 )
 from bot.acp.log import configure_stderr_logging
-from bot.acp.relay import STREAM_LIMIT, Sink, StreamSource, open_sink, open_source, pump, stream_writer_sink
+from bot.acp.relay import FdSink, LineRelay, in_thread, read_fd, relay_thread
 from bot.acp.toolcalls import ToolCallCache
 
 log = structlog.get_logger("bot.acp")
@@ -99,10 +100,14 @@ def _loads(line: bytes | bytearray) -> dict[str, Any] | None:
 
 
 class _FromAgent:
-    """Line filter for agent -> client: takes permission requests, notes tool calls."""
+    """Line filter for agent -> client: takes permission requests, notes tool calls.
 
-    def __init__(self, proxy: Proxy) -> None:
+    It runs in the relay thread; what it finds is handed to the event loop, in order.
+    """
+
+    def __init__(self, proxy: Proxy, loop: asyncio.AbstractEventLoop) -> None:
         self._proxy = proxy
+        self._loop = loop
 
     def wants(self, data: bytes | bytearray) -> bool:
         return b"request_permission" in data or b"tool_call" in data
@@ -119,18 +124,22 @@ class _FromAgent:
             and "result" not in msg
             and "error" not in msg
         ):
-            self._proxy.on_permission_request(msg)
+            self._loop.call_soon_threadsafe(self._proxy.on_permission_request, msg)
             return False
         if method == "session/update" and "id" not in msg:
-            self._proxy.cache.observe(msg.get("params"), len(line))
+            self._loop.call_soon_threadsafe(self._proxy.cache.observe, msg.get("params"), len(line))
         return True
 
 
 class _FromClient:
-    """Line filter for client -> agent: notes ``session/cancel``, takes answers to forwarded requests."""
+    """Line filter for client -> agent: notes ``session/cancel``, takes answers to forwarded requests.
 
-    def __init__(self, proxy: Proxy) -> None:
+    It runs in the relay thread; what it finds is handed to the event loop.
+    """
+
+    def __init__(self, proxy: Proxy, loop: asyncio.AbstractEventLoop) -> None:
         self._proxy = proxy
+        self._loop = loop
 
     def wants(self, data: bytes | bytearray) -> bool:
         return b"cancel" in data or (bool(self._proxy.forwarded) and _FWD_MARK in data)
@@ -144,15 +153,19 @@ class _FromClient:
             params = msg.get("params")
             sid = params.get("sessionId") if isinstance(params, dict) else None
             if isinstance(sid, str):
-                self._proxy.cancel_session(sid)
+                self._loop.call_soon_threadsafe(self._proxy.cancel_session, sid)
             return True
         if method is None and isinstance(msg.get("id"), str):
-            fut = self._proxy.forwarded.get(msg["id"])
+            fut = self._proxy.forwarded.get(msg["id"])  # a dict read: safe from this thread
             if fut is not None:
-                if not fut.done():
-                    fut.set_result(msg)
+                self._loop.call_soon_threadsafe(_set_result, fut, msg)
                 return False
         return True
+
+
+def _set_result(fut: asyncio.Future[Any], value: Any) -> None:
+    if not fut.done():
+        fut.set_result(value)
 
 
 class _Request:
@@ -337,8 +350,8 @@ class Proxy:
         self.requests: dict[int, _Request] = {}
         self.forwarded: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._n = 0
-        self._to_agent: Sink | None = None
-        self._to_client: Sink | None = None
+        self._to_agent: FdSink | None = None
+        self._to_client: FdSink | None = None
         self._oversize_noted = False
 
     # ---- hooks called by the line filters (synchronous, on the relay's path)
@@ -380,8 +393,8 @@ class Proxy:
         if self._to_agent is None:
             return
         try:
-            await self._to_agent.send_line(_dump(msg))
-        except (ConnectionError, RuntimeError) as e:
+            await in_thread(self._to_agent.write, _dump(msg))
+        except OSError as e:
             log.info("could not write to the agent", error=str(e) or type(e).__name__)
 
     async def forward(self, req: _Request) -> None:
@@ -391,7 +404,7 @@ class Proxy:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.forwarded[fresh] = fut
         try:
-            await self._to_client.send_line(_dump({**req.msg, "id": fresh}))
+            await in_thread(self._to_client.write, _dump({**req.msg, "id": fresh}))
             reply = await fut
         finally:
             self.forwarded.pop(fresh, None)
@@ -419,6 +432,30 @@ class Proxy:
             for t in late:
                 t.cancel()
 
+    async def _close_agent_stdin(self, wait: float = 2.0) -> None:
+        """EOF for the agent. The close waits for a write in progress, so it runs in a thread."""
+        if self._to_agent is not None and not self._to_agent.closed:
+            await asyncio.wait({in_thread(self._to_agent.close)}, timeout=wait)
+
+    async def _spawn(self) -> tuple[asyncio.subprocess.Process, int, int] | int:
+        """Start the agent on two fresh pipes: (process, its stdin's write end, its stdout's read end)."""
+        cmd = self.cfg.command
+        in_r, in_w = os.pipe()
+        out_r, out_w = os.pipe()
+        try:
+            proc = await asyncio.create_subprocess_exec(*cmd, stdin=in_r, stdout=out_w)
+        except OSError as e:
+            for fd in (in_r, in_w, out_r, out_w):
+                os.close(fd)
+            if isinstance(e, FileNotFoundError):
+                log.error("agent command not found", command=cmd[0])
+                return 127
+            log.error("cannot start the agent", command=cmd[0], error=str(e))
+            return 126
+        os.close(in_r)
+        os.close(out_w)
+        return proc, in_w, out_r
+
     async def run(self) -> int:
         """Run until the agent exits; its exit code (128+N for a signal)."""
         cfg = self.cfg
@@ -438,21 +475,11 @@ class Proxy:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, on_signal, sig.name)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *cfg.command,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                limit=STREAM_LIMIT,
-            )
-        except FileNotFoundError:
-            log.error("agent command not found", command=cfg.command[0])
-            return 127
-        except OSError as e:
-            log.error("cannot start the agent", command=cfg.command[0], error=str(e))
-            return 126
+        spawned = await self._spawn()
+        if isinstance(spawned, int):
+            return spawned
+        proc, agent_in, agent_out = spawned
         procs.append(proc)
-        assert proc.stdin is not None and proc.stdout is not None
         log.info(
             "agent started",
             pid=proc.pid,
@@ -462,16 +489,25 @@ class Proxy:
             fallback=cfg.fallback,
             has_token=bool(cfg.token),
         )
-        self._to_agent = to_agent = stream_writer_sink(proc.stdin)
-        self._to_client = to_client = await open_sink(cfg.stdout_fd)
-        from_client = await open_source(cfg.stdin_fd)
+        self._to_agent = to_agent = FdSink(agent_in, owned=True)
+        self._to_client = to_client = FdSink(cfg.stdout_fd, owned=False)
         big = self._note_oversize
-        up = asyncio.create_task(pump(from_client, to_agent, _FromClient(self), on_oversize=big))
-        from_agent = StreamSource(proc.stdout)
-        down = asyncio.create_task(pump(from_agent, to_client, _FromAgent(self), on_oversize=big))
-        stopper = asyncio.create_task(stop.wait())
-        exited = asyncio.create_task(proc.wait())
-        waiting: set[asyncio.Task[Any]] = {up, down, stopper, exited}
+        up = relay_thread(
+            "acp-client-to-agent",
+            lambda: read_fd(cfg.stdin_fd),
+            LineRelay(to_agent, _FromClient(self, loop), on_oversize=big),
+            loop,
+        )
+        down = relay_thread(
+            "acp-agent-to-client",
+            lambda: read_fd(agent_out),
+            LineRelay(to_client, _FromAgent(self, loop), on_oversize=big),
+            loop,
+            after=lambda: os.close(agent_out),
+        )
+        stopper = asyncio.ensure_future(stop.wait())
+        exited = asyncio.ensure_future(proc.wait())
+        waiting: set[asyncio.Future[Any]] = {up, down, stopper, exited}
         grace: float | None = None  # how long the agent may take to exit before it is terminated
         try:
             while True:
@@ -482,24 +518,15 @@ class Proxy:
                     if exc is None:
                         log.info("client closed stdin")
                         await self._settle_all("client", answer=True)
-                        to_agent.close()
+                        await self._close_agent_stdin()
                     elif not isinstance(exc, ConnectionError):
                         log.error("client relay failed", error=repr(exc))
-                        to_agent.close()
+                        await self._close_agent_stdin()
                     # a ConnectionError here: the agent's stdin is gone, it is on its way out
-                if exited in done and down not in done:
-                    # the agent is gone; a child of it may still hold its stdout open
-                    finished, _ = await asyncio.wait({down}, timeout=2.0)
-                    if not finished:
-                        log.info("agent exited; its stdout is still open elsewhere, leaving it")
-                        down.cancel()
-                        await self._settle_all("agent", answer=False)
-                        break
-                    done |= finished
-                    waiting -= finished
                 if down in done:
                     exc = down.exception()
                     if exc is None:
+                        # keep going: the client's EOF must still reach the agent, which may wait for it
                         log.info("agent closed stdout")
                         await self._settle_all("agent", answer=False)
                     else:
@@ -508,8 +535,17 @@ class Proxy:
                         else:
                             log.error("agent relay failed", error=repr(exc))
                         await self._settle_all("client", answer=True)
-                        to_agent.close()
+                        await self._close_agent_stdin()
                         grace = 5.0
+                        break
+                if exited in done:
+                    if down in waiting:
+                        # the agent is gone; let its last output through (a child may hold stdout open)
+                        finished, _ = await asyncio.wait({down}, timeout=2.0)
+                        waiting -= finished
+                        if not finished:
+                            log.info("agent exited; its stdout is still open elsewhere, leaving it")
+                    await self._settle_all("agent", answer=False)
                     break
                 if stopper in done:
                     await self._settle_all("client", answer=True)
@@ -517,13 +553,13 @@ class Proxy:
                     break
             rc = await self._wait_agent(proc, stop, grace)
         finally:
-            for t in (up, down, stopper, exited):
+            for t in (stopper, exited):
                 t.cancel()
             for r in list(self.requests.values()):
                 if r.task is not None:
                     r.task.cancel()
-            to_agent.close()
-            to_client.close()
+            in_thread(to_agent.close)  # not awaited: it may wait on a write that never ends
+            to_client.closed = True
             await self.daemon.close()
         log.info("agent exited", code=rc)
         return rc
@@ -535,8 +571,7 @@ class Proxy:
         try:
             await asyncio.wait({waiter, stopper}, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
             if not waiter.done():
-                if self._to_agent is not None:
-                    self._to_agent.close()
+                await self._close_agent_stdin(0.5)
                 with contextlib.suppress(ProcessLookupError):
                     proc.terminate()
                 done, _ = await asyncio.wait({waiter}, timeout=3.0)

@@ -34,6 +34,7 @@ async def _serve(cfg: Config) -> int:
         return 1
     log.info("api_listening", listen=cfg.api.listen)
     timer = asyncio.create_task(daemon.timer_loop(), name="timer")
+    hooks = asyncio.create_task(daemon.webhooks.run(daemon.stop), name="webhooks")
     code = 0
     try:
         await daemon.run_matrix()
@@ -43,7 +44,7 @@ async def _serve(cfg: Config) -> int:
     finally:
         daemon.stop.set()
         timer.cancel()
-        await asyncio.gather(timer, return_exceptions=True)
+        await asyncio.gather(timer, hooks, return_exceptions=True)
         await runner.cleanup()
         await daemon.close()
         log.info("stopped", code=code)
@@ -58,6 +59,7 @@ def run(config_path: str) -> int:
         print(f"permission-bot: config error: {e}", file=sys.stderr)
         return 2
     secrets = [s for s in (cfg.matrix.password, cfg.matrix.access_token, cfg.api.token) if s]
+    secrets += [w.secret for w in cfg.webhooks if w.secret]
     logs.configure(cfg.log.level, cfg.log.format, secrets)
     try:
         return asyncio.run(_serve(cfg))

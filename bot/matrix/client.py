@@ -385,6 +385,9 @@ class Matrix:
                 c.invalidate_outbound_session(rid)
             assert c.olm is not None
             if c.olm.should_share_group_session(rid):
+                # Every share goes through this lock, so a leftover mark is stale: nio leaves it
+                # behind when claiming one-time keys fails, and would then refuse to share forever.
+                c.sharing_session.pop(rid, None)
                 await c.share_group_session(rid, ignore_unverified_devices=self.cfg.trust == "tofu")
                 self._note_unreachable(room)
             etype, encrypted = c.encrypt(rid, event_type, content)

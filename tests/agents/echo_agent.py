@@ -33,7 +33,7 @@ def main() -> int:
         pos = 0
         while pos < len(data):
             n = rnd.choice([1, 7, 100, 4096, 65536, 1 << 20])
-            _write_all(data[pos:pos + n])
+            _write_all(data[pos : pos + n])
             pos += n
             if rnd.random() < 0.05:
                 time.sleep(0.001)
@@ -61,7 +61,7 @@ def main() -> int:
 def _write_all(data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(1, view):]
+        view = view[os.write(1, view) :]
 
 
 if __name__ == "__main__":

@@ -47,10 +47,14 @@ class ScriptedAgent(Agent):
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
 
-    async def initialize(self, protocol_version: int, client_capabilities: Any = None,
-                         client_info: Any = None, **kw: Any) -> InitializeResponse:
-        return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_capabilities=AgentCapabilities(),
-                                  agent_info=Implementation(name="scripted-agent", version="1"))
+    async def initialize(
+        self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **kw: Any
+    ) -> InitializeResponse:
+        return InitializeResponse(
+            protocol_version=PROTOCOL_VERSION,
+            agent_capabilities=AgentCapabilities(),
+            agent_info=Implementation(name="scripted-agent", version="1"),
+        )
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kw: Any) -> NewSessionResponse:
         sid = os.environ.get("SCRIPTED_SESSION") or f"sa_{uuid.uuid4().hex[:10]}"
@@ -64,15 +68,30 @@ class ScriptedAgent(Agent):
         tcid = s.get("tool_call_id", "call_1")
         locs = [ToolCallLocation(path=p) for p in s.get("locations", [])] or None
         content = s.get("content")
-        await self._conn.session_update(session_id, start_tool_call(
-            tcid, s["title"], kind=s.get("kind", "execute"), status="pending",
-            raw_input=s.get("raw_input"), locations=locs, content=content))
+        await self._conn.session_update(
+            session_id,
+            start_tool_call(
+                tcid,
+                s["title"],
+                kind=s.get("kind", "execute"),
+                status="pending",
+                raw_input=s.get("raw_input"),
+                locations=locs,
+                content=content,
+            ),
+        )
         if s.get("sparse"):
             tc = ToolCallUpdate(tool_call_id=tcid)
         else:
-            tc = ToolCallUpdate(tool_call_id=tcid, title=s["title"], kind=s.get("kind", "execute"),
-                                status="pending", raw_input=s.get("raw_input"), locations=locs,
-                                content=content)
+            tc = ToolCallUpdate(
+                tool_call_id=tcid,
+                title=s["title"],
+                kind=s.get("kind", "execute"),
+                status="pending",
+                raw_input=s.get("raw_input"),
+                locations=locs,
+                content=content,
+            )
         opts = [PermissionOption(option_id=o[0], name=o[1], kind=o[2]) for o in s["options"]]
         sent = serialize_params(RequestPermissionRequest(session_id=session_id, tool_call=tc, options=opts))
         digest = hashlib.sha256(rfc8785.dumps(sent)).hexdigest()

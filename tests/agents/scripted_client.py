@@ -39,11 +39,16 @@ class Recorder(Client):
         self.answer = answer
         self.permission_requests = 0
 
-    async def request_permission(self, options: Any, session_id: str, tool_call: Any,
-                                 **kw: Any) -> RequestPermissionResponse:
+    async def request_permission(
+        self, options: Any, session_id: str, tool_call: Any, **kw: Any
+    ) -> RequestPermissionResponse:
         self.permission_requests += 1
-        emit(event="permission_request_reached_client", session_id=session_id,
-             options=[o.option_id for o in options], tool_call_id=tool_call.tool_call_id)
+        emit(
+            event="permission_request_reached_client",
+            session_id=session_id,
+            options=[o.option_id for o in options],
+            tool_call_id=tool_call.tool_call_id,
+        )
         if self.answer:
             return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=self.answer))
         return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
@@ -52,7 +57,7 @@ class Recorder(Client):
         if getattr(update, "session_update", "") == "agent_message_chunk":
             t = getattr(update.content, "text", "")
             if t.startswith("OUTCOME "):
-                emit(event="outcome", session_id=session_id, outcome=json.loads(t[len("OUTCOME "):]))
+                emit(event="outcome", session_id=session_id, outcome=json.loads(t[len("OUTCOME ") :]))
 
 
 async def main() -> int:
@@ -66,20 +71,23 @@ async def main() -> int:
     ap.add_argument("--exit-after", type=float)
     ap.add_argument("--env", action="append", default=[])
     a = ap.parse_args(argv[:sep])
-    agent = argv[sep + 1:]
+    agent = argv[sep + 1 :]
     script = json.loads(a.script)
     scripts = script if isinstance(script, list) else [script]
-    env = {k: os.environ[k] for k in ("PYTHONPATH", "PERMISSION_BOT_URL", "PERMISSION_BOT_TOKEN")
-           if k in os.environ}
+    env = {k: os.environ[k] for k in ("PYTHONPATH", "PERMISSION_BOT_URL", "PERMISSION_BOT_TOKEN") if k in os.environ}
     env.update(kv.split("=", 1) for kv in a.env)
     client = Recorder(a.answer)
-    async with spawn_agent_process(client, agent[0], *agent[1:], env=env,
-                                   transport_kwargs={"stderr": None}) as (conn, proc):
-        await conn.initialize(protocol_version=PROTOCOL_VERSION,
-                              client_capabilities=ClientCapabilities(
-                                  fs=FileSystemCapabilities(read_text_file=False, write_text_file=False),
-                                  terminal=False),
-                              client_info=Implementation(name="scripted-client", version="1"))
+    async with spawn_agent_process(client, agent[0], *agent[1:], env=env, transport_kwargs={"stderr": None}) as (
+        conn,
+        proc,
+    ):
+        await conn.initialize(
+            protocol_version=PROTOCOL_VERSION,
+            client_capabilities=ClientCapabilities(
+                fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
+            ),
+            client_info=Implementation(name="scripted-client", version="1"),
+        )
         sess = await conn.new_session(cwd="/tmp", mcp_servers=[])
         emit(event="session", session_id=sess.session_id)
 
@@ -103,8 +111,12 @@ async def main() -> int:
         all_turns = asyncio.ensure_future(turns())
         done, _ = await asyncio.wait({all_turns}, timeout=a.exit_after)
         if done:
-            emit(event="done", session_id=sess.session_id, stop_reasons=all_turns.result(),
-                 client_permission_requests=client.permission_requests)
+            emit(
+                event="done",
+                session_id=sess.session_id,
+                stop_reasons=all_turns.result(),
+                client_permission_requests=client.permission_requests,
+            )
         else:
             all_turns.cancel()
             emit(event="leaving", session_id=sess.session_id)

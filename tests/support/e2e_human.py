@@ -212,12 +212,13 @@ class E2EHuman(Human):
         r = await cl.to_device(ToDeviceMessage("m.room.encrypted", user_id, device_id, olm_dict))
         assert not hasattr(r, "status_code") or not r.status_code, r
 
-    def key_requests(self, session_id: str) -> list[dict[str, Any]]:
-        """The room key requests for ``session_id`` this device received."""
+    def key_requests(self, session_id: str, sender: str) -> list[dict[str, Any]]:
+        """The room key requests for ``session_id`` from ``sender`` this device received."""
         return [
             d
             for d in self.to_device
             if d.get("type") == "m.room_key_request"
+            and d.get("sender") == sender
             and content(d).get("action") == "request"
             and content(d).get("body", {}).get("session_id") == session_id
         ]

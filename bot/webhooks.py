@@ -1,0 +1,102 @@
+"""Outgoing webhooks: each inbox event POSTed as JSON, signed with HMAC-SHA256, retried with back-off.
+
+Best effort like the SSE stream: deliveries live in memory; the inbox stays the truth.
+Headers: ``X-Permission-Bot-Event`` (the event name) and, with a secret,
+``X-Permission-Bot-Signature: sha256=<hex HMAC-SHA256 of the raw body>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import random
+from typing import Any
+
+import aiohttp
+import structlog
+
+from bot.config import WebhookConfig
+from bot.inbox.record import Record
+
+log = structlog.get_logger("webhooks")
+
+EVENT_NAMES = {"request": "permission-request", "resolved": "permission-resolved"}
+
+
+def sign(secret: str, body: bytes) -> str:
+    """The signature header value for ``body``."""
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+class Webhooks:
+    """One delivery queue and worker per configured webhook."""
+
+    def __init__(self, hooks: list[WebhookConfig]) -> None:
+        self.hooks = hooks
+        self.queues: list[asyncio.Queue[tuple[str, bytes]]] = [asyncio.Queue(maxsize=10000) for _ in hooks]
+        self.delivered = 0
+        self.failed = 0
+
+    def on_change(self, kind: str, rec: Record) -> None:
+        """Inbox listener: queue the event for every hook that wants it."""
+        name = EVENT_NAMES[kind]
+        body = json.dumps({"event": name, "record": rec.to_api()}, separators=(",", ":")).encode()
+        for hook, q in zip(self.hooks, self.queues, strict=True):
+            if name in hook.events:
+                try:
+                    q.put_nowait((name, body))
+                except asyncio.QueueFull:
+                    self.failed += 1
+                    log.warning("webhook_dropped", url=hook.url, reason="queue full")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        if not self.hooks:
+            return
+        log.info("webhooks_started", urls=[h.url for h in self.hooks])
+        async with aiohttp.ClientSession() as session:
+            workers = [asyncio.create_task(self._worker(session, h, q)) for h, q in zip(self.hooks, self.queues,
+                                                                                       strict=True)]
+            try:
+                await stop.wait()
+            finally:
+                for w in workers:
+                    w.cancel()
+                await asyncio.gather(*workers, return_exceptions=True)
+
+    async def _worker(self, session: aiohttp.ClientSession, hook: WebhookConfig,
+                      q: asyncio.Queue[tuple[str, bytes]]) -> None:
+        while True:
+            name, body = await q.get()
+            try:
+                await self._deliver(session, hook, name, body)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.failed += 1
+                log.exception("webhook_worker_error", url=hook.url)
+
+    async def _deliver(self, session: aiohttp.ClientSession, hook: WebhookConfig, name: str, body: bytes) -> None:
+        headers = {"Content-Type": "application/json", "X-Permission-Bot-Event": name}
+        if hook.secret:
+            headers["X-Permission-Bot-Signature"] = sign(hook.secret, body)
+        delay = 0.5
+        for attempt in range(1, hook.max_attempts + 1):
+            error: Any = None
+            try:
+                timeout = aiohttp.ClientTimeout(total=hook.timeout)
+                async with session.post(hook.url, data=body, headers=headers, timeout=timeout) as r:
+                    if 200 <= r.status < 300:
+                        self.delivered += 1
+                        break
+                    error = f"HTTP {r.status}"
+            except (aiohttp.ClientError, TimeoutError) as e:
+                error = f"{type(e).__name__}: {e}"
+            if attempt == hook.max_attempts:
+                self.failed += 1
+                log.warning("webhook_failed", url=hook.url, hook_event=name, error=error, attempts=attempt)
+                break
+            log.info("webhook_retry", url=hook.url, hook_event=name, error=error, retry_in=round(delay, 2))
+            await asyncio.sleep(delay * (0.8 + 0.4 * random.random()))
+            delay = min(delay * 2, 60.0)
