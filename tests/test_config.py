@@ -1,0 +1,75 @@
+"""Config: the example parses, env wins for secrets, errors are one line naming the key."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from bot.config import ConfigError, load_config, parse_config
+from bot.durations import DurationError, parse_duration
+
+ROOT = Path(__file__).resolve().parents[1]
+MIN = {"matrix": {"homeserver": "http://hs", "user_id": "@b:hs", "room": "!r:hs", "password": "file-pw"}}
+
+
+def test_example_config_is_valid() -> None:
+    cfg = parse_config(tomllib.loads((ROOT / "config.example.toml").read_text()), env={})
+    assert cfg.api.listen == "127.0.0.1:8750" and cfg.prompts.timeout == 900.0
+
+
+def test_env_secrets_win_and_never_show_in_repr() -> None:
+    env = {"PERMISSION_BOT_MATRIX_PASSWORD": "env-pw-1234", "PERMISSION_BOT_API_TOKEN": "env-token-5678"}
+    cfg = parse_config({**MIN, "api": {"token": "file-token"}}, env=env)
+    assert cfg.matrix.password == "env-pw-1234" and cfg.api.token == "env-token-5678"
+    assert "env-pw-1234" not in repr(cfg) and "env-token-5678" not in repr(cfg)
+
+
+def test_access_token_instead_of_password() -> None:
+    m = {k: v for k, v in MIN["matrix"].items() if k != "password"}
+    cfg = parse_config({"matrix": m}, env={"PERMISSION_BOT_MATRIX_ACCESS_TOKEN": "syt_x"})
+    assert cfg.matrix.access_token == "syt_x"
+    with pytest.raises(ConfigError, match=r"^matrix\.password: required"):
+        parse_config({"matrix": m}, env={})
+
+
+@pytest.mark.parametrize(
+    ("patch", "key"),
+    [
+        ({"answerers": {"users": "@a:hs"}}, "answerers.users"),
+        ({"answerers": {"min_power_level": 5.5}}, "answerers.min_power_level"),
+        ({"api": {"listen": "8750"}}, "api.listen"),
+        ({"prompts": {"timeout": "0s"}}, "prompts.timeout"),
+        ({"state": {"path": 3}}, "state.path"),
+        ({"log": {"level": "loud"}}, "log.level"),
+        ({"webhooks": [{"url": "ftp://x"}]}, "webhooks.0.url"),
+        ({"extra": 1}, "extra: unknown key"),
+    ],
+)
+def test_errors_name_the_key(patch: dict, key: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        parse_config({**MIN, **patch}, env={})
+    msg = str(e.value)
+    assert msg.startswith(key) and "\n" not in msg
+
+
+def test_missing_and_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "nope.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_bytes(b"[matrix\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(bad)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("5m", 300), ("1h30m", 5400), ("250ms", 0.25),
+                                               ("2", 2), (" 1h ", 3600), (15, 15)])
+def test_durations(text: str | int, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "5x", "-1s", "m5", "1h 2", True])
+def test_bad_durations(text: object) -> None:
+    with pytest.raises(DurationError):
+        parse_duration(text)  # type: ignore[arg-type]
