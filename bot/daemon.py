@@ -34,6 +34,8 @@ from bot.webhooks import Webhooks
 log = structlog.get_logger("daemon")
 
 SEND_CONCURRENCY = 16  # sends in flight to the homeserver at once
+EDIT_COALESCE = 0.25  # seconds settled prompts wait so a burst of answers is edited in one pass
+SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
 NOT_POSTED = ""  # prompt_event_id of a rule-settled request that is recorded but not posted
 VIA_WORDS = {
     "matrix": "reply",
@@ -109,7 +111,11 @@ class Daemon:
         self.notices = Notices(self.matrix)
         self.matrix.say = self.notices.post  # the Matrix side's own notices (undecryptable, unverified)
         self.stop = asyncio.Event()
-        self.wake_outbox = asyncio.Event()
+        self.wake_post = asyncio.Event()
+        self.wake_settle = asyncio.Event()
+        self.wake_seed = asyncio.Event()
+        self.posting_idle = asyncio.Event()
+        self.posting_idle.set()
         self.wake_timer = asyncio.Event()
         self.install_id = ""
         self.rules: list[Any] = []
@@ -124,7 +130,7 @@ class Daemon:
 
     # -- inbox events ------------------------------------------------------
     def _on_change(self, kind: str, rec: Record) -> None:
-        self.wake_outbox.set()
+        (self.wake_post if kind == "request" else self.wake_settle).set()
         if kind == "request":
             self.wake_timer.set()
             self.metrics.submitted()
@@ -207,7 +213,7 @@ class Daemon:
             # It may answer a prompt that reached the room before a crash kept its event id:
             # keep it until the outbox has (re)posted, which recovers that id.
             await self.inbox.park(event_id, source, self.now())
-            self.wake_outbox.set()
+            self.wake_post.set()
             return
         pending = [] if cand.explicit else await self.inbox.pending()
         verdict = answers.resolve(cand, _target(target_rec) if target_rec else None, [_target(r) for r in pending])
@@ -275,38 +281,72 @@ class Daemon:
             thread_root=thread_root,
         )
 
-    # -- the outbox: post, seed reactions, edit, unseed -----------------------
-    async def outbox_loop(self) -> None:
+    # -- the outbox: three workers, so a new prompt never waits behind an edit ---
+    async def _worker(self, name: str, wake: asyncio.Event, step: Callable[[], Awaitable[float]]) -> None:
+        """Run ``step`` whenever woken (or after the seconds it returns); back off on send failures."""
         delay = 0.5
         while not self.stop.is_set():
-            self.wake_outbox.clear()
+            wake.clear()
             try:
-                await self._outbox_pass()
+                idle = await step()
                 delay = 0.5
             except SendFailed as e:
-                log.warning("send_failed", error=str(e), retry_in=round(delay, 2))
+                log.warning("send_failed", worker=name, error=str(e), retry_in=round(delay, 2))
                 await _wait(self.stop, delay)
                 delay = min(delay * 2, 30.0)
-                self.wake_outbox.set()
                 continue
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("outbox_failed")
+                log.exception("outbox_failed", worker=name)
                 await _wait(self.stop, 2.0)
-                self.wake_outbox.set()
                 continue
-            await _wait_any(self.stop, self.wake_outbox, 10.0)
+            await _wait_any(self.stop, wake, idle)
 
-    async def _outbox_pass(self) -> None:
+    async def _post_step(self) -> float:
+        """Post every prompt not in the room yet; then re-read answers parked for them."""
         while batch := await self.inbox.needing_post(limit=256):
-            await self._pool(self._post, batch)
+            self.posting_idle.clear()
+            try:
+                await self._pool(self._post, batch)
+            finally:
+                self.posting_idle.set()
         for source in await self.inbox.take_parked():
             await self.on_room_event(source)
+        return 10.0
+
+    async def _settle_step(self) -> float:
+        """Edit settled prompts to show their outcome; take back the seeded keycaps."""
+        await _wait(self.stop, EDIT_COALESCE)  # answers often come in bursts: edit them in one pass
+        if not self.posting_idle.is_set():  # a new prompt is on its way: it goes first
+            await _wait_any(self.stop, self.posting_idle, 5.0)
         while batch := [r for r in await self.inbox.needing_edit(limit=256) if r.prompt_event_id != NOT_POSTED]:
             await self._pool(self._edit, batch)
-        if self.cfg.prompts.seed_reactions:
-            await self._reactions_pass()
+        for rid, key, ev in await self.inbox.reactions_to_clear():
+            await self.matrix.redact(ev, txn_id("x", self.install_id, rid, key), reason="settled")
+            await self.inbox.mark_reaction_redacted(rid, key)
+        return 10.0
+
+    async def _seed_step(self) -> float:
+        """Seed keycaps under prompts still pending SEED_DELAY after posting (quick answers need none)."""
+        if not self.cfg.prompts.seed_reactions:
+            return 3600.0
+        cutoff = self.now() - SEED_DELAY
+        for rec in await self.inbox.needing_seed(posted_before=cutoff, limit=8):
+            have = {k for k, _e, _r in await self.inbox.reactions(rec.id)}
+            for i, key in enumerate(answers.KEYCAPS[: len(rec.options)]):
+                if key in have or not await self._still_pending(rec.id):
+                    continue
+                ev = await self.matrix.send(
+                    {"m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key}},
+                    txn_id("r", self.install_id, rec.id, str(i)),
+                    "m.reaction",
+                )
+                await self.inbox.add_reaction(rec.id, key, ev)
+            await self.inbox.mark_seeded(rec.id)
+            self.wake_settle.set()  # it may have been answered meanwhile
+        nxt = await self.inbox.next_seed_due()
+        return 10.0 if nxt is None else max(0.05, min(10.0, nxt + SEED_DELAY - self.now()))
 
     async def _pool(self, send: Callable[[Record], Awaitable[None]], batch: list[Record]) -> None:
         """Run ``send`` over ``batch`` with at most SEND_CONCURRENCY in flight; the first failure is raised."""
@@ -324,33 +364,15 @@ class Daemon:
     async def _post(self, rec: Record) -> None:
         content = prompt_content(rec)
         event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id))
-        await self.inbox.set_prompt_event(rec.id, event_id)
+        await self.inbox.set_prompt_event(rec.id, event_id, self.now())
         self.metrics.posted()
+        self.wake_seed.set()
         log.info("prompt_posted", request_id=rec.id, event_id=event_id)
 
     async def _edit(self, rec: Record) -> None:
         await self.matrix.send(settled_content(rec), txn_id("e", self.install_id, rec.id))
         await self.inbox.mark_edited(rec.id)
         log.info("prompt_edited", request_id=rec.id, state=rec.state)
-
-    async def _reactions_pass(self) -> None:
-        """Seed keycaps on a few new prompts, and clear them from settled ones."""
-        for rec in await self.inbox.needing_seed(limit=8):
-            have = {k for k, _e, _r in await self.inbox.reactions(rec.id)}
-            for i, key in enumerate(answers.KEYCAPS[: len(rec.options)]):
-                if key in have or not await self._still_pending(rec.id):
-                    continue
-                ev = await self.matrix.send(
-                    {"m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key}},
-                    txn_id("r", self.install_id, rec.id, str(i)),
-                    "m.reaction",
-                )
-                await self.inbox.add_reaction(rec.id, key, ev)
-            await self.inbox.mark_seeded(rec.id)
-            self.wake_outbox.set()  # more may be waiting; new prompts go first
-        for rid, key, ev in await self.inbox.reactions_to_clear():
-            await self.matrix.redact(ev, txn_id("x", self.install_id, rid, key), reason="settled")
-            await self.inbox.mark_reaction_redacted(rid, key)
 
     async def _still_pending(self, request_id: str) -> bool:
         rec = await self.inbox.get(request_id)
@@ -394,7 +416,9 @@ class Daemon:
         self.ready = True
         tasks = [
             asyncio.create_task(self.matrix.sync_forever(self.on_room_event, self.stop), name="sync"),
-            asyncio.create_task(self.outbox_loop(), name="outbox"),
+            asyncio.create_task(self._worker("post", self.wake_post, self._post_step), name="post"),
+            asyncio.create_task(self._worker("settle", self.wake_settle, self._settle_step), name="settle"),
+            asyncio.create_task(self._worker("seed", self.wake_seed, self._seed_step), name="seed"),
             asyncio.create_task(self.notices.run(self.stop), name="notices"),
         ]
         try:

@@ -27,12 +27,9 @@ def _parser() -> argparse.ArgumentParser:
     acp = sub.add_parser(
         "acp", help="stand between an ACP client and an agent, taking its permission requests"
     )
-    try:  # TEMP while the proxy lands
-        from bot.cli import acp_cmd
+    from bot.cli import acp_cmd
 
-        acp_cmd.add_arguments(acp)
-    except ImportError:
-        pass
+    acp_cmd.add_arguments(acp)
 
     perms = sub.add_parser("permissions", help="the permission inbox: ls, approve, deny, watch")
     from bot.cli import permissions

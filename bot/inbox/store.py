@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS requests (
   prompt_event_id TEXT,
   prompt_edited INTEGER NOT NULL DEFAULT 0,
   seeded INTEGER NOT NULL DEFAULT 0,
+  posted_at REAL,
   outcome_option_id TEXT,
   outcome_by TEXT,
   outcome_via TEXT,
@@ -281,9 +282,11 @@ class Inbox:
         self._emit("resolved", rec)
         return rec
 
-    async def set_prompt_event(self, request_id: str, event_id: str) -> None:
+    async def set_prompt_event(self, request_id: str, event_id: str, now: float | None = None) -> None:
         async with self._tx() as db:
-            await db.execute("UPDATE requests SET prompt_event_id=? WHERE id=?", (event_id, request_id))
+            await db.execute(
+                "UPDATE requests SET prompt_event_id=?, posted_at=? WHERE id=?", (event_id, now, request_id)
+            )
 
     async def mark_edited(self, request_id: str) -> None:
         async with self._tx() as db:
@@ -334,14 +337,24 @@ class Inbox:
                 (request_id, key, event_id),
             )
 
-    async def needing_seed(self, limit: int = 8) -> list[Record]:
-        """Pending, posted records whose keycap reactions are not all seeded yet."""
+    async def needing_seed(self, posted_before: float, limit: int = 8) -> list[Record]:
+        """Pending records posted before ``posted_before`` whose keycap reactions are not all seeded yet."""
         cur = await self.db.execute(
             "SELECT * FROM requests WHERE state=? AND seeded=0 AND prompt_event_id IS NOT NULL"
-            " AND prompt_event_id!='' ORDER BY requested_at, rowid LIMIT ?",
-            (PENDING, limit),
+            " AND prompt_event_id!='' AND COALESCE(posted_at, 0)<=? ORDER BY requested_at, rowid LIMIT ?",
+            (PENDING, posted_before, limit),
         )
         return [_row_to_record(r) for r in await cur.fetchall()]
+
+    async def next_seed_due(self) -> float | None:
+        """When the oldest unseeded pending prompt was posted."""
+        cur = await self.db.execute(
+            "SELECT MIN(COALESCE(posted_at, 0)) FROM requests WHERE state=? AND seeded=0"
+            " AND prompt_event_id IS NOT NULL AND prompt_event_id!=''",
+            (PENDING,),
+        )
+        row = await cur.fetchone()
+        return float(row[0]) if row and row[0] is not None else None
 
     async def mark_seeded(self, request_id: str) -> None:
         async with self._tx() as db:

@@ -42,7 +42,7 @@ class Station:
         self.state_dir = self.dir / "state"
         self.log_path = self.dir / "daemon.log"
         self.extra_config = ""
-        self.prompts = {"timeout": "10m", "on_timeout": "reject"}
+        self.prompts: dict[str, Any] = {"timeout": "10m", "on_timeout": "reject"}
 
     async def setup(self) -> None:
         self.bot_id = self.hs.register("permbot", BOT_PASSWORD)["user_id"]
@@ -92,13 +92,15 @@ token = "{TOKEN}"
 path = "{self.state_dir}"
 
 [prompts]
-timeout = "{self.prompts["timeout"]}"
-on_timeout = "{self.prompts["on_timeout"]}"
+{self._prompts_toml()}
 
 [log]
 level = "debug"
 {self.extra_config}
 """
+
+    def _prompts_toml(self) -> str:
+        return "\n".join(f"{k} = {json.dumps(v)}" for k, v in self.prompts.items())
 
     def write_config(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
