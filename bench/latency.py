@@ -29,8 +29,8 @@ from nio import AsyncClient, SyncResponse
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bot.demo.homeserver import Homeserver
-from tests.support.station import TOKEN, V2, Station
+from bot.demo.homeserver import Homeserver  # noqa: E402
+from tests.support.station import TOKEN, V2, Station  # noqa: E402
 
 FOUR = [["allow_once", "Allow once", "allow_once"], ["allow_always", "Always allow", "allow_always"],
         ["reject_once", "Reject", "reject_once"], ["reject_always", "Never allow", "reject_always"]]
@@ -157,7 +157,7 @@ async def product(st: Station, answerer: Peer, rounds: int) -> list[float]:
 
 
 def p95(xs: list[float]) -> float:
-    return sorted(xs)[max(0, int(round(0.95 * len(xs))) - 1)]
+    return sorted(xs)[max(0, round(0.95 * len(xs)) - 1)]
 
 
 async def main() -> int:
