@@ -83,3 +83,42 @@ async def test_crash_between_posting_and_recording_loses_no_answer(station: Stat
     await asyncio.sleep(1)
     assert len([e for e in station.alice.events
                 if station.is_prompt(e) and content(e).get("session_id") == sid]) == 1
+
+
+async def test_proxy_killed_mid_flight(station: Station, sid: str, tmp_path) -> None:
+    """kill -9 of `permission-bot acp` while its request is pending: the request is still answered
+    in the room exactly once, and the next proxy works as if nothing happened."""
+    import os
+    import signal
+    from pathlib import Path
+
+    from tests.agents.session import ClientRun, script
+
+    flags = ["--url", station.api_url, "--token", station.token]
+    run = await ClientRun.start([script(title="Survive a dead proxy")], flags, tmp_path)
+    session_id = await run.session_id()
+    prompt = await station.prompt_for(session_id)
+    assert prompt
+    children = Path(f"/proc/{run.proc.pid}/task/{run.proc.pid}/children").read_text().split()
+    proxy_pid = next(int(p) for p in children
+                     if "acp" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace"))
+    os.kill(proxy_pid, signal.SIGKILL)
+    await station.alice.text("1", reply_to=prompt["event_id"])
+    rid = content(prompt)["request_id"]
+    _, rec = await station.ahttp("GET", f"/permissions/{rid}?wait=20")
+    assert rec["state"] == "resolved" and rec["outcome"]["option_id"] == "allow_once"
+    assert await station.edit_of(prompt["event_id"])
+    await run.close()
+    again = await ClientRun.start([script(title="After the dead proxy")], flags, tmp_path)
+    try:
+        sid2 = await again.session_id()
+        p2 = await station.prompt_for(sid2)
+        assert p2
+        await station.alice.text("2", reply_to=p2["event_id"])
+        o = await again.outcome()
+        assert o["outcome"] == "selected" and o["optionId"] == "allow_always"
+    finally:
+        await again.close()
+    await asyncio.sleep(1)
+    assert len([e for e in station.alice.events if station.is_prompt(e)
+                and content(e).get("session_id") == session_id]) == 1
