@@ -68,6 +68,7 @@ def prompt_content(rec: Record) -> dict[str, Any]:
         revision=rec.revision,
         expires_at=to_datetime(rec.expires_at),
         tool_name=rec.tool_name,
+        label=rec.label,
     )
 
 

@@ -174,6 +174,7 @@ def _location_text(loc: object) -> str | None:
 
 def _preview(
     *,
+    agent: str,
     tool: str,
     tool_kind: str | None,
     raw_input: object,
@@ -194,6 +195,8 @@ def _preview(
     def text_item(label: str, text: str, limit: int) -> None:
         items.append({"type": "text", "label": shorten(label, limits.label), "text": shorten(text, limit)})
 
+    if agent:
+        items.append({"type": "field", "label": "Agent", "value": shorten(agent, limits.title)})
     if tool:
         items.append({"type": "field", "label": "Tool", "value": shorten(tool, limits.title)})
     if tool_kind:
@@ -301,6 +304,7 @@ def build_prompt(
     revision: int,
     expires_at: datetime,
     tool_name: str | None = None,
+    label: str | None = None,
 ) -> dict[str, Any]:
     """The prompt's ``m.room.message`` content: prose, HTML, the v2 fields and the v1 card.
 
@@ -318,6 +322,7 @@ def build_prompt(
     title = _clean(title) if isinstance(title, str) else ""
     kind = _cut(_clean(tool_kind), MAX_LABEL)[0] if isinstance(tool_kind, str) and tool_kind else None
     tool = _clean(tool_name) if isinstance(tool_name, str) and tool_name else ""
+    agent = _clean(label) if isinstance(label, str) and label.strip() else ""
     result: dict[str, Any] = {}
     for limits in _STEPS:
         result = _prompt_at(
@@ -327,6 +332,7 @@ def build_prompt(
             title=title,
             kind=kind,
             tool=tool,
+            agent=agent,
             acp=acp,
             raw_input=raw_input,
             locations=locations if isinstance(locations, list) else [],
@@ -350,6 +356,7 @@ def _prompt_at(
     title: str,
     kind: str | None,
     tool: str,
+    agent: str,
     acp: list[tuple[str, str, str]],
     raw_input: Any,
     locations: list[Any],
@@ -372,6 +379,7 @@ def _prompt_at(
         v2_options.append(option)
         shown.append(_one_line(label) or _one_line(option_id) or f"option {len(shown) + 1}")
     preview, complete = _preview(
+        agent=agent,
         tool=tool or title,
         tool_kind=kind,
         raw_input=raw_input,

@@ -473,3 +473,20 @@ def test_absurd_sizes_everywhere_stay_within_budget() -> None:
     assert len(json.dumps(built, ensure_ascii=False).encode()) <= CONTENT_BUDGET
     assert built["subject"]["preview_complete"] is False
     validate_content(built)
+
+
+def test_label_names_the_agent_in_the_preview() -> None:
+    from datetime import UTC, datetime
+
+    from bot.events import validate_content
+    from bot.prompts import build_prompt
+
+    c = build_prompt(
+        request_id="s:1", session_id="s", request_seq=1, title="Run ls", tool_kind="execute",
+        options=[{"optionId": "ok", "name": "Allow once", "kind": "allow_once"}], raw_input={"command": "ls"},
+        locations=[], content=[], digest="d", revision=1, expires_at=datetime(2030, 1, 1, tzinfo=UTC),
+        label="claude-laptop <b>",
+    )
+    validate_content(c)
+    assert c["subject"]["preview"][0] == {"type": "field", "label": "Agent", "value": "claude-laptop <b>"}
+    assert "claude-laptop &lt;b&gt;" in c["formatted_body"]
