@@ -12,31 +12,28 @@ import asyncio
 import signal
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 
 from bot import answers
+from bot.aio import wait_any
 from bot.config import Config
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
 from bot.inbox.record import EXPIRED, Record
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
-from bot.matrix.client import Matrix, SendFailed, txn_id
+from bot.matrix.client import Matrix
 from bot.matrix.room import may_answer
 from bot.metrics import Metrics
 from bot.notices import Notices
-from bot.prompts import build_prompt, build_settled, edit_content
-from bot.timeutil import iso_ms, to_datetime
+from bot.outbox import NOT_POSTED, Outbox
+from bot.timeutil import iso_ms
 from bot.webhooks import Webhooks
 
 log = structlog.get_logger("daemon")
 
-SEND_CONCURRENCY = 16  # sends in flight to the homeserver at once
-EDIT_COALESCE = 0.25  # seconds settled prompts wait so a burst of answers is edited in one pass
-SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
-NOT_POSTED = ""  # prompt_event_id of a rule-settled request that is recorded but not posted
 VIA_WORDS = {
     "matrix": "reply",
     "reaction": "reaction",
@@ -50,43 +47,6 @@ VIA_WORDS = {
 
 class NotFound(Exception):
     """No pending request by that id."""
-
-
-def prompt_content(rec: Record) -> dict[str, Any]:
-    """The prompt exactly as posted for ``rec`` (rebuilt: it is a pure function of the record)."""
-    return build_prompt(
-        request_id=rec.id,
-        session_id=rec.session_id,
-        request_seq=rec.request_seq,
-        title=rec.title,
-        tool_kind=rec.tool_kind,
-        options=rec.options,
-        raw_input=rec.raw_input,
-        locations=rec.locations,
-        content=rec.content,
-        digest=rec.digest,
-        revision=rec.revision,
-        expires_at=to_datetime(rec.expires_at),
-        tool_name=rec.tool_name,
-        label=rec.label,
-    )
-
-
-def settled_content(rec: Record) -> dict[str, Any]:
-    """The m.replace edit that shows ``rec``'s outcome."""
-    assert rec.outcome is not None and rec.prompt_event_id
-    o = rec.outcome
-    new = build_settled(
-        prompt_content(rec),
-        state=rec.state,
-        option_id=o.option_id,
-        option_name=rec.option_name(o.option_id),
-        answered_by=o.answered_by,
-        via=o.via,
-        feedback=o.feedback,
-        decided_at=to_datetime(o.decided_at),
-    )
-    return edit_content(rec.prompt_event_id, new)
 
 
 def describe_outcome(rec: Record) -> str:
@@ -112,26 +72,22 @@ class Daemon:
         self.notices = Notices(self.matrix)
         self.matrix.say = self.notices.post  # the Matrix side's own notices (undecryptable, unverified)
         self.stop = asyncio.Event()
-        self.wake_post = asyncio.Event()
-        self.wake_settle = asyncio.Event()
-        self.wake_seed = asyncio.Event()
-        self.posting_idle = asyncio.Event()
-        self.posting_idle.set()
         self.wake_timer = asyncio.Event()
-        self.install_id = ""
+        self.outbox = Outbox(self.inbox, self.matrix, self.metrics, cfg.prompts, self.stop, self.now,
+                             self.on_room_event)
         self.rules: list[Any] = []
         if cfg.rules:
             from bot.rules import parse_rules
 
             self.rules = parse_rules(list(cfg.rules))
         self.inbox.listen(self._on_change)
+        self.inbox.listen(self.outbox.on_change)
         self.webhooks = Webhooks(cfg.webhooks)
         self.inbox.listen(self.webhooks.on_change)
         self.ready = False
 
     # -- inbox events ------------------------------------------------------
     def _on_change(self, kind: str, rec: Record) -> None:
-        (self.wake_post if kind == "request" else self.wake_settle).set()
         if kind == "request":
             self.wake_timer.set()
             self.metrics.submitted()
@@ -214,7 +170,7 @@ class Daemon:
             # It may answer a prompt that reached the room before a crash kept its event id:
             # keep it until the outbox has (re)posted, which recovers that id.
             await self.inbox.park(event_id, source, self.now())
-            self.wake_post.set()
+            self.outbox.wake_post.set()
             return
         pending = [] if cand.explicit else await self.inbox.pending()
         verdict = answers.resolve(cand, _target(target_rec) if target_rec else None, [_target(r) for r in pending])
@@ -282,103 +238,6 @@ class Daemon:
             thread_root=thread_root,
         )
 
-    # -- the outbox: three workers, so a new prompt never waits behind an edit ---
-    async def _worker(self, name: str, wake: asyncio.Event, step: Callable[[], Awaitable[float]]) -> None:
-        """Run ``step`` whenever woken (or after the seconds it returns); back off on send failures."""
-        delay = 0.5
-        while not self.stop.is_set():
-            wake.clear()
-            try:
-                idle = await step()
-                delay = 0.5
-            except SendFailed as e:
-                log.warning("send_failed", worker=name, error=str(e), retry_in=round(delay, 2))
-                await _wait(self.stop, delay)
-                delay = min(delay * 2, 30.0)
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("outbox_failed", worker=name)
-                await _wait(self.stop, 2.0)
-                continue
-            await _wait_any(self.stop, wake, idle)
-
-    async def _post_step(self) -> float:
-        """Post every prompt not in the room yet; then re-read answers parked for them."""
-        while batch := await self.inbox.needing_post(limit=256):
-            self.posting_idle.clear()
-            try:
-                await self._pool(self._post, batch)
-            finally:
-                self.posting_idle.set()
-        for source in await self.inbox.take_parked():
-            await self.on_room_event(source)
-        return 10.0
-
-    async def _settle_step(self) -> float:
-        """Edit settled prompts to show their outcome; take back the seeded keycaps."""
-        await _wait(self.stop, EDIT_COALESCE)  # answers often come in bursts: edit them in one pass
-        if not self.posting_idle.is_set():  # a new prompt is on its way: it goes first
-            await _wait_any(self.stop, self.posting_idle, 5.0)
-        while batch := [r for r in await self.inbox.needing_edit(limit=256) if r.prompt_event_id != NOT_POSTED]:
-            await self._pool(self._edit, batch)
-        for rid, key, ev in await self.inbox.reactions_to_clear():
-            await self.matrix.redact(ev, txn_id("x", self.install_id, rid, key), reason="settled")
-            await self.inbox.mark_reaction_redacted(rid, key)
-        return 10.0
-
-    async def _seed_step(self) -> float:
-        """Seed keycaps under prompts still pending SEED_DELAY after posting (quick answers need none)."""
-        if not self.cfg.prompts.seed_reactions:
-            return 3600.0
-        cutoff = self.now() - SEED_DELAY
-        for rec in await self.inbox.needing_seed(posted_before=cutoff, limit=8):
-            have = {k for k, _e, _r in await self.inbox.reactions(rec.id)}
-            for i, key in enumerate(answers.KEYCAPS[: len(rec.options)]):
-                if key in have or not await self._still_pending(rec.id):
-                    continue
-                ev = await self.matrix.send(
-                    {"m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key}},
-                    txn_id("r", self.install_id, rec.id, str(i)),
-                    "m.reaction",
-                )
-                await self.inbox.add_reaction(rec.id, key, ev)
-            await self.inbox.mark_seeded(rec.id)
-            self.wake_settle.set()  # it may have been answered meanwhile
-        nxt = await self.inbox.next_seed_due()
-        return 10.0 if nxt is None else max(0.05, min(10.0, nxt + SEED_DELAY - self.now()))
-
-    async def _pool(self, send: Callable[[Record], Awaitable[None]], batch: list[Record]) -> None:
-        """Run ``send`` over ``batch`` with at most SEND_CONCURRENCY in flight; the first failure is raised."""
-        sem = asyncio.Semaphore(SEND_CONCURRENCY)
-
-        async def one(rec: Record) -> None:
-            async with sem:
-                await send(rec)
-
-        results = await asyncio.gather(*(one(r) for r in batch), return_exceptions=True)
-        for r in results:
-            if isinstance(r, BaseException):
-                raise r
-
-    async def _post(self, rec: Record) -> None:
-        content = prompt_content(rec)
-        event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id))
-        await self.inbox.set_prompt_event(rec.id, event_id, self.now())
-        self.metrics.posted()
-        self.wake_seed.set()
-        log.info("prompt_posted", request_id=rec.id, event_id=event_id)
-
-    async def _edit(self, rec: Record) -> None:
-        await self.matrix.send(settled_content(rec), txn_id("e", self.install_id, rec.id))
-        await self.inbox.mark_edited(rec.id)
-        log.info("prompt_edited", request_id=rec.id, state=rec.state)
-
-    async def _still_pending(self, request_id: str) -> bool:
-        rec = await self.inbox.get(request_id)
-        return rec is not None and rec.pending
-
     # -- timeouts ------------------------------------------------------------
     async def timer_loop(self) -> None:
         while not self.stop.is_set():
@@ -399,15 +258,16 @@ class Daemon:
                 log.exception("timer_failed")
                 nxt = None
             wait = 30.0 if nxt is None else max(0.05, min(30.0, nxt - self.now()))
-            await _wait_any(self.stop, self.wake_timer, wait)
+            await wait_any(self.stop, self.wake_timer, wait)
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
         await self.inbox.open()
-        self.install_id = await self.inbox.get_kv("install_id") or ""
-        if not self.install_id:
-            self.install_id = uuid.uuid4().hex
-            await self.inbox.set_kv("install_id", self.install_id)
+        install_id = await self.inbox.get_kv("install_id") or ""
+        if not install_id:  # part of every txn id: a wiped state never collides with old transactions
+            install_id = uuid.uuid4().hex
+            await self.inbox.set_kv("install_id", install_id)
+        self.outbox.install_id = install_id
         self.metrics.bind(self)
 
     async def run_matrix(self) -> None:
@@ -417,9 +277,7 @@ class Daemon:
         self.ready = True
         tasks = [
             asyncio.create_task(self.matrix.sync_forever(self.on_room_event, self.stop), name="sync"),
-            asyncio.create_task(self._worker("post", self.wake_post, self._post_step), name="post"),
-            asyncio.create_task(self._worker("settle", self.wake_settle, self._settle_step), name="settle"),
-            asyncio.create_task(self._worker("seed", self.wake_seed, self._seed_step), name="seed"),
+            *self.outbox.tasks(),
             asyncio.create_task(self.notices.run(self.stop), name="notices"),
         ]
         try:
@@ -447,22 +305,6 @@ def _target(rec: Record) -> answers.Target:
         revision=rec.revision,
         pending=rec.pending,
     )
-
-
-async def _wait(stop: asyncio.Event, seconds: float) -> None:
-    try:
-        await asyncio.wait_for(stop.wait(), seconds)
-    except TimeoutError:
-        pass
-
-
-async def _wait_any(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
-    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
-    try:
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:
