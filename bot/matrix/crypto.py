@@ -1,8 +1,8 @@
 """End-to-end encryption helpers for the Matrix side (matrix-nio with vodozemac).
 
 Pure pieces (plaintext-shaped events, the undecryptable queue's records) and the
-two small adjustments the bot makes to nio's Olm machine. Network I/O stays in
-``bot.matrix.client``.
+two small adjustments the bot makes to nio's Olm machine. Network I/O stays in the
+other modules of ``bot.matrix``.
 """
 
 from __future__ import annotations

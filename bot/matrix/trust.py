@@ -1,0 +1,132 @@
+"""The ``[matrix] trust`` policy: which devices get the room keys, and whose answers count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+
+from bot.matrix.crypto import ANSWER_TYPES, fingerprint, plain_event
+from bot.matrix.station import Say, Station
+
+log = structlog.get_logger("matrix")
+
+TOLD_UNVERIFIED_KEY = "matrix.told_unverified."  # + sender + "." + device: that sender's device was told
+
+
+def room_devices(client: Any, room: Any) -> list[Any]:
+    """Every active device of the room's members (joined and invited) but the bot's own."""
+    assert client.olm is not None
+    out = []
+    for user in list(room.users):
+        for dev in list(client.olm.device_store.active_user_devices(user)):
+            if user == client.user_id and dev.id == client.device_id:
+                continue
+            out.append(dev)
+    return out
+
+
+class Trust:
+    """tofu or verified-only, applied to nio's device trust and to every incoming event."""
+
+    def __init__(self, st: Station, say: Say) -> None:
+        self.st = st
+        self._say = say
+        self._pins = {(d.user_id, d.device_id): d.ed25519 for d in st.cfg.verified_devices}
+        self._logged_mismatch: set[tuple[str, str, str]] = set()
+
+    def apply(self) -> None:
+        """Bring nio's device trust in line with ``[matrix] trust``.
+
+        tofu: every device of a member gets the room keys (devices are pinned to the
+        ed25519 key first seen by nio). verified-only: only the devices listed in
+        ``verified_devices`` with a matching ed25519 key are verified; all others are
+        blacklisted and get no keys.
+        """
+        c = self.st.client
+        if c.olm is None:
+            return
+        room = c.rooms.get(self.st.room_id)
+        if room is None or not room.encrypted:
+            return
+        olm = c.olm
+        for dev in room_devices(c, room):
+            if self.st.cfg.trust == "tofu":
+                if olm.is_device_blacklisted(dev):
+                    c.unblacklist_device(dev)
+                    log.info("device_unblacklisted", user_id=dev.user_id, device_id=dev.id, reason="trust = tofu")
+                continue
+            pin = self._pins.get((dev.user_id, dev.id))
+            if pin is not None and pin == dev.ed25519:
+                if not olm.is_device_verified(dev):
+                    c.verify_device(dev)
+                    log.info("device_verified", user_id=dev.user_id, device_id=dev.id)
+                continue
+            if pin is not None and (dev.user_id, dev.id, dev.ed25519) not in self._logged_mismatch:
+                self._logged_mismatch.add((dev.user_id, dev.id, dev.ed25519))
+                log.error(
+                    "verified_device_key_mismatch",
+                    user_id=dev.user_id,
+                    device_id=dev.id,
+                    homeserver_key=fingerprint(dev.ed25519),
+                    hint="the device's key is not the one in matrix.verified_devices; it gets no keys",
+                )
+            if not olm.is_device_blacklisted(dev):
+                c.blacklist_device(dev)
+                log.info("device_blacklisted", user_id=dev.user_id, device_id=dev.id, reason="not verified")
+
+    async def admit(self, ev: Any, wrapper: dict[str, Any] | None = None) -> dict[str, Any] | None:
+        """The event as the handler sees it (plaintext-shaped), or None when the trust policy refuses it."""
+        source: dict[str, Any] = ev.source
+        decrypted = bool(getattr(ev, "decrypted", False))
+        if decrypted:
+            source = plain_event(source, wrapper)
+        if self.st.cfg.trust != "verified-only" or self.st.client.olm is None:
+            return source
+        if source.get("type") not in ANSWER_TYPES or source.get("sender") == self.st.user_id:
+            return source
+        device = self._verified_device(ev) if decrypted else None
+        if device is not None:
+            return source
+        await self._tell_unverified(source, ev)
+        return None
+
+    def _verified_device(self, ev: Any) -> str | None:
+        """The sending device's id when it is one of ``verified_devices`` and the session is its own."""
+        olm = self.st.client.olm
+        sender, sender_key, session_id = ev.sender, getattr(ev, "sender_key", None), getattr(ev, "session_id", None)
+        if olm is None or not sender_key or not session_id:
+            return None
+        session = olm.inbound_group_store.get(self.st.room_id, sender_key, session_id)
+        if session is None or session.forwarding_chain:
+            return None
+        dev = olm.device_store.device_from_sender_key(sender, sender_key)
+        if dev is None or self._pins.get((sender, dev.id)) != dev.ed25519 or session.ed25519 != dev.ed25519:
+            return None
+        return str(dev.id)
+
+    async def _tell_unverified(self, source: dict[str, Any], ev: Any) -> None:
+        c = self.st.client
+        sender = str(source.get("sender", ""))
+        device = str(getattr(ev, "device_id", None) or source.get("content", {}).get("device_id") or "")
+        if not device and isinstance(getattr(ev, "sender_key", None), str) and c.olm is not None:
+            dev = c.olm.device_store.device_from_sender_key(sender, ev.sender_key)
+            device = dev.id if dev is not None else ""
+        log.warning(
+            "event_from_unverified_device",
+            event_id=source.get("event_id"),
+            sender=sender,
+            device_id=device or None,
+            encrypted=bool(getattr(ev, "decrypted", False)),
+        )
+        key = f"{TOLD_UNVERIFIED_KEY}{sender}.{device}"
+        if await self.st.kv.get_json(key):
+            return
+        await self.st.kv.set_json(key, True)
+        where = f"your device {device}" if device else "this unencrypted message's device"
+        self._say(
+            f"{sender}: this bot only takes messages from verified devices (trust = verified-only), and "
+            f"{where} is not one of them, so your message changed nothing. Answer from a verified device, "
+            "or ask the operator to add it to matrix.verified_devices.",
+            reply_to=str(source.get("event_id") or "") or None,
+        )
