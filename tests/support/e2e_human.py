@@ -236,7 +236,7 @@ class E2EStation(Station):
         self.encryption = encryption
         self.matrix_extra = matrix_extra
 
-    async def setup(self) -> None:
+    def make_people_and_room(self) -> None:
         t = self.tag
         self.bot_id = self.hs.register(f"permbot{t}", BOT_PASSWORD)["user_id"]
         self.alice = E2EHuman(self.hs, f"alice{t}", self.dir / "alice-store")
@@ -245,22 +245,9 @@ class E2EStation(Station):
         self.room_id = self.hs.create_room(
             self.alice.token, invite=[self.bot_id, self.bob.user_id, self.carol.user_id], encrypted=True
         )
-        self.hs.join(self.bob.token, self.room_id)
-        self.hs.join(self.carol.token, self.room_id)
-        for h in (self.alice, self.bob, self.carol):
-            await h.start(self.room_id)
-        self.write_config()
-        self.start_daemon()
-        await self.wait_healthy()
-        ok = await self.alice.wait(
-            lambda e: (
-                e.get("type") == "m.room.member"
-                and e.get("state_key") == self.bot_id
-                and content(e).get("membership") == "join"
-            ),
-            60,
-        )
-        assert ok, "the bot did not join the station room"
+
+    async def setup(self) -> None:
+        await super().setup()
         if self.encryption:
             for h in (self.alice, self.bob):
                 await h.wait_devices(self.bot_id)

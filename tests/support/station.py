@@ -45,6 +45,11 @@ class Station:
         self.prompts: dict[str, Any] = {"timeout": "10m", "on_timeout": "reject"}
 
     async def setup(self) -> None:
+        self.make_people_and_room()
+        await self.start_all()
+
+    def make_people_and_room(self) -> None:
+        """The bot account, alice (answerer), bob (not), carol (power 50) and the station room."""
         self.bot_id = self.hs.register("permbot", BOT_PASSWORD)["user_id"]
         self.alice = Human(self.hs, "alice")
         self.bob = Human(self.hs, "bob")
@@ -54,6 +59,9 @@ class Station:
             invite=[self.bot_id, self.bob.user_id, self.carol.user_id],
             power={self.carol.user_id: 50},
         )
+
+    async def start_all(self) -> None:
+        """bob and carol join, everyone follows the room, the daemon starts and joins."""
         self.hs.join(self.bob.token, self.room_id)
         self.hs.join(self.carol.token, self.room_id)
         for h in (self.alice, self.bob, self.carol):
