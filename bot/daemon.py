@@ -155,12 +155,10 @@ class Daemon:
     # -- room events ----------------------------------------------------------
     async def on_room_event(self, source: dict[str, Any]) -> None:
         """One station-room event: maybe an answer."""
-        event_id = source.get("event_id")
-        if not isinstance(event_id, str) or await self.inbox.is_handled(event_id):
+        cand = answers.classify(source, bot_user_id=self.matrix.user_id)  # pure: most events stop here
+        if cand is None or await self.inbox.is_handled(cand.event_id):
             return
-        cand = answers.classify(source, bot_user_id=self.matrix.user_id)
-        if cand is None:
-            return
+        event_id = cand.event_id
         target_rec: Record | None = None
         if cand.request_id:
             target_rec = await self.inbox.get(cand.request_id)
@@ -178,8 +176,9 @@ class Daemon:
             return
         now = self.now()
         thread_root = target_rec.prompt_event_id if target_rec else None
-        if isinstance(verdict, answers.Answer):
-            thread_root = (await self._prompt_of(verdict.request_id)) or thread_root
+        if isinstance(verdict, answers.Answer):  # a plain message answers a prompt from ``pending``
+            answered = next((r for r in (target_rec, *pending) if r and r.id == verdict.request_id), None)
+            thread_root = (answered.prompt_event_id if answered else None) or thread_root
         if not may_answer(
             cand.sender,
             users=self.cfg.answerers.users,
@@ -221,10 +220,6 @@ class Daemon:
             "request_answered", request_id=settled.id, option_id=verdict.option_id, via=verdict.via,
             by=verdict.sender,
         )
-
-    async def _prompt_of(self, request_id: str) -> str | None:
-        rec = await self.inbox.get(request_id)
-        return rec.prompt_event_id if rec and rec.prompt_event_id else None
 
     async def _tell_not_answerer(self, user: str, event_id: str, thread_root: str | None) -> None:
         key = f"told.not_answerer.{user}"

@@ -12,7 +12,7 @@ import structlog
 _SECRET_KEYS = {"password", "access_token", "token", "api_token", "authorization"}
 
 
-class _Masker:
+class Masker:
     """Replace every known secret, wherever it appears in an event, with ``***``."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
@@ -42,7 +42,7 @@ class _Masker:
         return event
 
 
-_MASKER = _Masker(())
+_MASKER = Masker(())
 
 
 def add_secret(*secrets: str) -> None:
@@ -82,7 +82,7 @@ def configure(level: str = "info", fmt: str = "console", secrets: Iterable[str] 
 
 
 class _StdlibMask(logging.Filter):
-    def __init__(self, masker: _Masker) -> None:
+    def __init__(self, masker: Masker) -> None:
         super().__init__()
         self.masker = masker
 

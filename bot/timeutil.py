@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from bot.events.timestamps import format_utc_ms
+
 
 def iso_ms(ts: float) -> str:
     """Epoch seconds -> RFC 3339 UTC with milliseconds and ``Z``."""
-    dt = datetime.fromtimestamp(ts, tz=UTC)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{dt.microsecond // 1000:03d}Z"
+    return format_utc_ms(to_datetime(ts))
 
 
 def to_datetime(ts: float) -> datetime:

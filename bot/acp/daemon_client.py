@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import time
 from typing import Any
@@ -18,18 +17,7 @@ import aiohttp
 import structlog
 import yarl
 
-DEFAULT_URL = "http://127.0.0.1:8750"
-URL_ENV = "PERMISSION_BOT_URL"
-TOKEN_ENV = "PERMISSION_BOT_TOKEN"
-
 log = structlog.get_logger("bot.acp.daemon")
-
-
-def discover(url: str | None, token: str | None) -> tuple[str, str | None]:
-    """The daemon URL and token: flags, else environment, else the default URL and no token."""
-    u = (url or os.environ.get(URL_ENV) or DEFAULT_URL).strip().rstrip("/")
-    t = token if token is not None else os.environ.get(TOKEN_ENV)
-    return u, (t or None)
 
 
 class DaemonError(Exception):

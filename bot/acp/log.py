@@ -13,10 +13,12 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable, MutableMapping
-from typing import Any, TextIO, cast
+from collections.abc import Iterable
+from typing import TextIO, cast
 
 import structlog
+
+from bot.logs import Masker
 
 _MAX_BACKLOG = 2000
 
@@ -103,30 +105,6 @@ class _OneLine(logging.Formatter):
 _sink: StderrSink | None = None
 
 
-class _Mask:
-    """A structlog processor that replaces each secret with ``***`` in every string value."""
-
-    def __init__(self, secrets: Iterable[str]) -> None:
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 4}, key=len, reverse=True)
-
-    def _clean(self, v: Any) -> Any:
-        if isinstance(v, str):
-            for s in self.secrets:
-                v = v.replace(s, "***")
-            return v
-        if isinstance(v, list | tuple):
-            return [self._clean(x) for x in v]
-        if isinstance(v, dict):
-            return {k: self._clean(x) for k, x in v.items()}
-        return v
-
-    def __call__(self, _logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-        if self.secrets:
-            for k in list(event):
-                event[k] = self._clean(event[k])
-        return event
-
-
 def configure_stderr_logging(level: int = logging.INFO, secrets: Iterable[str] = ()) -> StderrSink:
     """Send structlog (and stray stdlib logging) to stderr as key=value lines; return the sink.
 
@@ -137,7 +115,7 @@ def configure_stderr_logging(level: int = logging.INFO, secrets: Iterable[str] =
         _sink = StderrSink()
     structlog.configure(
         processors=[
-            _Mask(secrets),
+            Masker(secrets),
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

@@ -22,7 +22,6 @@ from typing import Any, Literal
 import structlog
 
 from bot.acp.daemon_client import (
-    DEFAULT_URL,
     Backoff,
     DaemonClient,
     DaemonError,
@@ -32,6 +31,7 @@ from bot.acp.daemon_client import (
 from bot.acp.log import configure_stderr_logging
 from bot.acp.relay import FdSink, LineRelay, in_thread, read_fd, relay_thread
 from bot.acp.toolcalls import ToolCallCache
+from bot.discovery import DEFAULT_URL
 
 log = structlog.get_logger("bot.acp")
 

@@ -57,7 +57,7 @@ def _agent_command(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the proxy until the agent exits; its exit code (2 for a usage error)."""
-    from bot.acp.daemon_client import discover
+    from bot.discovery import discover
 
     cmd = _agent_command(args)
     if not cmd:

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import socket
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
 
-DEFAULT_URL = "http://127.0.0.1:8750"
-URL_ENV = "PERMISSION_BOT_URL"
-TOKEN_ENV = "PERMISSION_BOT_TOKEN"
+from bot.discovery import URL_ENV
+from bot.discovery import discover as discover_daemon
+
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
@@ -39,13 +38,11 @@ class DaemonUnreachable(Exception):
 
 def discover(url: str | None, token: str | None) -> tuple[str, str | None]:
     """The daemon's base URL and API token from the flags, else the environment, else the default."""
-    u = url or os.environ.get(URL_ENV) or DEFAULT_URL
-    t = token if token is not None else os.environ.get(TOKEN_ENV)
-    u = u.strip().rstrip("/")
+    u, t = discover_daemon(url, token)
     parts = urllib.parse.urlsplit(u)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise UsageError(f"--url must look like http://HOST:PORT (got {u!r})")
-    return u, (t or None)
+    return u, t
 
 
 def _reason(err: BaseException) -> str:

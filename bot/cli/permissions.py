@@ -20,7 +20,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from bot.cli.http import TOKEN_ENV, Client, DaemonUnreachable, UsageError, discover, quote_id
+from bot.cli.http import Client, DaemonUnreachable, UsageError, discover, quote_id
+from bot.discovery import TOKEN_ENV
 from bot.durations import DurationError, format_age, parse_duration
 
 if TYPE_CHECKING:
