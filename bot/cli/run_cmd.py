@@ -18,9 +18,16 @@ async def _serve(cfg: Config) -> int:
     from bot.matrix.client import MatrixFatal
 
     log = structlog.get_logger("run")
+    from bot.inbox.schema import SchemaTooNew
+
     daemon = Daemon(cfg)
     install_signal_handlers(daemon.stop)
-    await daemon.start()
+    try:
+        await daemon.start()
+    except SchemaTooNew as e:
+        print(f"permission-bot: {e}", file=sys.stderr)
+        await daemon.close()
+        return 2
     if not cfg.api.token:
         log.warning("api_token_missing", hint="set api.token or PERMISSION_BOT_API_TOKEN; mutating routes are closed")
     runner = web.AppRunner(create_app(daemon, cfg.api.token), access_log=None, handle_signals=False)

@@ -16,53 +16,8 @@ from typing import Any
 import aiosqlite
 
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Outcome, Record, dumps
+from bot.inbox.schema import upgrade
 from bot.inbox.submission import Submission
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS requests (
-  id TEXT PRIMARY KEY,
-  session_id TEXT NOT NULL,
-  request_seq INTEGER NOT NULL,
-  key TEXT,
-  label TEXT,
-  tool_call_id TEXT NOT NULL,
-  title TEXT NOT NULL,
-  tool_kind TEXT,
-  tool_name TEXT,
-  options TEXT NOT NULL,
-  raw_input TEXT,
-  locations TEXT NOT NULL,
-  content TEXT NOT NULL,
-  params TEXT NOT NULL,
-  digest TEXT NOT NULL,
-  revision INTEGER NOT NULL,
-  state TEXT NOT NULL,
-  requested_at REAL NOT NULL,
-  expires_at REAL NOT NULL,
-  prompt_event_id TEXT,
-  prompt_edited INTEGER NOT NULL DEFAULT 0,
-  seeded INTEGER NOT NULL DEFAULT 0,
-  posted_at REAL,
-  outcome_option_id TEXT,
-  outcome_by TEXT,
-  outcome_via TEXT,
-  outcome_feedback TEXT,
-  decided_at REAL,
-  UNIQUE (session_id, request_seq)
-);
-CREATE UNIQUE INDEX IF NOT EXISTS requests_key ON requests (session_id, key) WHERE key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS requests_state ON requests (state, requested_at);
-CREATE INDEX IF NOT EXISTS requests_prompt ON requests (prompt_event_id);
-CREATE INDEX IF NOT EXISTS requests_toolcall ON requests (session_id, tool_call_id);
-CREATE TABLE IF NOT EXISTS seq (session_id TEXT PRIMARY KEY, last INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS handled (event_id TEXT PRIMARY KEY, at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS parked (event_id TEXT PRIMARY KEY, source TEXT NOT NULL, at REAL NOT NULL);
-CREATE TABLE IF NOT EXISTS reactions (
-  request_id TEXT NOT NULL, key TEXT NOT NULL, event_id TEXT, redacted INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (request_id, key)
-);
-"""
 
 Listener = Callable[[str, Record], None]
 
@@ -121,7 +76,7 @@ class Inbox:
         await self._db.execute("PRAGMA journal_mode=WAL")
         await self._db.execute("PRAGMA synchronous=NORMAL")
         await self._db.execute("PRAGMA busy_timeout=5000")
-        await self._db.executescript(SCHEMA)
+        await upgrade(self._db, str(self.path))
 
     async def close(self) -> None:
         if self._db is not None:

@@ -1,0 +1,125 @@
+"""The inbox's schema, versioned with ``PRAGMA user_version``.
+
+One small step per version, each run in its own transaction, in order (as
+mautrix-python's ``async_db/upgrade.py`` and maubot's ``db/upgrade/`` do). A
+database that is newer than this code is refused with one clear line. A state
+folder made before versions existed (``user_version`` 0 with a ``requests``
+table) is taken as version 1 and brought up from there.
+
+To change the schema: append a step to ``STEPS``; never edit a step that shipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import aiosqlite
+
+Step = Callable[[aiosqlite.Connection], Awaitable[None]]
+
+
+class SchemaTooNew(Exception):
+    """The database was written by a newer permission-bot."""
+
+
+V1 = """
+CREATE TABLE IF NOT EXISTS requests (
+  id TEXT PRIMARY KEY,
+  session_id TEXT NOT NULL,
+  request_seq INTEGER NOT NULL,
+  key TEXT,
+  label TEXT,
+  tool_call_id TEXT NOT NULL,
+  title TEXT NOT NULL,
+  tool_kind TEXT,
+  tool_name TEXT,
+  options TEXT NOT NULL,
+  raw_input TEXT,
+  locations TEXT NOT NULL,
+  content TEXT NOT NULL,
+  params TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  requested_at REAL NOT NULL,
+  expires_at REAL NOT NULL,
+  prompt_event_id TEXT,
+  prompt_edited INTEGER NOT NULL DEFAULT 0,
+  seeded INTEGER NOT NULL DEFAULT 0,
+  outcome_option_id TEXT,
+  outcome_by TEXT,
+  outcome_via TEXT,
+  outcome_feedback TEXT,
+  decided_at REAL,
+  UNIQUE (session_id, request_seq)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS requests_key ON requests (session_id, key) WHERE key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS requests_state ON requests (state, requested_at);
+CREATE INDEX IF NOT EXISTS requests_prompt ON requests (prompt_event_id);
+CREATE INDEX IF NOT EXISTS requests_toolcall ON requests (session_id, tool_call_id);
+CREATE TABLE IF NOT EXISTS seq (session_id TEXT PRIMARY KEY, last INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS handled (event_id TEXT PRIMARY KEY, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reactions (
+  request_id TEXT NOT NULL, key TEXT NOT NULL, event_id TEXT, redacted INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (request_id, key)
+);
+"""
+
+
+async def _columns(db: aiosqlite.Connection, table: str) -> set[str]:
+    cur = await db.execute(f"PRAGMA table_info({table})")
+    return {str(r[1]) for r in await cur.fetchall()}
+
+
+async def _v1_first_release(db: aiosqlite.Connection) -> None:
+    for stmt in V1.split(";"):
+        if stmt.strip():
+            await db.execute(stmt)
+
+
+async def _v2_posted_at_and_parking(db: aiosqlite.Connection) -> None:
+    # Unversioned folders may already have these (they were added in place before versions existed).
+    if "posted_at" not in await _columns(db, "requests"):
+        await db.execute("ALTER TABLE requests ADD COLUMN posted_at REAL")
+    await db.execute(
+        "CREATE TABLE IF NOT EXISTS parked (event_id TEXT PRIMARY KEY, source TEXT NOT NULL, at REAL NOT NULL)"
+    )
+
+
+STEPS: list[Step] = [
+    _v1_first_release,
+    _v2_posted_at_and_parking,
+]
+LATEST = len(STEPS)
+
+
+async def version(db: aiosqlite.Connection) -> int:
+    cur = await db.execute("PRAGMA user_version")
+    row = await cur.fetchone()
+    v = int(row[0]) if row else 0
+    if v == 0:
+        cur = await db.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='requests'")
+        if await cur.fetchone() is not None:
+            v = 1  # made before versions existed: the first release's tables are there
+    return v
+
+
+async def upgrade(db: aiosqlite.Connection, path: str = "inbox") -> int:
+    """Bring ``db`` (autocommit mode) up to ``LATEST``, one transaction per step; the version reached."""
+    current = await version(db)
+    if current > LATEST:
+        raise SchemaTooNew(
+            f"{path} has schema version {current}, newer than this permission-bot knows ({LATEST}); "
+            "upgrade permission-bot or restore a backup of the state folder"
+        )
+    for n in range(current, LATEST):
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            await STEPS[n](db)
+            await db.execute(f"PRAGMA user_version = {n + 1}")
+        except BaseException:
+            await db.execute("ROLLBACK")
+            raise
+        await db.execute("COMMIT")
+    return LATEST

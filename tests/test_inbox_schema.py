@@ -1,0 +1,130 @@
+"""The inbox schema is versioned: old state folders are upgraded in place, newer ones refused."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.inbox import schema
+from bot.inbox.store import Inbox
+
+# The schema exactly as first released (commit 6b05906), before versions existed.
+FIRST_RELEASE = schema.V1
+
+
+def _make_first_release(path: Path) -> None:
+    db = sqlite3.connect(path)
+    db.executescript(FIRST_RELEASE)
+    db.execute(
+        "INSERT INTO requests (id, session_id, request_seq, tool_call_id, title, options, locations, content,"
+        " params, digest, revision, state, requested_at, expires_at, prompt_event_id)"
+        " VALUES ('s:1','s',1,'c','Old','[]','[]','[]','{}','d',1,'pending',1.0,2.0,'$old')"
+    )
+    db.execute("INSERT INTO seq (session_id, last) VALUES ('s', 1)")
+    db.commit()
+    db.close()
+
+
+def _user_version(path: Path) -> int:
+    db = sqlite3.connect(path)
+    try:
+        return int(db.execute("PRAGMA user_version").fetchone()[0])
+    finally:
+        db.close()
+
+
+async def test_first_release_state_folder_is_upgraded_and_keeps_its_requests(tmp_path: Path) -> None:
+    path = tmp_path / "inbox.sqlite3"
+    _make_first_release(path)
+    inbox = Inbox(path)
+    await inbox.open()
+    try:
+        rec = await inbox.get("s:1")
+        assert rec is not None and rec.title == "Old" and rec.pending
+        await inbox.set_prompt_event("s:1", "$new", 5.0)  # failed with "no such column: posted_at" before
+        await inbox.park("$e", {"event_id": "$e"}, 1.0)
+        assert await inbox.take_parked() == [{"event_id": "$e"}]
+    finally:
+        await inbox.close()
+    assert _user_version(path) == schema.LATEST
+
+
+async def test_unversioned_folder_with_later_columns_upgrades(tmp_path: Path) -> None:
+    """A folder written by the landed code before versions (posted_at and parked already there)."""
+    path = tmp_path / "inbox.sqlite3"
+    _make_first_release(path)
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE requests ADD COLUMN posted_at REAL")
+    db.execute("CREATE TABLE parked (event_id TEXT PRIMARY KEY, source TEXT NOT NULL, at REAL NOT NULL)")
+    db.commit()
+    db.close()
+    inbox = Inbox(path)
+    await inbox.open()
+    await inbox.close()
+    assert _user_version(path) == schema.LATEST
+
+
+async def test_new_folder_starts_at_latest_and_reopens(tmp_path: Path) -> None:
+    path = tmp_path / "inbox.sqlite3"
+    for _ in range(2):
+        inbox = Inbox(path)
+        await inbox.open()
+        await inbox.close()
+    assert _user_version(path) == schema.LATEST
+
+
+async def test_failed_step_rolls_back_and_keeps_the_old_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "inbox.sqlite3"
+    _make_first_release(path)
+
+    async def broken(db: object) -> None:
+        await db.execute("CREATE TABLE half_done (x)")  # type: ignore[attr-defined]
+        raise RuntimeError("step failed")
+
+    monkeypatch.setattr(schema, "STEPS", [*schema.STEPS, broken])
+    monkeypatch.setattr(schema, "LATEST", len(schema.STEPS))
+    inbox = Inbox(path)
+    with pytest.raises(RuntimeError):
+        await inbox.open()
+    await inbox.close()
+    assert _user_version(path) == schema.LATEST - 1
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT 1 FROM sqlite_master WHERE name='half_done'").fetchone() is None
+    db.close()
+
+
+async def test_newer_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "inbox.sqlite3"
+    db = sqlite3.connect(path)
+    db.execute(f"PRAGMA user_version = {schema.LATEST + 5}")
+    db.commit()
+    db.close()
+    inbox = Inbox(path)
+    with pytest.raises(schema.SchemaTooNew, match="newer than this permission-bot knows"):
+        await inbox.open()
+    await inbox.close()
+
+
+def test_run_refuses_a_newer_state_folder_with_one_line(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    db = sqlite3.connect(state / "inbox.sqlite3")
+    db.execute(f"PRAGMA user_version = {schema.LATEST + 1}")
+    db.commit()
+    db.close()
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        '[matrix]\nhomeserver = "http://127.0.0.1:9"\nuser_id = "@b:x"\npassword = "pw-secret"\nroom = "!r:x"\n'
+        f'[answerers]\nusers = ["@a:x"]\n[api]\nlisten = "127.0.0.1:1"\ntoken = "t"\n[state]\npath = "{state}"\n'
+    )
+    r = subprocess.run([sys.executable, "-m", "bot", "run", "--config", str(cfg)], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "newer than this permission-bot" in ln]
+    assert len(lines) == 1, r.stderr
