@@ -1,0 +1,26 @@
+"""The order options are shown and numbered in: by meaning, whatever order the agent sent.
+
+Allow once, allow always, reject once, reject always, then every other option in the
+agent's order. Prompts number options in this order and answers read numbers in it,
+so ``1`` means "allow once" on every agent that offers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+MEANING_ORDER = ("allow_once", "allow_always", "reject_once", "reject_always")
+
+T = TypeVar("T", bound=Mapping[str, Any])
+
+
+def by_meaning(options: Sequence[T]) -> list[T]:
+    """ACP options (``optionId``, ``name``, ``kind``) in the shown order; a stable sort."""
+
+    def rank(item: tuple[int, T]) -> tuple[int, int]:
+        i, o = item
+        kind = o.get("kind")
+        return (MEANING_ORDER.index(kind) if kind in MEANING_ORDER else len(MEANING_ORDER), i)
+
+    return [o for _i, o in sorted(enumerate(options), key=rank)]
