@@ -1,11 +1,17 @@
 """The outbox: what the inbox holds, made visible in the room.
 
-Three workers, each re-reading the inbox, so a restart picks up where the last
+Four workers, each re-reading the inbox, so a restart picks up where the last
 run stopped: ``post`` sends prompts not in the room yet (16 in flight, with
 deterministic txn ids); ``settle`` edits settled prompts to show their outcome
-and takes back the seeded keycaps (edits are coalesced and yield to new
-prompts); ``seed`` adds keycap reactions to prompts still pending a second
-after posting.
+(edits are coalesced and yield to new prompts); ``seed`` adds keycap reactions
+to prompts still pending a second after posting; ``clear`` takes back the seeded
+keycaps of settled prompts.
+
+Prompts and edits are the foreground: what a person waits for. Keycaps are
+background work: every background send waits until no prompt or edit is being
+sent, so a burst of seeding or clean-up (four events a prompt) never delays
+the next prompt or the next edit (the homeserver persists one room's events in
+order, so a queue of reactions ahead of an edit would).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from bot.prompts import build_prompt, build_settled, edit_content
 from bot.timeutil import to_datetime
 
 log = structlog.get_logger("outbox")
+
+FOREGROUND = ("post", "settle")  # workers whose sends a person waits for
 
 SEND_CONCURRENCY = 16  # sends in flight to the homeserver at once
 EDIT_COALESCE = 0.25  # seconds settled prompts wait so a burst of answers is edited in one pass
@@ -95,12 +103,22 @@ class Outbox:
         self.wake_post = asyncio.Event()
         self.wake_settle = asyncio.Event()
         self.wake_seed = asyncio.Event()
+        self.wake_clear = asyncio.Event()
         self.posting_idle = asyncio.Event()
         self.posting_idle.set()
+        self.foreground_idle = asyncio.Event()  # no prompt and no edit being sent
+        self.foreground_idle.set()
+        self._foreground = 0
 
     def on_change(self, kind: str, rec: Record) -> None:
-        """Inbox listener: a new request wakes the poster, a settlement the editor."""
-        (self.wake_post if kind == "request" else self.wake_settle).set()
+        """Inbox listener: a new request wakes the poster, a settlement the editor and the clean-up."""
+        if kind == "request":
+            self.foreground_idle.clear()  # a prompt is on its way: background sends hold back now
+            self.wake_post.set()
+        else:
+            self.foreground_idle.clear()
+            self.wake_settle.set()
+            self.wake_clear.set()
 
     def tasks(self) -> list[asyncio.Task[None]]:
         """Start the three workers."""
@@ -108,6 +126,7 @@ class Outbox:
             asyncio.create_task(self._worker("post", self.wake_post, self._post_step), name="post"),
             asyncio.create_task(self._worker("settle", self.wake_settle, self._settle_step), name="settle"),
             asyncio.create_task(self._worker("seed", self.wake_seed, self._seed_step), name="seed"),
+            asyncio.create_task(self._worker("clear", self.wake_clear, self._clear_step), name="clear"),
         ]
 
     async def _worker(self, name: str, wake: asyncio.Event, step: Callable[[], Awaitable[float]]) -> None:
@@ -115,6 +134,9 @@ class Outbox:
         delay = 0.5
         while not self.stop.is_set():
             wake.clear()
+            foreground = name in FOREGROUND
+            if foreground:
+                self._enter_foreground()
             try:
                 idle = await step()
                 delay = 0.5
@@ -129,7 +151,25 @@ class Outbox:
                 log.exception("outbox_failed", worker=name)
                 await sleep_unless_stopped(self.stop, 2.0)
                 continue
+            finally:
+                if foreground:
+                    self._leave_foreground()
             await wait_any(self.stop, wake, idle)
+
+    def _enter_foreground(self) -> None:
+        self._foreground += 1
+        self.foreground_idle.clear()
+
+    def _leave_foreground(self) -> None:
+        self._foreground -= 1
+        if self._foreground == 0 and not (self.wake_post.is_set() or self.wake_settle.is_set()):
+            self.foreground_idle.set()
+
+    async def _background_turn(self) -> bool:
+        """Wait until no prompt or edit is being sent; False when stopping."""
+        while not self.foreground_idle.is_set() and not self.stop.is_set():
+            await wait_any(self.stop, self.foreground_idle, 1.0)
+        return not self.stop.is_set()
 
     async def _post_step(self) -> float:
         """Post every prompt not in the room yet; then re-read answers parked for them."""
@@ -150,10 +190,17 @@ class Outbox:
             await wait_any(self.stop, self.posting_idle, 5.0)
         while batch := [r for r in await self.inbox.needing_edit(limit=256) if r.prompt_event_id != NOT_POSTED]:
             await self._pool(self._edit, batch)
-        for rid, key, ev in await self.inbox.reactions_to_clear():
-            await self.matrix.redact(ev, txn_id("x", self.install_id, rid, key), reason="settled")
-            await self.inbox.mark_reaction_redacted(rid, key)
         return 10.0
+
+    async def _clear_step(self) -> float:
+        """Take back the keycaps seeded under settled prompts, one at a time, behind the foreground."""
+        while todo := await self.inbox.reactions_to_clear():
+            for rid, key, ev in todo:
+                if not await self._background_turn():
+                    return 10.0
+                await self.matrix.redact(ev, txn_id("x", self.install_id, rid, key), reason="settled")
+                await self.inbox.mark_reaction_redacted(rid, key)
+        return 30.0
 
     async def _seed_step(self) -> float:
         """Seed keycaps under prompts still pending SEED_DELAY after posting (quick answers need none)."""
@@ -163,8 +210,12 @@ class Outbox:
         for rec in await self.inbox.needing_seed(posted_before=cutoff, limit=8):
             have = {k for k, _e, _r in await self.inbox.reactions(rec.id)}
             for i, key in enumerate(answers.KEYCAPS[: len(rec.options)]):
-                if key in have or not await self._still_pending(rec.id):
+                if key in have:
                     continue
+                if not await self._background_turn():
+                    return 10.0
+                if not await self._still_pending(rec.id):
+                    break
                 ev = await self.matrix.send(
                     {"m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key}},
                     txn_id("r", self.install_id, rec.id, str(i)),
@@ -172,7 +223,7 @@ class Outbox:
                 )
                 await self.inbox.add_reaction(rec.id, key, ev)
             await self.inbox.mark_seeded(rec.id)
-            self.wake_settle.set()  # it may have been answered meanwhile
+            self.wake_clear.set()  # it may have been answered meanwhile
         nxt = await self.inbox.next_seed_due()
         return 10.0 if nxt is None else max(0.05, min(10.0, nxt + SEED_DELAY - self.now()))
 

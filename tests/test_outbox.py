@@ -1,0 +1,111 @@
+"""The outbox in-process: keycap seeding and clean-up never stand in front of a prompt or an edit.
+
+A small fake Matrix records every send in order; the inbox is the real SQLite one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.config import PromptsConfig
+from bot.inbox.store import Inbox
+from bot.inbox.submission import parse_submission
+from bot.metrics import Metrics
+from bot.outbox import Outbox
+from tests.support.station import request_body
+
+
+class FakeMatrix:
+    """Sends take a little while (as a homeserver persisting one room's events in order would)."""
+
+    def __init__(self, latency: float = 0.01) -> None:
+        self.latency = latency
+        self.sent: list[tuple[str, str]] = []  # (kind, txn)
+        self._n = 0
+        self._room = asyncio.Lock()  # one room's events are persisted one after another
+
+    async def send(self, content: dict[str, Any], txn: str, event_type: str = "m.room.message") -> str:
+        async with self._room:
+            await asyncio.sleep(self.latency)
+        rel = content.get("m.relates_to", {})
+        kind = "reaction" if event_type == "m.reaction" else ("edit" if rel.get("rel_type") == "m.replace" else "post")
+        self.sent.append((kind, txn))
+        self._n += 1
+        return f"$ev{self._n}"
+
+    async def redact(self, event_id: str, txn: str, reason: str | None = None) -> None:
+        async with self._room:
+            await asyncio.sleep(self.latency)
+        self.sent.append(("redact", txn))
+
+    def kinds(self) -> list[str]:
+        return [k for k, _t in self.sent]
+
+
+async def _until(pred: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def rig(tmp_path: Path):
+    inbox = Inbox(tmp_path / "inbox.sqlite3")
+    await inbox.open()
+    matrix = FakeMatrix()
+    stop = asyncio.Event()
+
+    async def reprocess(_source: dict[str, Any]) -> None:
+        return None
+
+    box = Outbox(inbox, matrix, Metrics(), PromptsConfig(), stop, time.time, reprocess)  # type: ignore[arg-type]
+    inbox.listen(box.on_change)
+    tasks = box.tasks()
+    yield inbox, matrix, box
+    stop.set()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    await inbox.close()
+
+
+async def _submit(inbox: Inbox, sid: str, n: int) -> list[str]:
+    ids = []
+    for i in range(n):
+        rec, _ = await inbox.submit(parse_submission(request_body(sid, tool_call_id=f"c{i}")), time.time(), 600)
+        ids.append(rec.id)
+    return ids
+
+
+async def _settle(inbox: Inbox, rid: str) -> None:
+    await inbox.settle(rid, option_id="allow_once", by="@alice:x", via="matrix", feedback=None, now=time.time())
+
+
+async def test_edits_are_not_queued_behind_keycap_clean_up(rig: Any) -> None:
+    inbox, matrix, _box = rig
+    ids = await _submit(inbox, "s", 20)
+    await _until(lambda: matrix.kinds().count("reaction") == 20 * 4, timeout=30)  # every prompt seeded
+    for rid in ids[:-1]:  # a burst of answers: 76 keycaps to take back
+        await _settle(inbox, rid)
+    await _until(lambda: "redact" in matrix.kinds())
+    await _settle(inbox, ids[-1])  # answered while the clean-up is under way
+    await _until(lambda: matrix.kinds().count("edit") == 20)
+    edits_at = [i for i, (k, _t) in enumerate(matrix.sent) if k == "edit"]
+    redacts_before_last_edit = sum(1 for k in matrix.kinds()[: edits_at[-1]] if k == "redact")
+    assert redacts_before_last_edit <= 20, f"the last edit waited behind {redacts_before_last_edit} redactions"
+    await _until(lambda: matrix.kinds().count("redact") == 80, timeout=30)  # and the clean-up still finishes
+
+
+async def test_a_new_prompt_is_not_queued_behind_keycap_seeding(rig: Any) -> None:
+    inbox, matrix, _box = rig
+    await _submit(inbox, "s", 10)
+    await _until(lambda: "reaction" in matrix.kinds(), timeout=10)
+    seen = len(matrix.sent)
+    await _submit(inbox, "t", 1)
+    await _until(lambda: matrix.kinds().count("post") == 11)
+    post_at = max(i for i, (k, _t) in enumerate(matrix.sent) if k == "post")
+    assert post_at - seen <= 2, matrix.kinds()[seen:post_at + 1]  # at most the reaction already in flight
