@@ -72,7 +72,9 @@ def _print_config(args: argparse.Namespace) -> int:
     if args.http and args.target != "claude-code":
         print("permission-bot hook print-config: --http is for claude-code", file=sys.stderr)
         return 2
-    http_url = (args.url or "") if args.http else None
+    from bot.discovery import discover
+
+    http_url = discover(args.url, None)[0] if args.http else None
     out = snippet(cast(Cli, args.target), prompt_timeout=timeout, fallback=args.fallback, http_url=http_url)
     print(json.dumps(out, indent=2))
     return 0

@@ -15,6 +15,7 @@ Claude Code's PreToolUse).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import select
@@ -193,8 +194,9 @@ def run(args: HookArgs, raw: bytes, out: Any, err: Any) -> int:
     except (HookFailure, HookInputError) as e:
         return _fail(args, str(e), event, out, err)
     if decision is not None:
-        out.write(json.dumps(decision) + "\n")
-        out.flush()
+        with contextlib.suppress(OSError):  # nobody reads any more: the CLI went on without us
+            out.write(json.dumps(decision) + "\n")
+            out.flush()
     return 0
 
 
