@@ -173,6 +173,11 @@ async def test_same_request_by_both_doors_is_posted_once(station: Station, sid: 
     assert code == 0 and out is None  # the hook stands down: the ACP door answers
     _, pending = await station.ahttp("GET", f"/permissions?session={sid}")
     assert [r["tool_call_id"] for r in pending] == ["toolu_1"]
+    # and the other order: the ACP door's request is pending, the hook does not post another
+    code, out, _ = await finish(await start_hook(station, data))
+    assert code == 0 and out is None
+    _, pending = await station.ahttp("GET", f"/permissions?session={sid}")
+    assert [r["id"] for r in pending] == [f"{sid}:2"]
     await station.ahttp("POST", f"/permissions/{sid}:2", {"decision": "cancel"})
 
 

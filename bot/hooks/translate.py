@@ -133,7 +133,8 @@ def session_rule(cli: Cli, inp: HookInput) -> tuple[list[dict[str, Any]], str] |
         return None
     name, ti = inp.tool_name, inp.tool_input
     rule: dict[str, Any] | None = None
-    if name == "Bash" and _s(ti.get("command")).strip():
+    if name == "Bash" and _s(ti.get("command")).strip() and "*" not in ti["command"]:
+        # a "*" (or a trailing ":*") in a rule is a wildcard: the rule would allow more than was shown
         rule = {"toolName": "Bash", "ruleContent": ti["command"]}
     elif name == "WebFetch" and (host := url_host(_s(ti.get("url")))):
         rule = {"toolName": "WebFetch", "ruleContent": f"domain:{host}"}
@@ -173,7 +174,7 @@ def build_submission(cli: Cli, inp: HookInput, key: str) -> dict[str, Any]:
         "rawInput": inp.tool_input,
         "content": content,
         "locations": locations,
-        "_meta": {cli: {"toolName": inp.tool_name, "hookEventName": inp.hook_event_name}},
+        "_meta": {cli: {"toolName": inp.tool_name, "hookEventName": inp.hook_event_name, "cwd": inp.cwd}},
     }
     return {
         "sessionId": inp.session_id,
