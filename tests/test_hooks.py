@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.hooks.command import HookArgs, file_before, prepare, run
+from bot.hooks.command import HookArgs, file_before, prepare, read_input, run
 from bot.hooks.models import Cli, HookInput, HookInputError, parse_hook_input
 from bot.hooks.output import decision
 from bot.hooks.snippet import snippet
@@ -356,3 +356,16 @@ def test_wildcard_command_gets_no_session_rule(command: str) -> None:
     forged["options"] = [*body["options"], {"optionId": ALLOW_SESSION, "kind": "allow_always"}]
     out = decision("claude-code", i, forged)
     assert out is not None and "updatedPermissions" not in out["hookSpecificOutput"]["decision"]
+
+
+def test_read_input_stops_at_a_whole_value_even_if_stdin_stays_open() -> None:
+    import os
+
+    r, w = os.pipe()
+    os.write(w, b'{"a": [1, 2], "b": "\xc3\xa9')
+    os.write(w, b'"}\n')  # the writer keeps the pipe open
+    assert json.loads(read_input(r)) == {"a": [1, 2], "b": "é"}
+    os.write(w, b"not json")
+    os.close(w)
+    assert read_input(r) == b"not json"
+    os.close(r)

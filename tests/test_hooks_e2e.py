@@ -98,6 +98,9 @@ async def test_codex_deny_with_feedback_becomes_the_message(station: Station, si
     proc = await start_hook(station, hook_input("codex-PermissionRequest-Bash", sid), cli="codex")
     prompt = await station.prompt_for(sid)
     assert prompt and "2. Deny" in content(prompt)["body"]
+    await station.bob.text("1", reply_to=prompt["event_id"])  # attack: bob may not answer
+    _, rec = await station.ahttp("GET", f"/permissions/{sid}:1?wait=3")
+    assert rec["state"] == "pending" and proc.returncode is None  # bob's allow did not count
     await station.alice.text("2 - not on main", reply_to=prompt["event_id"])
     code, out, _ = await finish(proc)
     assert code == 0
@@ -109,13 +112,16 @@ async def test_codex_deny_with_feedback_becomes_the_message(station: Station, si
     }
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
-async def test_hook_gone_leaves_no_ghost_prompt(station: Station, sid: str, sig: signal.Signals) -> None:
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "stdout closed"])
+async def test_hook_gone_leaves_no_ghost_prompt(station: Station, sid: str, how: str) -> None:
     proc = await start_hook(station, hook_input("claude-code-PermissionRequest-Bash", sid))
     prompt = await station.prompt_for(sid)
     assert prompt
-    proc.send_signal(sig)
-    await proc.wait()
+    if how == "stdout closed":  # the CLI stopped listening (it answered in the terminal)
+        proc._transport.get_pipe_transport(1).close()  # type: ignore[attr-defined]
+    else:
+        proc.send_signal(getattr(signal, how))
+    await asyncio.wait_for(proc.wait(), 15)
     edit = await station.edit_of(prompt["event_id"])
     assert edit and "answered elsewhere" in content(edit)["m.new_content"]["body"]
     _, recs = await station.ahttp("GET", f"/permissions/{sid}:1")

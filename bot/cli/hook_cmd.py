@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if args.target is not None:
         print("permission-bot hook: unexpected argument after the CLI name", file=sys.stderr)
         return 2
-    from bot.hooks.command import HookArgs
+    from bot.hooks.command import HookArgs, read_input
     from bot.hooks.command import run as run_hook
 
     try:
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         fallback=args.fallback,
         connect_timeout=connect,
     )
-    raw = sys.stdin.buffer.read(1_000_001)
+    raw = read_input(sys.stdin.fileno())
     return run_hook(hargs, raw, sys.stdout, sys.stderr)
 
 

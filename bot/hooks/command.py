@@ -90,6 +90,23 @@ def file_before(path: str, cwd: str, secret_files: tuple[str, ...] = ()) -> tupl
         return None, False
 
 
+def read_input(fd: int, limit: int = MAX_INPUT) -> bytes:
+    """Read one hook input: up to EOF, or as soon as a whole JSON value has arrived (or ``limit``)."""
+    buf = b""
+    decoder = json.JSONDecoder()
+    while len(buf) <= limit:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        buf += chunk
+        try:
+            decoder.raw_decode(buf.decode("utf-8").lstrip())
+        except (ValueError, RecursionError):
+            continue
+        break
+    return buf
+
+
 def prepare(cli: Cli, raw: bytes, secret_files: tuple[str, ...] = ()) -> tuple[HookInput, dict[str, Any]]:
     """Parse stdin; the validated input and the body to post (with the old file for a Write)."""
     if len(raw) > MAX_INPUT:
