@@ -22,7 +22,11 @@ class HookInputError(ValueError):
 
 
 class Extras(BaseModel):
-    """What the command hook adds beside the CLI's input: the file a Write replaces, as read on disk."""
+    """What the command hook adds beside the CLI's input: the file a Write replaces, as read on disk.
+
+    The daemon never reads files named by a hook input. A caller that forges these fields only
+    shapes its own prompt, whose answer goes back to that same caller, not to any CLI.
+    """
 
     model_config = ConfigDict(extra="ignore")
     write_before: str | None = None
