@@ -139,6 +139,17 @@ async def test_http_hook_needs_the_token_and_answers(station: Station, sid: str)
     assert st == 401
     st, err = await station.ahttp("POST", "/hooks/claude-code", {**data, "hook_event_name": "Stop"})
     assert st == 422 and "hook_event_name" in err["reason"]
+    hostile: list[tuple[Any, str]] = [
+        ([data], "JSON object"),
+        ({**data, "session_id": "a/../b"}, "session_id"),
+        ({**data, "tool_input": {"command": "x" * 1_100_000}}, "1 MB"),
+    ]
+    for body, why in hostile:
+        st, err = await station.ahttp("POST", "/hooks/claude-code", body)
+        assert st == 422 and why in err["reason"], (st, err)
+    for raw in (b"{not json", b"[" * 50_000 + b"]" * 50_000):
+        st, err = await station.ahttp("POST", "/hooks/claude-code", None, raw=raw)
+        assert st == 422, (st, err)
     _, pending = await station.ahttp("GET", f"/permissions?session={sid}")
     assert pending == []  # nothing was posted for the refused calls
     call = asyncio.ensure_future(station.ahttp("POST", "/hooks/claude-code", data))
