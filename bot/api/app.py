@@ -209,4 +209,7 @@ def create_app(daemon: Daemon, token: str | None) -> web.Application:
     app.router.add_get("/events", events)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
+    from bot.api.hooks import add_hook_routes
+
+    add_hook_routes(app)
     return app

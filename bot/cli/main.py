@@ -31,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
 
     acp_cmd.add_arguments(acp)
 
+    hook = sub.add_parser("hook", help="a Claude Code or Codex permission hook (stdin -> decision)")
+    from bot.cli import hook_cmd
+
+    hook_cmd.add_arguments(hook)
+
     perms = sub.add_parser("permissions", help="the permission inbox: ls, approve, deny, watch")
     from bot.cli import permissions
 
@@ -61,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.cli import acp_cmd
 
         return acp_cmd.run(args)
+    if args.command == "hook":
+        from bot.cli import hook_cmd
+
+        return hook_cmd.run(args)
     if args.command == "permissions":
         from bot.cli import permissions
 

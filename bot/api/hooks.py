@@ -1,0 +1,52 @@
+"""``POST /hooks/claude-code`` and ``/hooks/codex``: a hook input in, held until settled, the hook's JSON out.
+
+Claude Code's ``type: "http"`` hooks post here directly; `permission-bot hook` posts here too. The
+reply is 200 with the decision, or ``{}`` for none (cancelled, or another door asks); a bad input
+is a 4xx, which the CLI also takes as no decision. When the caller hangs up first, the request is
+withdrawn (see :mod:`bot.hooks.service`); so are those left pending by
+the daemon's previous run, when no hook can still be waiting.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from bot.api.app import DAEMON, _authorized, _error, _json_body
+from bot.hooks.models import CLIS, Cli, HookInputError
+from bot.hooks.service import hold, withdraw_orphans
+
+
+def _agent_only(request: web.Request) -> web.Response | None:
+    """None when the caller may submit requests (an agent token); else the refusal."""
+    return _authorized(request)
+
+
+def _gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+def _route(cli: Cli) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        if (denied := _agent_only(request)) is not None:
+            return denied
+        data = await _json_body(request)
+        try:
+            out = await hold(request.app[DAEMON], cli, data, lambda: _gone(request))
+        except HookInputError as e:
+            return _error(422, "invalid_hook_input", str(e))
+        return web.json_response(out or {})
+
+    return handle
+
+
+def add_hook_routes(app: web.Application) -> None:
+    """Register the hook routes on ``app``."""
+    for cli in CLIS:
+        app.router.add_post(f"/hooks/{cli}", _route(cli))
+
+    async def orphans(app: web.Application) -> None:
+        await withdraw_orphans(app[DAEMON])
+
+    app.on_startup.append(orphans)

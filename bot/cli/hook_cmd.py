@@ -1,0 +1,80 @@
+"""`permission-bot hook claude-code|codex [...]` and `permission-bot hook print-config claude-code|codex`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import cast
+
+from bot.durations import DurationError, parse_duration
+from bot.hooks.models import CLIS, Cli
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Add the ``hook`` words and flags."""
+    p.add_argument(
+        "what", choices=[*CLIS, "print-config"], help="the CLI whose hook input is on stdin, or print-config"
+    )
+    p.add_argument("target", nargs="?", choices=CLIS, help="with print-config: the CLI to configure")
+    p.add_argument("--url", default=None, help="the daemon's HTTP API (default: $PERMISSION_BOT_URL, else the default)")
+    p.add_argument(
+        "--token-file", default=None, metavar="PATH", help="a file holding the agent token (else $PERMISSION_BOT_TOKEN)"
+    )
+    p.add_argument(
+        "--fallback",
+        choices=("ask", "deny"),
+        default="ask",
+        help="on any error: print no decision so the CLI asks as usual (default), or print a deny",
+    )
+    p.add_argument("--connect-timeout", default="5s", metavar="DUR", help="how long to try an unreachable daemon")
+    p.add_argument("--prompt-timeout", default="15m", metavar="DUR", help="print-config: the daemon's prompts.timeout")
+    p.add_argument("--http", action="store_true", help="print-config: a Claude Code HTTP hook instead of a command")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the hook, or print its settings."""
+    if args.what == "print-config":
+        return _print_config(args)
+    if args.target is not None:
+        print("permission-bot hook: unexpected argument after the CLI name", file=sys.stderr)
+        return 2
+    from bot.hooks.command import HookArgs, read_input
+    from bot.hooks.command import run as run_hook
+
+    try:
+        connect = parse_duration(args.connect_timeout)
+    except DurationError as e:
+        connect = 5.0
+        print(f"permission-bot hook: --connect-timeout: {e}; using 5s", file=sys.stderr)
+    hargs = HookArgs(
+        cli=cast(Cli, args.what),
+        url=args.url,
+        token_file=args.token_file,
+        fallback=args.fallback,
+        connect_timeout=connect,
+    )
+    raw = read_input(sys.stdin.fileno())
+    return run_hook(hargs, raw, sys.stdout, sys.stderr)
+
+
+def _print_config(args: argparse.Namespace) -> int:
+    from bot.hooks.snippet import snippet
+
+    if args.target is None:
+        print("permission-bot hook print-config: name the CLI: claude-code or codex", file=sys.stderr)
+        return 2
+    try:
+        timeout = parse_duration(args.prompt_timeout)
+    except DurationError as e:
+        print(f"permission-bot hook print-config: --prompt-timeout: {e}", file=sys.stderr)
+        return 2
+    if args.http and args.target != "claude-code":
+        print("permission-bot hook print-config: --http is for claude-code", file=sys.stderr)
+        return 2
+    from bot.discovery import discover
+
+    http_url = discover(args.url, None)[0] if args.http else None
+    out = snippet(cast(Cli, args.target), prompt_timeout=timeout, fallback=args.fallback, http_url=http_url)
+    print(json.dumps(out, indent=2))
+    return 0

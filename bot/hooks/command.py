@@ -1,0 +1,229 @@
+"""`permission-bot hook claude-code|codex`: one hook input on stdin, the decision on stdout.
+
+It posts the input to the daemon's ``/hooks/{cli}`` route (the daemon builds the prompt and
+holds the request) and prints what comes back. For a Write it first reads the file on disk, as
+the agent could, so the room sees a real diff. When the hook is told to stop (SIGTERM, SIGINT,
+SIGHUP), its parent goes away or stops reading stdout, it exits and its connection closes; the
+daemon then withdraws the request. A SIGKILL closes the connection too.
+
+Fail safe: on any error it never allows. ``fallback="ask"`` prints nothing (the CLI asks as
+usual); ``"deny"`` prints an explicit deny. Either way one line goes to stderr and it exits 0,
+except a deny for an input whose event is unknown, which exits 2 (a deny for Codex and for
+Claude Code's PreToolUse).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import select
+import signal
+import stat
+import sys
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+
+from bot.discovery import discover
+from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
+from bot.hooks.output import deny
+
+Fallback = Literal["ask", "deny"]
+MAX_BEFORE = 256 * 1024  # bytes of a Write's old file read for the diff
+
+
+class HookFailure(Exception):
+    """Anything that keeps the hook from a decision; the message is the stderr line."""
+
+
+@dataclass
+class HookArgs:
+    cli: Cli
+    url: str | None = None
+    token_file: str | None = None
+    fallback: Fallback = "ask"
+    connect_timeout: float = 5.0
+
+
+def credentials(url: str | None, token_file: str | None) -> tuple[str, str | None]:
+    """The daemon URL and the agent token: ``--token-file``, else ``$PERMISSION_BOT_TOKEN``; never argv."""
+    token: str | None = None
+    if token_file:
+        try:
+            token = Path(token_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise HookFailure(f"--token-file: cannot read it ({type(e).__name__})") from None
+        if not token:
+            raise HookFailure("--token-file: the file is empty")
+    base, token = discover(url, token)
+    parts = urllib.parse.urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise HookFailure(f"the daemon URL must look like http://HOST:PORT (got {base[:80]!r})")
+    return base, token
+
+
+def file_before(path: str, cwd: str, secret_files: tuple[str, ...] = ()) -> tuple[str | None, bool]:
+    """(text of the file a Write replaces or None when absent, whether it is known) — small text files only."""
+    try:
+        p = Path(cwd or ".", path) if path else None
+        if p is None:
+            return None, False
+        real = os.path.realpath(p)
+        if any(real == os.path.realpath(s) for s in secret_files):
+            return None, False
+        st = os.stat(real)
+    except FileNotFoundError:
+        return None, True
+    except (OSError, ValueError):
+        return None, False
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BEFORE:
+        return None, False
+    try:
+        with open(real, "rb") as f:
+            return f.read(MAX_BEFORE + 1).decode("utf-8"), True
+    except (OSError, UnicodeDecodeError):
+        return None, False
+
+
+def read_input(fd: int, limit: int = MAX_INPUT) -> bytes:
+    """Read one hook input: up to EOF, or as soon as a whole JSON value has arrived (or ``limit``)."""
+    buf = b""
+    decoder = json.JSONDecoder()
+    while len(buf) <= limit:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        buf += chunk
+        try:
+            decoder.raw_decode(buf.decode("utf-8").lstrip())
+        except (ValueError, RecursionError):
+            continue
+        break
+    return buf
+
+
+def prepare(cli: Cli, raw: bytes, secret_files: tuple[str, ...] = ()) -> tuple[HookInput, dict[str, Any]]:
+    """Parse stdin; the validated input and the body to post (with the old file for a Write)."""
+    if len(raw) > MAX_INPUT:
+        raise HookInputError(f"hook input: larger than {MAX_INPUT} bytes")
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise HookInputError("hook input: not valid JSON") from None
+    inp = parse_hook_input(cli, data)
+    body = dict(data)
+    body.pop("_permission_bot", None)
+    if inp.tool_name == "Write":
+        before, known = file_before(str(inp.tool_input.get("file_path") or ""), inp.cwd, secret_files)
+        body["_permission_bot"] = {"write_before": before, "write_before_known": known}
+    return inp, body
+
+
+async def _post(url: str, token: str | None, body: dict[str, Any], connect_timeout: float) -> Any:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + connect_timeout
+    async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as http:
+        while True:
+            try:
+                async with http.post(url, json=body, headers=headers) as r:
+                    raw = await r.read()
+                    status = r.status
+                break
+            except aiohttp.ClientConnectorError as e:  # nothing sent yet: safe to try again
+                if loop.time() >= deadline:
+                    raise HookFailure(f"daemon unreachable at {url} ({e.os_error.strerror or e})") from None
+                await asyncio.sleep(0.25)
+            except (aiohttp.ClientError, TimeoutError, OSError) as e:
+                raise HookFailure(f"daemon connection lost ({type(e).__name__})") from None
+    try:
+        parsed = json.loads(raw) if raw.strip() else None
+    except ValueError:
+        parsed = None
+    if status != 200:
+        reason = parsed.get("reason") if isinstance(parsed, dict) else None
+        raise HookFailure(f"daemon refused the hook: HTTP {status}" + (f": {reason}" if reason else ""))
+    if not isinstance(parsed, dict):
+        raise HookFailure("daemon answered with something that is not a JSON object")
+    return parsed
+
+
+def _watch_stop(stop: asyncio.Event) -> list[asyncio.Task[None]]:
+    """Set ``stop`` on SIGTERM/SIGINT/SIGHUP, when the parent goes or stdout's reader closes."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)
+    parent = os.getppid()
+
+    async def watch() -> None:
+        poller = select.poll()
+        try:
+            poller.register(sys.stdout.fileno(), 0)  # only POLLERR/POLLHUP, always reported
+        except (OSError, ValueError):
+            poller = None  # type: ignore[assignment]
+        while not stop.is_set():
+            if os.getppid() != parent:
+                stop.set()
+            elif poller is not None and any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0)):
+                stop.set()
+            await asyncio.sleep(0.2)
+
+    return [asyncio.ensure_future(watch())]
+
+
+async def ask(args: HookArgs, body: dict[str, Any]) -> dict[str, Any] | None:
+    """Post ``body`` and wait; the decision or None; HookFailure on errors, None when told to stop."""
+    url, token = credentials(args.url, args.token_file)
+    stop = asyncio.Event()
+    watchers = _watch_stop(stop)
+    post = asyncio.ensure_future(_post(f"{url}/hooks/{args.cli}", token, body, args.connect_timeout))
+    halt = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({post, halt}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for t in (halt, *watchers):
+            t.cancel()
+    if not post.done():
+        post.cancel()  # closes the connection: the daemon withdraws the request
+        await asyncio.gather(post, return_exceptions=True)
+        return None
+    out = post.result()
+    return out or None
+
+
+def run(args: HookArgs, raw: bytes, out: Any, err: Any) -> int:
+    """One hook run: returns the exit code; writes the decision to ``out``, one line to ``err`` on errors."""
+    event: str | None = None
+    try:
+        try:
+            event = event_of(json.loads(raw))
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            event = None
+        secrets_ = (args.token_file,) if args.token_file else ()
+        _, body = prepare(args.cli, raw, secrets_)
+        decision = asyncio.run(ask(args, body))
+    except (HookFailure, HookInputError) as e:
+        return _fail(args, str(e), event, out, err)
+    if decision is not None:
+        with contextlib.suppress(OSError):  # nobody reads any more: the CLI went on without us
+            out.write(json.dumps(decision) + "\n")
+            out.flush()
+    return 0
+
+
+def _fail(args: HookArgs, why: str, event: str | None, out: Any, err: Any) -> int:
+    if args.fallback == "ask":
+        err.write(f"permission-bot hook: {why}; no decision, the {args.cli} asks as usual\n")
+        return 0
+    err.write(f"permission-bot hook: {why}; denied (--fallback deny)\n")
+    if event is None:
+        return 2
+    out.write(json.dumps(deny(None, f"permission-bot: {why}; denied.", event)) + "\n")
+    out.flush()
+    return 0

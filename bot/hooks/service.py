@@ -1,0 +1,100 @@
+"""The daemon's side of a hook: submit the request, hold it until it settles, withdraw it when the hook goes.
+
+Used by ``POST /hooks/claude-code`` (and ``/hooks/codex``), which both the CLIs' HTTP hooks and
+`permission-bot hook` call. A hook that goes away before an answer (the terminal answered, the
+hook timed out, the process was killed: its connection closes) withdraws its request: it is
+settled cancelled, the prompt is edited, later answers get a notice.
+
+One front door per agent: under an SDK host (the ACP adapter) Claude Code asks the host and the
+PermissionRequest hook at once. When a pending request of the same session with the same tool
+input came by another door (its key is not a hook's), the hook stands down: no decision, and
+its own request, if already posted, is withdrawn. Standing down never allows anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from bot.hooks.models import Cli, HookInput, parse_hook_input
+from bot.hooks.output import decision
+from bot.hooks.translate import build_submission
+from bot.inbox.record import Record
+
+if TYPE_CHECKING:
+    from bot.daemon import Daemon
+
+log = structlog.get_logger("hooks")
+
+KEY_PREFIX = "hook-"
+TICK = 1.0  # how often a held request looks for its hook's connection and a twin
+
+
+def withdrawn_by(cli: str) -> str:
+    """The ``answered_by`` of a request whose hook went away."""
+    return f"{cli} hook (answered elsewhere)"
+
+
+async def _twin(daemon: Daemon, inp: HookInput) -> Record | None:
+    """A pending request of the same session and tool input that came by another door."""
+    if inp.hook_event_name != "PermissionRequest":
+        return None
+    for rec in await daemon.inbox.pending(inp.session_id):
+        if (
+            rec.session_id == inp.session_id
+            and not (rec.key or "").startswith(KEY_PREFIX)
+            and rec.raw_input == inp.tool_input
+        ):
+            return rec
+    return None
+
+
+async def _withdraw(daemon: Daemon, rec: Record, by: str) -> None:
+    from bot.daemon import NotFound
+
+    try:
+        await daemon.decide(rec.id, "cancel", by=by, via="cancel")
+    except NotFound:
+        return
+    log.info("hook_request_withdrawn", request_id=rec.id, by=by)
+
+
+async def hold(daemon: Daemon, cli: Cli, data: Any, gone: Callable[[], bool]) -> dict[str, Any] | None:
+    """Ask the room for one hook input; the hook's JSON output, or None for "no decision".
+
+    Raises HookInputError for an input we will not act on and SubmissionError for one the
+    inbox refuses. ``gone()`` says whether the hook stopped waiting.
+    """
+    inp = parse_hook_input(cli, data)
+    if (twin := await _twin(daemon, inp)) is not None:
+        log.info("hook_defers_to_other_door", request_id=twin.id, session_id=inp.session_id)
+        return None
+    body = build_submission(cli, inp, key=KEY_PREFIX + secrets.token_hex(8))
+    rec, _ = await daemon.submit(body)
+    try:
+        while rec.pending:
+            if gone():
+                await _withdraw(daemon, rec, withdrawn_by(cli))
+                return None
+            if await _twin(daemon, inp) is not None:
+                await _withdraw(daemon, rec, f"{cli} hook (asked through ACP)")
+                return None
+            rec = await daemon.inbox.wait_settled(rec.id, TICK) or rec
+    except asyncio.CancelledError:
+        await asyncio.shield(_withdraw(daemon, rec, withdrawn_by(cli)))
+        raise
+    return decision(cli, inp, rec.to_api())
+
+
+async def withdraw_orphans(daemon: Daemon) -> int:
+    """At start: withdraw pending hook requests; no hook can still be waiting on them. Returns how many."""
+    n = 0
+    for rec in await daemon.inbox.pending():
+        if (rec.key or "").startswith(KEY_PREFIX):
+            await _withdraw(daemon, rec, withdrawn_by(rec.label or "hook"))
+            n += 1
+    return n

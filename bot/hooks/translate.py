@@ -1,0 +1,185 @@
+"""A hook input -> an ACP ``session/request_permission`` params object for the daemon. Pure: no I/O.
+
+The submission carries what the room should show (a ``toolCall`` with title, kind, rawInput,
+content and locations, read by :mod:`bot.prompts`), the agent's name as ``label`` and the
+options the hook can really honour: "Allow for this session" only where an ``updatedPermissions``
+entry covers the repeat (FACTS.md: an ``addRules`` rule or ``setMode acceptEdits`` with
+``destination: "session"``; ``addDirectories`` alone does not), and never for Codex or PreToolUse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import urllib.parse
+from typing import Any
+
+from bot.hooks.models import Cli, HookInput
+
+ALLOW_ONCE = "allow_once"
+ALLOW_SESSION = "allow_session"
+DENY = "deny"
+TITLE_MAX = 300
+EDIT_TOOLS = ("Edit", "MultiEdit", "Write", "NotebookEdit")
+KINDS = {
+    "Bash": "execute",
+    "NetworkAccess": "fetch",
+    "Edit": "edit",
+    "MultiEdit": "edit",
+    "Write": "edit",
+    "NotebookEdit": "edit",
+    "Read": "read",
+    "Glob": "search",
+    "Grep": "search",
+    "LS": "search",
+    "WebFetch": "fetch",
+    "WebSearch": "fetch",
+    "Task": "think",
+}
+
+
+def _s(v: Any) -> str:
+    return v if isinstance(v, str) else ""
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _text(label: str, text: str) -> dict[str, Any]:
+    return {"type": "content", "content": {"type": "text", "text": f"{label}: {text}"}}
+
+
+def tool_call_id(inp: HookInput) -> str:
+    """The hook's ``tool_use_id``, else a stable hash of the tool and its input."""
+    if inp.tool_use_id:
+        return inp.tool_use_id
+    blob = json.dumps([inp.tool_name, inp.tool_input], sort_keys=True, ensure_ascii=False, default=str)
+    return "hook-" + hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+def mcp_parts(tool_name: str) -> tuple[str, str] | None:
+    """(server, tool) of an ``mcp__server__tool`` name, or None."""
+    if not tool_name.startswith("mcp__"):
+        return None
+    server, sep, tool = tool_name[5:].partition("__")
+    return (server, tool) if sep and server and tool else None
+
+
+def url_host(url: str) -> str | None:
+    """The host of an http(s) URL, or None."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        return None
+    return host if parts.scheme in ("http", "https") and host else None
+
+
+def describe(inp: HookInput) -> tuple[str, str, list[dict[str, Any]], list[dict[str, Any]]]:
+    """(title, kind, content, locations) of what the tool would do."""
+    name, ti = inp.tool_name, inp.tool_input
+    path = _s(ti.get("file_path")) or _s(ti.get("notebook_path"))
+    content: list[dict[str, Any]] = []
+    locations = [{"path": path}] if path else []
+    mcp = mcp_parts(name)
+    if name in ("Bash", "NetworkAccess"):
+        verb = "Run" if name == "Bash" else "Network access for"
+        title = f"{verb}: {_first_line(_s(ti.get('command')))}"
+        if _s(ti.get("description")):
+            content.append(_text("The agent says", _s(ti["description"])))
+    elif name == "Edit":
+        title = f"Edit {path}" + (" (every occurrence)" if ti.get("replace_all") is True else "")
+        content.append(_diff(path, _s(ti.get("old_string")), _s(ti.get("new_string"))))
+    elif name == "MultiEdit":
+        edits = [e for e in ti.get("edits") or [] if isinstance(e, dict)] if isinstance(ti.get("edits"), list) else []
+        title = f"Edit {path} ({len(edits)} changes)"
+        content += [_diff(path, _s(e.get("old_string")), _s(e.get("new_string"))) for e in edits]
+    elif name == "Write":
+        title = f"Write {path}"
+        new = _s(ti.get("content"))
+        if inp.extras.write_before_known:
+            content.append(_diff(path, inp.extras.write_before, new))
+        else:
+            content.append(_text("Note", "the file on disk was not read; the diff shows the whole new content"))
+            content.append(_diff(path, None, new))
+    elif name in ("WebFetch", "WebSearch"):
+        target = _s(ti.get("url")) or _s(ti.get("query"))
+        title = f"{'Fetch' if name == 'WebFetch' else 'Search the web for'} {_first_line(target)}"
+        if _s(ti.get("url")):
+            content.append(_text("URL", _s(ti["url"])))
+        if _s(ti.get("prompt")):
+            content.append(_text("The agent asks of it", _s(ti["prompt"])))
+    elif mcp is not None:
+        title = f"MCP {mcp[0]}: {mcp[1]}"
+        content.append(_text("MCP server", mcp[0]))
+        content.append(_text("MCP tool", mcp[1]))
+    else:
+        subject = path or _s(ti.get("pattern")) or _s(ti.get("description"))
+        title = f"{name}: {_first_line(subject)}" if subject else name
+    if inp.cwd:
+        locations.append({"path": inp.cwd})
+    return _first_line(title, TITLE_MAX), KINDS.get(name, "other"), content, locations
+
+
+def _diff(path: str, old: str | None, new: str) -> dict[str, Any]:
+    return {"type": "diff", "path": path or "(no path)", "oldText": old, "newText": new}
+
+
+def session_rule(cli: Cli, inp: HookInput) -> tuple[list[dict[str, Any]], str] | None:
+    """(updatedPermissions, what it allows) for "Allow for this session", or None when nothing covers it."""
+    if cli != "claude-code" or inp.hook_event_name != "PermissionRequest":
+        return None
+    name, ti = inp.tool_name, inp.tool_input
+    rule: dict[str, Any] | None = None
+    if name == "Bash" and _s(ti.get("command")).strip() and "*" not in ti["command"]:
+        # a "*" (or a trailing ":*") in a rule is a wildcard: the rule would allow more than was shown
+        rule = {"toolName": "Bash", "ruleContent": ti["command"]}
+    elif name == "WebFetch" and (host := url_host(_s(ti.get("url")))):
+        rule = {"toolName": "WebFetch", "ruleContent": f"domain:{host}"}
+    elif mcp_parts(name) is not None:
+        rule = {"toolName": name}
+    elif name in EDIT_TOOLS and any(
+        s.get("type") == "setMode" and s.get("mode") == "acceptEdits" for s in inp.permission_suggestions
+    ):
+        mode = {"type": "setMode", "mode": "acceptEdits", "destination": "session"}
+        return [mode], "every file edit, for the rest of this session"
+    if rule is None:
+        return None
+    entry = {"type": "addRules", "rules": [rule], "behavior": "allow", "destination": "session"}
+    shown = f"{rule['toolName']}({rule['ruleContent']})" if "ruleContent" in rule else rule["toolName"]
+    return [entry], f"{_first_line(shown)}, for the rest of this session"
+
+
+def options(cli: Cli, inp: HookInput) -> list[dict[str, str]]:
+    """Allow once, Allow for this session (when it can be honoured), Deny."""
+    opts = [{"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"}]
+    if session_rule(cli, inp) is not None:
+        opts.append({"optionId": ALLOW_SESSION, "name": "Allow for this session", "kind": "allow_always"})
+    opts.append({"optionId": DENY, "name": "Deny", "kind": "reject_once"})
+    return opts
+
+
+def build_submission(cli: Cli, inp: HookInput, key: str) -> dict[str, Any]:
+    """The daemon submission for one hook input (ACP params + ``key`` and ``label``)."""
+    title, kind, content, locations = describe(inp)
+    rule = session_rule(cli, inp)
+    if rule is not None:
+        content.append(_text("“Allow for this session” allows", rule[1]))
+    tool_call = {
+        "toolCallId": tool_call_id(inp),
+        "title": title,
+        "kind": kind,
+        "rawInput": inp.tool_input,
+        "content": content,
+        "locations": locations,
+        "_meta": {cli: {"toolName": inp.tool_name, "hookEventName": inp.hook_event_name, "cwd": inp.cwd}},
+    }
+    return {
+        "sessionId": inp.session_id,
+        "toolCall": tool_call,
+        "options": options(cli, inp),
+        "key": key,
+        "label": cli,
+    }
