@@ -41,10 +41,12 @@ class E2EE:
                     r = await c.keys_upload()
                     if isinstance(r, KeysUploadError):
                         log.error("keys_upload_failed", error=f"{r.status_code}: {r.message}")
-                if c.should_query_keys:
+                queried = c.should_query_keys
+                if queried:
                     await c.keys_query()
                 if c.should_claim_keys:
                     await c.keys_claim(c.get_users_for_key_claiming())
+                await self.trust.refresh(force=queried)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -75,8 +77,10 @@ class E2EE:
                 m = await c.joined_members(rid)
                 if isinstance(m, JoinedMembersError):
                     raise SendFailed(f"joined_members: {m.message}")
-            if c.should_query_keys:
+            queried = c.should_query_keys
+            if queried:
                 await c.keys_query()
+            await self.trust.refresh(force=queried)
             self.trust.apply()
             if self._new_devices(room):
                 c.invalidate_outbound_session(rid)

@@ -1,0 +1,171 @@
+"""Encrypted rooms as Element enforces them (real Synapse): the bot is cross-signed, and the answering
+person is matrix-js-sdk with its Rust crypto in ``OnlySignedDevicesIsolationMode`` (Element's
+"exclude insecure devices"). trust = "cross-signed": answers only from devices cross-signed by
+their owner, identities pinned. alice's matrix-nio device is her device that is NOT cross-signed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.demo.homeserver import Homeserver, http
+from bot.events import validate_content
+from bot.matrix.signing import device_signed_by, key_of
+from tests.support.e2e_human import E2EStation
+from tests.support.human import content, rel
+from tests.support.js_human import JSHuman
+from tests.support.station import request_body
+
+pytestmark = pytest.mark.e2e
+
+
+class XSStation(E2EStation):
+    """An encrypted station under trust = "cross-signed" with alice also on a js-sdk device."""
+
+    js: JSHuman
+
+    async def setup(self) -> None:
+        await super().setup()
+        self.js = JSHuman()
+        await self.js.start()
+        self.her = await self.js.call("login", name="alice", hs=self.hs.url, user=self.alice.user_id,
+                                      password=self.alice.password, cross_sign=True, isolation="signed")
+
+    async def teardown(self) -> None:
+        await self.js.close()
+        await super().teardown()
+
+    def keys(self) -> dict[str, Any]:
+        """/keys/query for the bot, as alice's client asks it."""
+        return dict(http("POST", self.hs.url + "/_matrix/client/v3/keys/query",
+                         {"device_keys": {self.bot_id: []}}, self.alice.token))
+
+    def bot_device_signed(self, device_id: str) -> bool:
+        q = self.keys()
+        ssk = key_of(q["self_signing_keys"][self.bot_id])
+        return device_signed_by(q["device_keys"][self.bot_id][device_id], self.bot_id, ssk)
+
+    async def js_prompt(self, sid: str, seq: int) -> dict[str, Any]:
+        got = await self.js.call("wait_event", name="alice", room=self.room_id, session_id=sid, seq=seq,
+                                 timeout=40, sender=self.bot_id)
+        assert got["event_id"], "the prompt never decrypted for alice's js-sdk device"
+        assert got["content"]["request_seq"] == seq
+        return got
+
+    async def js_notice(self, contains: str, after: int) -> dict[str, Any]:
+        """The bot's notice, as her js-sdk device reads it (her nio device gets no room keys)."""
+        got = await self.js.call("wait_event", name="alice", room=self.room_id, body=contains, sender=self.bot_id,
+                                 after=after, timeout=20)
+        assert got["event_id"], f"no notice saying {contains!r}"
+        return got
+
+    async def js_answer(self, text: str, reply_to: str) -> str:
+        return str((await self.js.call("send", name="alice", room=self.room_id, body=text, reply_to=reply_to))
+                   ["event_id"])
+
+
+@pytest.fixture(scope="module")
+async def xs(homeserver: Homeserver, workdir: Path) -> AsyncIterator[XSStation]:
+    st = XSStation(homeserver, workdir / "xsign", "xs", trust="cross-signed")
+    await st.setup()
+    yield st
+    await st.teardown()
+
+
+async def _submit(st: XSStation, sid: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    code, rec = await st.ahttp("POST", "/permissions", request_body(sid))
+    assert code == 201, rec
+    return rec, await st.js_prompt(sid, rec["request_seq"])
+
+
+async def _state(st: XSStation, rid: str, wait: float = 20) -> dict[str, Any]:
+    code, rec = await st.ahttp("GET", f"/permissions/{rid}?wait={wait}")
+    assert code == 200
+    return rec
+
+
+async def test_bot_publishes_its_identity_and_signs_its_device(xs: XSStation) -> None:
+    q = xs.keys()
+    assert key_of(q["master_keys"].get(xs.bot_id)), "no published master key"
+    device = xs.kv("matrix.session")["device_id"]
+    assert xs.bot_device_signed(device), "the bot's device is not signed by its self-signing key"
+    path = xs.state_dir / "cross_signing.json"
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    saved = json.loads(path.read_text())
+    assert set(saved) == {"master", "self_signing", "user_signing"}
+    assert saved["master"] not in xs.log_text()  # the private keys never reach the log
+
+
+async def test_prompt_decrypts_without_warning_and_her_1_settles(xs: XSStation, sid: str) -> None:
+    rec, prompt = await _submit(xs, sid)
+    assert prompt["encrypted"] and prompt["shield"] == 0, prompt  # EventShieldColour.NONE: no warning
+    validate_content(prompt["content"])
+    await xs.js_answer("1", prompt["event_id"])
+    got = await _state(xs, rec["id"])
+    assert got["state"] == "resolved" and got["outcome"]["option_id"] == "allow_once"
+    assert got["outcome"]["answered_by"] == xs.alice.user_id
+    assert xs.kv(f"matrix.identity.{xs.alice.user_id}")["master"]  # her identity pinned on first sight
+
+
+async def test_device_not_cross_signed_cannot_answer(xs: XSStation, sid: str) -> None:
+    rec, prompt = await _submit(xs, sid)
+    mark = int(time.time() * 1000) - 2000
+    ev = await xs.alice.text("1", reply_to=prompt["event_id"])  # her matrix-nio device: not cross-signed
+    told = await xs.js_notice("cross-signed", mark)
+    assert rel(told)["m.in_reply_to"]["event_id"] == ev and xs.alice.device_id in content(told)["body"]
+    assert (await _state(xs, rec["id"], wait=1))["state"] == "pending"  # nothing settled
+    assert xs.alice.find(lambda e: e.get("event_id") == prompt["event_id"] and e.get("type") == "m.room.encrypted")
+    await xs.js_answer("2", prompt["event_id"])  # her cross-signed device still can
+    assert (await _state(xs, rec["id"]))["outcome"]["option_id"] == "allow_always"
+
+
+async def test_restart_keeps_the_identity_and_a_new_device_is_signed(xs: XSStation, sid: str) -> None:
+    master = key_of(xs.keys()["master_keys"][xs.bot_id])
+    before = xs.kv("matrix.session")["device_id"]
+    await xs.restart_daemon()
+    assert key_of(xs.keys()["master_keys"][xs.bot_id]) == master
+    assert xs.kv("matrix.session")["device_id"] == before
+    rec, prompt = await _submit(xs, sid)
+    await xs.js_answer("1", prompt["event_id"])
+    assert (await _state(xs, rec["id"]))["outcome"]["option_id"] == "allow_once"
+    # A fresh login (a new device of the bot): signed automatically with the kept identity.
+    xs.stop_daemon()
+    db = sqlite3.connect(xs.state_dir / "inbox.sqlite3")
+    with db:
+        db.execute("DELETE FROM kv WHERE k='matrix.session'")
+    db.close()
+    xs.start_daemon()
+    await xs.wait_healthy()
+    after = xs.kv("matrix.session")["device_id"]
+    assert after != before and xs.bot_device_signed(after)
+    assert key_of(xs.keys()["master_keys"][xs.bot_id]) == master
+    rec, prompt = await _submit(xs, sid)
+    assert prompt["shield"] == 0
+    await xs.js_answer("3", prompt["event_id"])
+    assert (await _state(xs, rec["id"]))["outcome"]["option_id"] == "reject_once"
+
+
+async def test_her_identity_reset_is_refused_until_accepted(xs: XSStation, sid: str) -> None:
+    rec, prompt = await _submit(xs, sid)
+    pinned = xs.kv(f"matrix.identity.{xs.alice.user_id}")["master"]
+    new = (await xs.js.call("reset_identity", name="alice"))["master"]
+    assert new and new != pinned
+    mark = int(time.time() * 1000) - 2000
+    await xs.js_answer("1", prompt["event_id"])
+    told = await xs.js_notice("identity changed", mark)
+    assert f"e2ee accept-identity {xs.alice.user_id}" in content(told)["body"]
+    assert (await _state(xs, rec["id"], wait=1))["state"] == "pending"
+    r = await asyncio.to_thread(xs.cli, "e2ee", "accept-identity", xs.alice.user_id, "--config", str(xs.config_path))
+    assert r.returncode == 0, r.stderr
+    assert xs.kv(f"matrix.identity.{xs.alice.user_id}")["master"] == new
+    await xs.js_answer("4", prompt["event_id"])
+    got = await _state(xs, rec["id"])
+    assert got["state"] == "resolved" and got["outcome"]["option_id"] == "reject_always"
