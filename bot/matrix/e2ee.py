@@ -7,9 +7,9 @@ import time
 from typing import Any
 
 import structlog
-from nio import JoinedMembersError, KeysUploadError, RoomSendResponse
-from nio.api import Api
+from nio import JoinedMembersError, KeysUploadError
 
+from bot.matrix.crypto import clear_sharing_mark, send_raw
 from bot.matrix.errors import SendFailed
 from bot.matrix.station import Station
 from bot.matrix.trust import Trust, room_devices
@@ -88,12 +88,11 @@ class E2EE:
             if c.olm.should_share_group_session(rid):
                 # Every share goes through this lock, so a leftover mark is stale: nio leaves it
                 # behind when claiming one-time keys fails, and would then refuse to share forever.
-                c.sharing_session.pop(rid, None)
+                clear_sharing_mark(c, rid)
                 await c.share_group_session(rid, ignore_unverified_devices=self.st.cfg.trust == "tofu")
                 self._note_unreachable(room)
             etype, encrypted = c.encrypt(rid, event_type, content)
-        method, path, data = Api.room_send(c.access_token, rid, etype, encrypted, txn)
-        return await c._send(RoomSendResponse, method, path, data, (rid,))
+        return await send_raw(c, rid, etype, encrypted, txn)
 
     def _new_devices(self, room: Any) -> bool:
         """Has a device appeared that the current Megolm session was not shared with?
