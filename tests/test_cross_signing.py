@@ -89,7 +89,7 @@ def test_identity_file_is_private_and_damage_is_one_line(tmp_path: Path) -> None
         assert str(path) in str(e.value) and "reset-identity" in str(e.value) and "\n" not in str(e.value)
 
 
-def _encode_recovery_key(key: bytes) -> str:
+def encode_recovery_key(key: bytes) -> str:
     raw = b"\x8b\x01" + key
     parity = 0
     for b in raw:
@@ -103,7 +103,7 @@ def _encode_recovery_key(key: bytes) -> str:
 
 def test_recovery_key_and_secret_storage_round_trip() -> None:
     key = os.urandom(32)
-    text = _encode_recovery_key(key)
+    text = encode_recovery_key(key)
     assert decode_recovery_key(text) == key
     with pytest.raises(ValueError, match="check byte"):
         decode_recovery_key(text[:-1] + ("a" if text[-1] != "a" else "b"))

@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import sqlite3
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,13 +17,14 @@ from typing import Any
 
 import pytest
 
-from bot.demo.homeserver import Homeserver, http
+from bot.demo.homeserver import Homeserver, free_port, http
 from bot.events import validate_content
 from bot.matrix.signing import device_signed_by, key_of
 from tests.support.e2e_human import E2EStation
 from tests.support.human import content, rel
 from tests.support.js_human import JSHuman
-from tests.support.station import request_body
+from tests.support.station import BOT_PASSWORD, request_body
+from tests.test_cross_signing import encode_recovery_key
 
 pytestmark = pytest.mark.e2e
 
@@ -43,15 +45,16 @@ class XSStation(E2EStation):
         await self.js.close()
         await super().teardown()
 
-    def keys(self) -> dict[str, Any]:
-        """/keys/query for the bot, as alice's client asks it."""
+    def keys(self, user: str = "") -> dict[str, Any]:
+        """/keys/query for the bot (or ``user``), as alice's client asks it."""
         return dict(http("POST", self.hs.url + "/_matrix/client/v3/keys/query",
-                         {"device_keys": {self.bot_id: []}}, self.alice.token))
+                         {"device_keys": {user or self.bot_id: []}}, self.alice.token))
 
-    def bot_device_signed(self, device_id: str) -> bool:
-        q = self.keys()
-        ssk = key_of(q["self_signing_keys"][self.bot_id])
-        return device_signed_by(q["device_keys"][self.bot_id][device_id], self.bot_id, ssk)
+    def bot_device_signed(self, device_id: str, bot: str = "") -> bool:
+        bot = bot or self.bot_id
+        q = self.keys(bot)
+        ssk = key_of(q["self_signing_keys"][bot])
+        return device_signed_by(q["device_keys"][bot][device_id], bot, ssk)
 
     async def js_prompt(self, sid: str, seq: int) -> dict[str, Any]:
         got = await self.js.call("wait_event", name="alice", room=self.room_id, session_id=sid, seq=seq,
@@ -169,3 +172,74 @@ async def test_her_identity_reset_is_refused_until_accepted(xs: XSStation, sid: 
     await xs.js_answer("4", prompt["event_id"])
     got = await _state(xs, rec["id"])
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "reject_always"
+
+
+# -- an identity made elsewhere, and bad input: another bot account that is in no room -----------------
+
+
+def _run_bot(st: XSStation, config: str, timeout: float = 90) -> tuple[int, str]:
+    """Run the daemon until it exits (within ``timeout``); its exit code and output."""
+    path = st.dir / "other.toml"
+    path.write_text(config)
+    r = subprocess.run([st.exe, "run", "--config", str(path)], capture_output=True, text=True, timeout=timeout,
+                       stdin=subprocess.DEVNULL)
+    return r.returncode, r.stdout + r.stderr
+
+
+def _fatal_line(out: str) -> str:
+    """The one line saying why the daemon stopped."""
+    lines = [ln for ln in out.splitlines() if "matrix_fatal" in ln]
+    assert len(lines) == 1, out
+    return lines[0]
+
+
+def _fatal(out: str) -> str:
+    assert "matrix_joined" not in out and "prompt_posted" not in out  # stopped before the room
+    return _fatal_line(out)
+
+
+async def test_identity_made_elsewhere_needs_the_recovery_key(xs: XSStation) -> None:
+    bot = xs.hs.register("permbotss", BOT_PASSWORD)["user_id"]
+    await xs.js.call("login", name="elsewhere", hs=xs.hs.url, user=bot, password=BOT_PASSWORD,
+                            cross_sign=False, isolation="all")
+    ss = await xs.js.call("setup_secret_storage", name="elsewhere")  # as Element's "set up secure backup"
+    await xs.js.call("stop", name="elsewhere")
+    state = xs.dir / "other-state"
+    base = (xs.config_text().replace(xs.bot_id, bot).replace(str(xs.state_dir), str(state))
+            .replace(f"127.0.0.1:{xs.api_port}", f"127.0.0.1:{free_port()}").replace(xs.room_id, "!nowhere:localhost"))
+
+    def with_key(key: str) -> str:
+        return base.replace('trust = "cross-signed"', f'trust = "cross-signed"\nrecovery_key = "{key}"')
+
+    code, out = await asyncio.to_thread(_run_bot, xs, base)
+    line = _fatal(out)
+    assert code != 0 and "made elsewhere" in line and "matrix.recovery_key" in line and "reset-identity" in line
+    assert not (state / "cross_signing.json").exists()
+    wrong = encode_recovery_key(os.urandom(32))  # well-formed, but another key
+    code, out = await asyncio.to_thread(_run_bot, xs, with_key(wrong))
+    assert code != 0 and "matrix.recovery_key: this recovery key does not open" in _fatal(out)
+    assert ss["recovery_key"] not in out and wrong not in out  # never echoed
+    # The right key: imported, the device signed; then the bot stops at the room it cannot join.
+    code, out = await asyncio.to_thread(_run_bot, xs, with_key(ss["recovery_key"]))
+    assert "cross_signing_imported" in out and "device_cross_signed" in out, out
+    assert code != 0 and "matrix.room" in _fatal_line(out)
+    q = xs.keys(bot)
+    assert key_of(q["master_keys"][bot]) == ss["master"]
+    assert xs.bot_device_signed(json.loads(sqlite3.connect(state / "inbox.sqlite3").execute(
+        "SELECT v FROM kv WHERE k='matrix.session'").fetchone()[0])["device_id"], bot)
+    # A damaged key file: one line, exit non-zero, nothing else done.
+    (state / "cross_signing.json").write_text('{"master": "garbage"}')
+    code, out = await asyncio.to_thread(_run_bot, xs, base)
+    assert code != 0 and "damaged" in _fatal(out)
+    # A replacement the server refuses (the wrong password): one line, the published identity kept.
+    cfg = str(xs.dir / "other.toml")
+    (state / "cross_signing.json").unlink()
+    r = await asyncio.to_thread(xs.cli, "e2ee", "reset-identity", "--config", cfg, input="wrong-password\n")
+    assert r.returncode != 0 and "refused" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    q = xs.keys(bot)
+    assert key_of(q["master_keys"][bot]) == ss["master"]
+    r = await asyncio.to_thread(xs.cli, "e2ee", "reset-identity", "--config", cfg, input=BOT_PASSWORD + "\n")
+    assert r.returncode == 0, r.stderr
+    q = xs.keys(bot)
+    assert key_of(q["master_keys"][bot]) not in (ss["master"], None)
+    assert (state / "cross_signing.json").exists()
