@@ -19,6 +19,7 @@ import pytest
 
 from bot.demo.homeserver import Homeserver, free_port, http
 from bot.events import validate_content
+from bot.matrix.crypto import fingerprint
 from bot.matrix.signing import device_signed_by, key_of
 from tests.support.e2e_human import E2EStation
 from tests.support.human import content, rel
@@ -166,12 +167,19 @@ async def test_her_identity_reset_is_refused_until_accepted(xs: XSStation, sid: 
     told = await xs.js_notice("identity changed", mark)
     assert f"e2ee accept-identity {xs.alice.user_id}" in content(told)["body"]
     assert (await _state(xs, rec["id"], wait=1))["state"] == "pending"
+    doc = (await asyncio.to_thread(xs.cli, "doctor", "--config", str(xs.config_path))).stdout.splitlines()
+    assert any(ln.startswith("ok   identity: published, master key") for ln in doc), doc
+    assert any(ln.startswith("ok   identity: the bot's device") and "cross-signed" in ln for ln in doc), doc
+    assert any(ln.startswith(f"WARN pinned identity: {xs.alice.user_id} changed identity")
+               and f"e2ee accept-identity {xs.alice.user_id}" in ln for ln in doc), doc
     r = await asyncio.to_thread(xs.cli, "e2ee", "accept-identity", xs.alice.user_id, "--config", str(xs.config_path))
     assert r.returncode == 0, r.stderr
     assert xs.kv(f"matrix.identity.{xs.alice.user_id}")["master"] == new
     await xs.js_answer("4", prompt["event_id"])
     got = await _state(xs, rec["id"])
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "reject_always"
+    doc = (await asyncio.to_thread(xs.cli, "doctor", "--config", str(xs.config_path))).stdout.splitlines()
+    assert f"ok   pinned identity: {xs.alice.user_id} master {fingerprint(new)}" in doc, doc
 
 
 # -- an identity made elsewhere, and bad input: another bot account that is in no room -----------------
