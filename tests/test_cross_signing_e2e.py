@@ -126,6 +126,11 @@ async def test_device_not_cross_signed_cannot_answer(xs: XSStation, sid: str) ->
     told = await xs.js_notice("cross-signed", mark)
     assert rel(told)["m.in_reply_to"]["event_id"] == ev and xs.alice.device_id in content(told)["body"]
     assert (await _state(xs, rec["id"], wait=1))["state"] == "pending"  # nothing settled
+    reply = {"m.in_reply_to": {"event_id": prompt["event_id"]}}
+    plain = await xs.alice.put_event("m.room.message", {"msgtype": "m.text", "body": "1", "m.relates_to": reply})
+    told = await xs.js_notice("unencrypted message", mark)
+    assert rel(told)["m.in_reply_to"]["event_id"] == plain
+    assert (await _state(xs, rec["id"], wait=1))["state"] == "pending"
     assert xs.alice.find(lambda e: e.get("event_id") == prompt["event_id"] and e.get("type") == "m.room.encrypted")
     await xs.js_answer("2", prompt["event_id"])  # her cross-signed device still can
     assert (await _state(xs, rec["id"]))["outcome"]["option_id"] == "allow_always"

@@ -123,8 +123,8 @@ class Trust:
             return source
         if source.get("type") not in ANSWER_TYPES or source.get("sender") == self.st.user_id:
             return source
-        if self.cross_signed:
-            return await self._admit_cross_signed(source, ev, decrypted)
+        if self.cross_signed:  # in an unencrypted room there are no devices to check: every answer is plaintext
+            return await self._admit_cross_signed(source, ev, decrypted) if self.st.encrypted else source
         device = self._verified_device(ev) if decrypted else None
         if device is not None:
             return source
