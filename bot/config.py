@@ -26,6 +26,7 @@ from bot.durations import DurationError, parse_duration
 ENV_PASSWORD = "PERMISSION_BOT_MATRIX_PASSWORD"
 ENV_ACCESS_TOKEN = "PERMISSION_BOT_MATRIX_ACCESS_TOKEN"
 ENV_API_TOKEN = "PERMISSION_BOT_API_TOKEN"
+ENV_RECOVERY_KEY = "PERMISSION_BOT_MATRIX_RECOVERY_KEY"
 
 
 class ConfigError(Exception):
@@ -63,7 +64,8 @@ class MatrixConfig(_Section):
     room: str
     sync_timeout: float = 30.0
     encryption: bool = True
-    trust: Literal["tofu", "verified-only"] = "tofu"
+    trust: Literal["cross-signed", "tofu", "verified-only"] = "cross-signed"
+    recovery_key: str | None = Field(default=None, repr=False)
     verified_devices: list[VerifiedDevice] = Field(default=[], validate_default=True)
     undecryptable_wait: float = 60.0
 
@@ -250,6 +252,8 @@ def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Con
             matrix["password"] = env[ENV_PASSWORD]
         if env.get(ENV_ACCESS_TOKEN):
             matrix["access_token"] = env[ENV_ACCESS_TOKEN]
+        if env.get(ENV_RECOVERY_KEY):
+            matrix["recovery_key"] = env[ENV_RECOVERY_KEY]
     if env.get(ENV_API_TOKEN):
         api = data.setdefault("api", {})
         if isinstance(api, dict):

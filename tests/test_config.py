@@ -73,3 +73,13 @@ def test_durations(text: str | int, seconds: float) -> None:
 def test_bad_durations(text: object) -> None:
     with pytest.raises(DurationError):
         parse_duration(text)  # type: ignore[arg-type]
+
+
+def test_trust_modes_and_the_recovery_key() -> None:
+    cfg = parse_config(MIN, env={"PERMISSION_BOT_MATRIX_RECOVERY_KEY": "EsTc abcd-secret"})
+    assert cfg.matrix.trust == "cross-signed" and cfg.matrix.recovery_key == "EsTc abcd-secret"
+    assert "abcd-secret" not in repr(cfg)
+    assert parse_config({"matrix": {**MIN["matrix"], "trust": "tofu"}}, env={}).matrix.trust == "tofu"
+    with pytest.raises(ConfigError) as e:
+        parse_config({"matrix": {**MIN["matrix"], "trust": "everyone", "recovery_key": "EsTc secret-x"}}, env={})
+    assert str(e.value).startswith("matrix.trust") and "secret-x" not in str(e.value)

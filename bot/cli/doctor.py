@@ -1,10 +1,11 @@
 """`permission-bot doctor --config PATH`: check a config against the homeserver, the room and this machine.
 
 Checks, in order: the config, the state folder, encryption support (and the bot's device), the
-homeserver, the login, the room (joined or invited, power levels, encryption), the answerers and the
-API listen address. One line per check: ``ok   ...``, ``WARN ...`` or ``FAIL ... -> what to do``;
-exit 0 when nothing failed, 1 otherwise. Uses the daemon's saved session when there is one (no new
-device); else logs in with the password and logs that device out again. Secrets are never printed.
+homeserver, the login, the bot's cross-signing identity and pinned identities (doctor_xsign.py), the
+room (joined or invited, power levels, encryption), the answerers and the API listen address. One
+line per check: ``ok   ...``, ``WARN ...`` or ``FAIL ... -> what to do``; exit 0 when nothing failed,
+1 otherwise. Uses the daemon's saved session when there is one (no new device); else logs in with
+the password and logs that device out again. Secrets are never printed.
 """
 
 from __future__ import annotations
@@ -493,6 +494,9 @@ def run(config_path: str) -> int:
         if check_homeserver(cfg, rep):
             login = check_login(cfg, rep)
             if login is not None:
+                from bot.cli.doctor_xsign import check_cross_signing
+
+                check_cross_signing(cfg, login, rep)
                 room = check_room(cfg, login, rep)
             else:
                 rep.warn("room: not checked (no working login)")

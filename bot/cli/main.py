@@ -46,6 +46,11 @@ def _parser() -> argparse.ArgumentParser:
 
     demo_mod.add_arguments(demo)
 
+    e2ee = sub.add_parser("e2ee", help="the bot's cross-signing identity; accept an answerer's new identity")
+    from bot.cli import e2ee_cmd
+
+    e2ee_cmd.add_arguments(e2ee)
+
     check = sub.add_parser("check-event", help="validate a dev.agentpod.permission.v2 content object")
     check.add_argument("file", nargs="?", default="-", help="a JSON file, or - for stdin (default)")
     return p
@@ -78,6 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot import demo as demo_mod
 
         return demo_mod.run(args)
+    if args.command == "e2ee":
+        from bot.cli import e2ee_cmd
+
+        return e2ee_cmd.run(args)
     if args.command == "check-event":
         from bot.cli import check_event
 

@@ -65,7 +65,7 @@ def run(config_path: str) -> int:
     except ConfigError as e:
         print(f"permission-bot: config error: {e}", file=sys.stderr)
         return 2
-    secrets = [s for s in (cfg.matrix.password, cfg.matrix.access_token, cfg.api.token) if s]
+    secrets = [s for s in (cfg.matrix.password, cfg.matrix.access_token, cfg.matrix.recovery_key, cfg.api.token) if s]
     secrets += [w.secret for w in cfg.webhooks if w.secret]
     logs.configure(cfg.log.level, cfg.log.format, secrets)
     try:

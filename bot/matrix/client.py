@@ -29,6 +29,7 @@ from nio import (
     AsyncClientConfig,
     ErrorResponse,
     JoinError,
+    KeysUploadError,
     LoginResponse,
     RoomGetStateEventResponse,
     RoomResolveAliasResponse,
@@ -39,6 +40,7 @@ from nio.crypto import ENCRYPTION_ENABLED
 
 from bot.config import MatrixConfig
 from bot.logs import add_secret
+from bot.matrix import cross_signing
 from bot.matrix.crypto import accept_forwards_from_session_owner, fingerprint
 from bot.matrix.e2ee import E2EE, UNREACHABLE_RETRY
 from bot.matrix.errors import MatrixFatal, SendFailed
@@ -100,6 +102,7 @@ class Matrix:
         )
         self.send_errors = 0
         self.say: Say | None = None  # set by the daemon: posts an m.notice into the room
+        self.cross_signing: dict[str, Any] = {}  # what cross_signing.ensure found (doctor shows it)
         self.station = Station(self.client, cfg, kv)
         self.trust = Trust(self.station, self._say)
         self.e2ee = E2EE(self.station, self.trust)
@@ -162,6 +165,7 @@ class Matrix:
             await self._whoami("the saved session (delete state/ to log in afresh)")
             log.info("matrix_session_restored", user_id=c.user_id, device_id=c.device_id)
             await self._save_identity()
+            await self._cross_sign()
             return
         if self.cfg.access_token:
             c.access_token = self.cfg.access_token
@@ -178,6 +182,23 @@ class Matrix:
         )
         log.info("matrix_logged_in", user_id=c.user_id, device_id=c.device_id)
         await self._save_identity()
+        await self._cross_sign()
+
+    async def _cross_sign(self) -> None:
+        """Publish the bot's cross-signing identity (once) and sign this device with it (see cross_signing.py)."""
+        c = self.client
+        if not self.encryption or c.olm is None:
+            return
+        if c.should_upload_keys:  # the device keys must be on the server before they can be signed
+            r = await c.keys_upload()
+            if isinstance(r, KeysUploadError):
+                raise MatrixFatal(
+                    f"matrix: the homeserver refused the bot's device keys ({r.status_code}: {r.message})"
+                )
+        self.cross_signing = await cross_signing.ensure(
+            cross_signing.Api(self.cfg.homeserver, c.access_token), self.user_id, c.device_id, self.store_path,
+            password=self.cfg.password, recovery_key=self.cfg.recovery_key,
+        )
 
     def _store_file(self, device_id: str) -> str:
         return os.path.join(self.store_path, f"{self.cfg.user_id}_{device_id}.db")

@@ -1,8 +1,9 @@
 """End-to-end encryption helpers for the Matrix side (matrix-nio with vodozemac).
 
-Pure pieces (plaintext-shaped events, the undecryptable queue's records) and the
-two small adjustments the bot makes to nio's Olm machine. Network I/O stays in the
-other modules of ``bot.matrix``.
+Pure pieces (plaintext-shaped events, the undecryptable queue's records) and every
+use of matrix-nio's private API (the adjustments to its Olm machine, its raw send,
+its sharing mark): tests/test_nio_internals.py fails loudly when a nio upgrade
+changes one of them. Network I/O otherwise stays in the other modules of ``bot.matrix``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from nio import RoomSendResponse
+from nio.api import Api
 
 log = structlog.get_logger("matrix.crypto")
 
@@ -140,3 +143,14 @@ def accept_forwards_from_session_owner(olm: Any) -> None:
 
     should_accept._pb_patched = True  # type: ignore[attr-defined]
     olm._should_accept_forward = should_accept
+
+
+async def send_raw(client: Any, room_id: str, event_type: str, content: dict[str, Any], txn: str) -> Any:
+    """Send an already encrypted event with nio's private ``_send`` (its room_send would re-encrypt)."""
+    method, path, data = Api.room_send(client.access_token, room_id, event_type, content, txn)
+    return await client._send(RoomSendResponse, method, path, data, (room_id,))
+
+
+def clear_sharing_mark(client: Any, room_id: str) -> None:
+    """Drop nio's private "sharing in progress" mark for the room (left behind when a key claim fails)."""
+    client.sharing_session.pop(room_id, None)

@@ -7,9 +7,9 @@ import time
 from typing import Any
 
 import structlog
-from nio import JoinedMembersError, KeysUploadError, RoomSendResponse
-from nio.api import Api
+from nio import JoinedMembersError, KeysUploadError
 
+from bot.matrix.crypto import clear_sharing_mark, send_raw
 from bot.matrix.errors import SendFailed
 from bot.matrix.station import Station
 from bot.matrix.trust import Trust, room_devices
@@ -41,10 +41,12 @@ class E2EE:
                     r = await c.keys_upload()
                     if isinstance(r, KeysUploadError):
                         log.error("keys_upload_failed", error=f"{r.status_code}: {r.message}")
-                if c.should_query_keys:
+                queried = c.should_query_keys
+                if queried:
                     await c.keys_query()
                 if c.should_claim_keys:
                     await c.keys_claim(c.get_users_for_key_claiming())
+                await self.trust.refresh(force=queried)
             except asyncio.CancelledError:
                 raise
             except Exception as e:
@@ -75,8 +77,10 @@ class E2EE:
                 m = await c.joined_members(rid)
                 if isinstance(m, JoinedMembersError):
                     raise SendFailed(f"joined_members: {m.message}")
-            if c.should_query_keys:
+            queried = c.should_query_keys
+            if queried:
                 await c.keys_query()
+            await self.trust.refresh(force=queried)
             self.trust.apply()
             if self._new_devices(room):
                 c.invalidate_outbound_session(rid)
@@ -84,12 +88,11 @@ class E2EE:
             if c.olm.should_share_group_session(rid):
                 # Every share goes through this lock, so a leftover mark is stale: nio leaves it
                 # behind when claiming one-time keys fails, and would then refuse to share forever.
-                c.sharing_session.pop(rid, None)
+                clear_sharing_mark(c, rid)
                 await c.share_group_session(rid, ignore_unverified_devices=self.st.cfg.trust == "tofu")
                 self._note_unreachable(room)
             etype, encrypted = c.encrypt(rid, event_type, content)
-        method, path, data = Api.room_send(c.access_token, rid, etype, encrypted, txn)
-        return await c._send(RoomSendResponse, method, path, data, (rid,))
+        return await send_raw(c, rid, etype, encrypted, txn)
 
     def _new_devices(self, room: Any) -> bool:
         """Has a device appeared that the current Megolm session was not shared with?

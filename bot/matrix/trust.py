@@ -6,12 +6,15 @@ from typing import Any
 
 import structlog
 
+from bot.matrix.cross_signing import Api
 from bot.matrix.crypto import ANSWER_TYPES, fingerprint, plain_event
+from bot.matrix.identities import Identities
 from bot.matrix.station import Say, Station
 
 log = structlog.get_logger("matrix")
 
 TOLD_UNVERIFIED_KEY = "matrix.told_unverified."  # + sender + "." + device: that sender's device was told
+TOLD_IDENTITY_KEY = "matrix.told_identity."  # + sender + "." + published master key: told it changed
 
 
 def room_devices(client: Any, room: Any) -> list[Any]:
@@ -27,13 +30,29 @@ def room_devices(client: Any, room: Any) -> list[Any]:
 
 
 class Trust:
-    """tofu or verified-only, applied to nio's device trust and to every incoming event."""
+    """cross-signed, tofu or verified-only, applied to nio's device trust and to every incoming event."""
 
     def __init__(self, st: Station, say: Say) -> None:
         self.st = st
         self._say = say
         self._pins = {(d.user_id, d.device_id): d.ed25519 for d in st.cfg.verified_devices}
         self._logged_mismatch: set[tuple[str, str, str]] = set()
+        self.identities = Identities(st.kv)
+
+    @property
+    def cross_signed(self) -> bool:
+        return self.st.cfg.trust == "cross-signed"
+
+    async def refresh(self, force: bool = False, users: list[str] | None = None) -> None:
+        """cross-signed: re-read the members' identities (at most every few seconds unless forced)."""
+        c = self.st.client
+        if not self.cross_signed or c.olm is None or not c.access_token:
+            return
+        if not (force or users or self.identities.due()):
+            return
+        room = c.rooms.get(self.st.room_id)
+        members = users or (list(room.users) if room is not None else [])
+        await self.identities.refresh(Api(self.st.cfg.homeserver, c.access_token), members)
 
     def apply(self) -> None:
         """Bring nio's device trust in line with ``[matrix] trust``.
@@ -51,6 +70,9 @@ class Trust:
             return
         olm = c.olm
         for dev in room_devices(c, room):
+            if self.cross_signed:
+                self._apply_cross_signed(dev)
+                continue
             if self.st.cfg.trust == "tofu":
                 if olm.is_device_blacklisted(dev):
                     c.unblacklist_device(dev)
@@ -75,24 +97,70 @@ class Trust:
                 c.blacklist_device(dev)
                 log.info("device_blacklisted", user_id=dev.user_id, device_id=dev.id, reason="not verified")
 
+    def _apply_cross_signed(self, dev: Any) -> None:
+        """Room keys only for devices cross-signed by their owner (as Element shares them).
+
+        A member whose identity changed still reads the prompts (and the notice telling them
+        why their answers are refused); their answers count again once an operator accepts it.
+        """
+        c, olm = self.st.client, self.st.client.olm
+        assert olm is not None
+        if self.identities.signed(dev.user_id, dev.id, dev.ed25519):
+            if not olm.is_device_verified(dev):
+                c.verify_device(dev)
+                log.info("device_verified", user_id=dev.user_id, device_id=dev.id, reason="cross-signed")
+        elif not olm.is_device_blacklisted(dev):
+            c.blacklist_device(dev)
+            log.info("device_blacklisted", user_id=dev.user_id, device_id=dev.id, reason="not cross-signed")
+
     async def admit(self, ev: Any, wrapper: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The event as the handler sees it (plaintext-shaped), or None when the trust policy refuses it."""
         source: dict[str, Any] = ev.source
         decrypted = bool(getattr(ev, "decrypted", False))
         if decrypted:
             source = plain_event(source, wrapper)
-        if self.st.cfg.trust != "verified-only" or self.st.client.olm is None:
+        if self.st.cfg.trust == "tofu" or self.st.client.olm is None:
             return source
         if source.get("type") not in ANSWER_TYPES or source.get("sender") == self.st.user_id:
             return source
+        if self.cross_signed:  # in an unencrypted room there are no devices to check: every answer is plaintext
+            return await self._admit_cross_signed(source, ev, decrypted) if self.st.encrypted else source
         device = self._verified_device(ev) if decrypted else None
         if device is not None:
             return source
         await self._tell_unverified(source, ev)
         return None
 
-    def _verified_device(self, ev: Any) -> str | None:
-        """The sending device's id when it is one of ``verified_devices`` and the session is its own."""
+    async def _admit_cross_signed(self, source: dict[str, Any], ev: Any, decrypted: bool) -> dict[str, Any] | None:
+        sender = str(source.get("sender", ""))
+        dev = self._sending_device(ev) if decrypted else None
+        if dev is not None and not self.identities.trusted(sender, dev.id, dev.ed25519):
+            await self.refresh(users=[sender])  # a device or an accepted identity the last query did not show
+        if dev is not None and self.identities.trusted(sender, dev.id, dev.ed25519):
+            return source
+        if self.identities.changed(sender):
+            await self._tell_identity_changed(source)
+        else:
+            await self._tell_unverified(source, ev)
+        return None
+
+    async def _tell_identity_changed(self, source: dict[str, Any]) -> None:
+        sender = str(source.get("sender", ""))
+        published = self.identities.users[sender].master
+        log.warning("event_from_changed_identity", event_id=source.get("event_id"), sender=sender, published=published)
+        key = f"{TOLD_IDENTITY_KEY}{sender}.{published}"
+        if await self.st.kv.get_json(key):
+            return
+        await self.st.kv.set_json(key, True)
+        self._say(
+            f"{sender}: your cross-signing identity changed (new master key {fingerprint(published)}), so this bot "
+            "takes no answers from you until an operator accepts it: "
+            f"`permission-bot e2ee accept-identity {sender}`. Your message changed nothing.",
+            reply_to=str(source.get("event_id") or "") or None,
+        )
+
+    def _sending_device(self, ev: Any) -> Any:
+        """nio's record of the device that sent this Megolm event, when the session is its own (not forwarded)."""
         olm = self.st.client.olm
         sender, sender_key, session_id = ev.sender, getattr(ev, "sender_key", None), getattr(ev, "session_id", None)
         if olm is None or not sender_key or not session_id:
@@ -101,7 +169,14 @@ class Trust:
         if session is None or session.forwarding_chain:
             return None
         dev = olm.device_store.device_from_sender_key(sender, sender_key)
-        if dev is None or self._pins.get((sender, dev.id)) != dev.ed25519 or session.ed25519 != dev.ed25519:
+        if dev is None or session.ed25519 != dev.ed25519:
+            return None
+        return dev
+
+    def _verified_device(self, ev: Any) -> str | None:
+        """The sending device's id when it is one of ``verified_devices`` and the session is its own."""
+        dev = self._sending_device(ev)
+        if dev is None or self._pins.get((ev.sender, dev.id)) != dev.ed25519:
             return None
         return str(dev.id)
 
@@ -124,6 +199,14 @@ class Trust:
             return
         await self.st.kv.set_json(key, True)
         where = f"your device {device}" if device else "this unencrypted message's device"
+        if self.cross_signed:
+            self._say(
+                f"{sender}: this bot only takes answers from devices cross-signed by their owner (trust = "
+                f"cross-signed), and {where} is not, so your message changed nothing. Verify this device "
+                "from another one of yours (Element: Settings > Sessions), or answer from a verified one.",
+                reply_to=str(source.get("event_id") or "") or None,
+            )
+            return
         self._say(
             f"{sender}: this bot only takes messages from verified devices (trust = verified-only), and "
             f"{where} is not one of them, so your message changed nothing. Answer from a verified device, "

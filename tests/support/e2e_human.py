@@ -229,12 +229,14 @@ class E2EStation(Station):
     devices (both answerers), carol on a plain client (she sees what goes over the wire)."""
 
     def __init__(
-        self, hs: Homeserver, workdir: Path, tag: str, *, encryption: bool = True, matrix_extra: str = ""
+        self, hs: Homeserver, workdir: Path, tag: str, *, encryption: bool = True, matrix_extra: str = "",
+        trust: str = "tofu",
     ) -> None:
         super().__init__(hs, workdir)
         self.tag = tag
         self.encryption = encryption
         self.matrix_extra = matrix_extra
+        self.trust = trust  # its humans are matrix-nio devices, which do not cross-sign: tofu unless asked
 
     def make_people_and_room(self) -> None:
         t = self.tag
@@ -254,6 +256,7 @@ class E2EStation(Station):
 
     def config_text(self, **matrix: str) -> str:
         lines = [f"encryption = {'true' if self.encryption else 'false'}", self.matrix_extra]
+        matrix.setdefault("trust", f'"{self.trust}"')
         lines += [f"{k} = {v}" for k, v in matrix.items()]
         text = super().config_text().replace("sync_timeout = 5.0\n", "sync_timeout = 5.0\n" + "\n".join(lines) + "\n")
         return text.replace(

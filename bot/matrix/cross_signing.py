@@ -1,0 +1,202 @@
+"""The bot's own cross-signing identity: kept under ``[state] path``, published once, and
+every device of the bot signed with it (matrix-nio 0.26 has no cross-signing).
+
+On start (``ensure``): the account has no identity -> make one, save it (0600), upload it
+(``/keys/device_signing/upload``; the password when the server asks for it); the
+account's identity is the saved one -> go on; it is another one (made elsewhere) ->
+import it from secret storage with ``matrix.recovery_key``, or stop with one line saying
+what to do. Then the bot's device is signed with the self-signing key when it is not yet.
+Nothing is posted before this has succeeded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+import structlog
+
+from bot.matrix.errors import MatrixFatal
+from bot.matrix.signing import Identity, device_signed_by, key_of
+
+log = structlog.get_logger("matrix.cross_signing")
+
+FILE_NAME = "cross_signing.json"
+
+
+class HttpError(Exception):
+    """A Matrix error answer: ``status``, ``body`` (the JSON error object)."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(f"{status} {body.get('errcode', '')}: {body.get('error', '')}".strip())
+        self.status = status
+        self.body = body
+
+
+class Api:
+    """The few client-server calls cross-signing needs (nio 0.26 has none of them)."""
+
+    def __init__(self, homeserver: str, access_token: str) -> None:
+        self.base = homeserver.rstrip("/") + "/_matrix/client/v3"
+        self.token = access_token
+
+    async def call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        timeout = aiohttp.ClientTimeout(total=60)
+        async with aiohttp.ClientSession(timeout=timeout) as s, s.request(
+            method, self.base + path, json=body, headers=headers
+        ) as r:
+            try:
+                data = await r.json(content_type=None)
+            except (ValueError, aiohttp.ContentTypeError):
+                data = {}
+            if not isinstance(data, dict):
+                data = {}
+            if r.status >= 400:
+                raise HttpError(r.status, data)
+            return data
+
+    async def query(self, users: list[str]) -> dict[str, Any]:
+        """``/keys/query``: device_keys, master_keys, self_signing_keys of ``users``."""
+        return await self.call("POST", "/keys/query", {"device_keys": {u: [] for u in users}})
+
+    async def account_data(self, user_id: str, kind: str) -> dict[str, Any] | None:
+        try:
+            return await self.call("GET", f"/user/{quote(user_id)}/account_data/{quote(kind)}")
+        except HttpError as e:
+            if e.status == 404:
+                return None
+            raise
+
+
+def identity_path(state_path: str | Path) -> Path:
+    return Path(state_path) / FILE_NAME
+
+
+def load_identity(path: Path) -> Identity | None:
+    """The saved identity, None when there is none; MatrixFatal (one line) when the file is damaged."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise MatrixFatal(f"{path}: cannot read the bot's cross-signing keys ({e.strerror})") from None
+    try:
+        return Identity.from_json(json.loads(text))
+    except ValueError as e:
+        raise MatrixFatal(
+            f"{path}: the bot's cross-signing keys are damaged ({e}); restore the file from a copy, "
+            "or run `permission-bot e2ee reset-identity` to make a new identity"
+        ) from None
+
+
+def save_identity(path: Path, ident: Identity) -> None:
+    """Write the private keys, readable by the bot's user only (atomically, 0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    if tmp.exists():
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(ident.to_json(), f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+async def upload_identity(api: Api, user_id: str, ident: Identity, password: str | None) -> None:
+    """Publish the three public keys; a server that wants auth gets ``m.login.password``."""
+    body: dict[str, Any] = ident.public_objects(user_id)
+    try:
+        await api.call("POST", "/keys/device_signing/upload", body)
+        return
+    except HttpError as e:
+        if e.status != 401 or "flows" not in e.body:
+            raise MatrixFatal(f"matrix: the homeserver refused the bot's cross-signing keys ({e})") from None
+        session = e.body.get("session")
+    if not password:
+        raise MatrixFatal(
+            "matrix.password: the homeserver wants the password to publish the bot's cross-signing keys; "
+            "set matrix.password (or env PERMISSION_BOT_MATRIX_PASSWORD)"
+        )
+    auth: dict[str, Any] = {"type": "m.login.password", "identifier": {"type": "m.id.user", "user": user_id},
+                            "password": password}
+    if session:
+        auth["session"] = session
+    try:
+        await api.call("POST", "/keys/device_signing/upload", {**body, "auth": auth})
+    except HttpError as e:
+        raise MatrixFatal(f"matrix: the homeserver refused the bot's cross-signing keys ({e})") from None
+
+
+async def sign_device(api: Api, user_id: str, device_keys: Mapping[str, Any], ident: Identity) -> None:
+    """Sign one of the bot's devices with the self-signing key; MatrixFatal on any failure."""
+    clean = {k: v for k, v in device_keys.items() if k != "unsigned"}
+    sig = ident.self_signing.sign({k: v for k, v in clean.items() if k != "signatures"}, user_id)
+    signed = {**clean, "signatures": {**clean.get("signatures", {}), user_id: {
+        **clean.get("signatures", {}).get(user_id, {}), **sig["signatures"][user_id]}}}
+    device_id = str(device_keys.get("device_id"))
+    try:
+        r = await api.call("POST", "/keys/signatures/upload", {user_id: {device_id: signed}})
+    except HttpError as e:
+        raise MatrixFatal(f"matrix: the homeserver refused the signature of the bot's device ({e})") from None
+    if r.get("failures"):
+        raise MatrixFatal(f"matrix: the homeserver refused the signature of the bot's device: {r['failures']}")
+    log.info("device_cross_signed", device_id=device_id)
+
+
+def published(q: Mapping[str, Any], user_id: str) -> tuple[str | None, str | None]:
+    """The account's published master and self-signing public keys (None where missing)."""
+    return key_of((q.get("master_keys") or {}).get(user_id)), key_of((q.get("self_signing_keys") or {}).get(user_id))
+
+
+async def ensure(
+    api: Api, user_id: str, device_id: str, state_path: str | Path, *,
+    password: str | None, recovery_key: str | None,
+) -> dict[str, Any]:
+    """Make sure the account has the bot's identity published and this device signed with it.
+
+    Returns what doctor shows: ``{"master", "self_signing", "device_signed", "made"}``.
+    Raises MatrixFatal with one line saying what to do.
+    """
+    path = identity_path(state_path)
+    local = load_identity(path)
+    try:
+        q = await api.query([user_id])
+    except (HttpError, aiohttp.ClientError, TimeoutError) as e:
+        raise MatrixFatal(f"matrix: cannot read the bot's published keys ({e})") from None
+    master, ssk = published(q, user_id)
+    made = False
+    if master is None:
+        if local is None:
+            local = Identity.generate()
+            made = True
+        save_identity(path, local)
+        await upload_identity(api, user_id, local, password)
+        log.info("cross_signing_published", master=local.master.public, made=made)
+    elif local is None or local.master.public != master or local.self_signing.public != ssk:
+        if not recovery_key:
+            raise MatrixFatal(
+                f"matrix: {user_id} already has a cross-signing identity that is not in {path} (made elsewhere, "
+                "e.g. in Element); set matrix.recovery_key (or env PERMISSION_BOT_MATRIX_RECOVERY_KEY) to import "
+                "it, or run `permission-bot e2ee reset-identity` to replace it"
+            )
+        from bot.matrix.secret_storage import import_identity
+
+        local = await import_identity(api, user_id, recovery_key, master, ssk)
+        save_identity(path, local)
+        log.info("cross_signing_imported", master=local.master.public)
+    dev = (q.get("device_keys") or {}).get(user_id, {}).get(device_id)
+    if not isinstance(dev, Mapping):
+        raise MatrixFatal(f"matrix: the homeserver has no keys for the bot's device {device_id}; "
+                          "delete state/ to log in as a new device")
+    signed = device_signed_by(dev, user_id, local.self_signing.public)
+    if not signed:
+        await sign_device(api, user_id, dev, local)
+    return {"master": local.master.public, "self_signing": local.self_signing.public,
+            "device_signed": True, "made": made}

@@ -1,0 +1,107 @@
+"""Other people's cross-signing identities, for ``trust = "cross-signed"``.
+
+What ``/keys/query`` says about the station's members, checked here: which of their
+devices are cross-signed by their owner (device <- self-signing key <- master key), and
+each member's master key, pinned in the inbox's key/value table the first time it is
+seen. A member whose published master key is no longer the pinned one has *changed
+identity*: none of their devices is trusted until an operator accepts the new one
+(``permission-bot e2ee accept-identity USER``, which rewrites the pin).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from bot.matrix.cross_signing import Api
+from bot.matrix.signing import cross_signed, key_of
+from bot.matrix.station import KeyValue
+
+log = structlog.get_logger("matrix.identities")
+
+PIN_KEY = "matrix.identity."  # + user id: {"master": public key} pinned on first sight
+REFRESH_EVERY = 10.0  # seconds between two /keys/query rounds when nothing asks for one
+
+
+@dataclass
+class UserKeys:
+    """One member as the last query showed them."""
+
+    master: str | None = None
+    pinned: str | None = None
+    devices: dict[str, str] = field(default_factory=dict)  # cross-signed device id -> its ed25519 key
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.master and self.pinned and self.master != self.pinned)
+
+
+def read_query(q: Mapping[str, Any], users: Iterable[str]) -> dict[str, UserKeys]:
+    """Pure: each user's master key and cross-signed devices from a ``/keys/query`` answer."""
+    out: dict[str, UserKeys] = {}
+    masters, ssks = q.get("master_keys") or {}, q.get("self_signing_keys") or {}
+    for user in users:
+        uk = UserKeys(master=key_of(masters.get(user)))
+        for dev_id, dev in ((q.get("device_keys") or {}).get(user) or {}).items():
+            if not isinstance(dev, Mapping) or dev.get("device_id") != dev_id:
+                continue
+            if cross_signed(user, masters.get(user), ssks.get(user), dev):
+                ed = (dev.get("keys") or {}).get(f"ed25519:{dev_id}")
+                if isinstance(ed, str):
+                    uk.devices[dev_id] = ed
+        out[user] = uk
+    return out
+
+
+class Identities:
+    """The members' identities and cross-signed devices, refreshed from the homeserver."""
+
+    def __init__(self, kv: KeyValue) -> None:
+        self.kv = kv
+        self.users: dict[str, UserKeys] = {}
+        self._last = -REFRESH_EVERY
+
+    def signed(self, user_id: str, device_id: str, ed25519: str) -> bool:
+        """Is this device cross-signed by its owner (under whatever identity they publish now)?"""
+        uk = self.users.get(user_id)
+        return bool(uk and uk.master and uk.devices.get(device_id) == ed25519)
+
+    def trusted(self, user_id: str, device_id: str, ed25519: str) -> bool:
+        """Is this device cross-signed by its owner, under the owner's pinned identity?"""
+        return self.signed(user_id, device_id, ed25519) and not self.changed(user_id)
+
+    def changed(self, user_id: str) -> bool:
+        uk = self.users.get(user_id)
+        return bool(uk and uk.changed)
+
+    def due(self, now: float | None = None) -> bool:
+        return (time.monotonic() if now is None else now) - self._last >= REFRESH_EVERY
+
+    async def refresh(self, api: Api, users: Iterable[str]) -> None:
+        """Query ``users``' keys, pin first-seen master keys, and re-read every pin (an operator may
+        have accepted a new identity meanwhile). Errors keep the previous view."""
+        users = sorted(set(users))
+        self._last = time.monotonic()
+        if not users:
+            return
+        try:
+            q = await api.query(users)
+        except Exception as e:
+            log.warning("identities_query_failed", error=f"{type(e).__name__}: {e}")
+            return
+        fresh = read_query(q, users)
+        for user, uk in fresh.items():
+            pin = await self.kv.get_json(PIN_KEY + user)
+            uk.pinned = pin.get("master") if isinstance(pin, Mapping) else None
+            if uk.master and not uk.pinned:
+                await self.kv.set_json(PIN_KEY + user, {"master": uk.master})
+                uk.pinned = uk.master
+                log.info("identity_pinned", user_id=user, master=uk.master)
+            elif uk.changed and not (self.users.get(user) and self.users[user].changed):
+                log.warning("identity_changed", user_id=user, pinned=uk.pinned, published=uk.master,
+                            hint=f"permission-bot e2ee accept-identity {user}")
+        self.users.update(fresh)
