@@ -176,7 +176,10 @@ async def events(request: web.Request) -> web.StreamResponse:
 
 async def healthz(request: web.Request) -> web.Response:
     d = request.app[DAEMON]
-    return web.json_response({"ok": True, "matrix_ready": d.ready, "matrix_connected": d.matrix.connected})
+    body: dict[str, Any] = {"ok": True, "matrix_ready": d.ready, "matrix_connected": d.matrix.connected}
+    if d.harnesses.watchers:
+        body["harnesses"] = d.harnesses.health()
+    return web.json_response(body)
 
 
 async def metrics(request: web.Request) -> web.Response:
