@@ -105,17 +105,14 @@ class Watcher:
     async def step(self, client: Client) -> None:
         ep = discover(self.cfg, self.env)
         held = await client.held(ep)
+        current = {(r["id"], fingerprint(r)) for r in held if isinstance(r, dict) and isinstance(r.get("id"), str)}
+        await self._take(held)  # taken even while the token is refused: answers wait in the inbox
+        await self._withdraw(current)
         if not self._token_ok:
             await client.check_token(ep)
             self._token_ok = True
         self._set(OK)
-        current: dict[tuple[str, str], Any] = {}
-        for r in held:
-            if isinstance(r, dict) and isinstance(r.get("id"), str):
-                current[(r["id"], fingerprint(r))] = r
-        await self._take(held)
-        await self._withdraw(set(current))
-        await self._deliver(client, ep, set(current))
+        await self._deliver(client, ep, current)
 
     # -- held -> inbox -------------------------------------------------------------
     async def _take(self, held: list[Any]) -> None:

@@ -122,12 +122,13 @@ class FakeHarness:
         rec = self.held.get(pid)
         if rec is None:
             self.refused.append(404)
-            return web.json_response({"error": "not_found", "reason": f"{pid}: unknown or already resolved"}, 404)
+            reason = f"{pid}: unknown or already resolved"
+            return web.json_response({"error": "not_found", "reason": reason}, status=404)
         offered = {o["optionId"]: o["kind"] for o in rec["options"]}
         chosen = body.get("optionId")
         if chosen is not None and chosen not in offered:
             self.refused.append(409)
-            return web.json_response({"error": "conflict", "reason": f"optionId {chosen!r} is not offered"}, 409)
+            return web.json_response({"error": "conflict", "reason": f"optionId {chosen!r} is not offered"}, status=409)
         if chosen is None:
             want = ("allow_always", "allow_once") if body.get("scope") == "always" else ("allow_once",)
             flavour = "allow" if body["decision"] == "approve" else "reject"
@@ -136,7 +137,7 @@ class FakeHarness:
             chosen = picks[0] if picks else None
             if chosen is None and flavour == "allow":
                 self.refused.append(409)
-                return web.json_response({"error": "conflict", "reason": "no allow-flavored option"}, 409)
+                return web.json_response({"error": "conflict", "reason": "no allow-flavored option"}, status=409)
         del self.held[pid]
         self.decisions.append({"id": pid, "optionId": chosen, "feedback": body.get("feedback"), "by": "api"})
         return web.json_response({"id": pid, "decision": body["decision"], "optionId": chosen})
