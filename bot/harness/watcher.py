@@ -61,6 +61,7 @@ class Watcher:
         self.state, self.error, self.since = STARTING, "", now()
         self.failures = 0
         self._token_ok = False
+        self._endpoint: Endpoint | None = None
         self._refused: set[str] = set()  # held ids already logged as not takeable
 
     # -- health ----------------------------------------------------------------
@@ -104,6 +105,8 @@ class Watcher:
 
     async def step(self, client: Client) -> None:
         ep = discover(self.cfg, self.env)
+        if ep != self._endpoint:  # found anew (a restarted harness wrote a new runtime.json): check again
+            self._endpoint, self._token_ok = ep, False
         held = await client.held(ep)
         current = {(r["id"], fingerprint(r)) for r in held if isinstance(r, dict) and isinstance(r.get("id"), str)}
         await self._take(held)  # taken even while the token is refused: answers wait in the inbox
