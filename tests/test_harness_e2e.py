@@ -78,8 +78,9 @@ async def test_held_request_answered_by_number_reaches_the_harness_once(
     await _until(lambda: fake.decisions)
     edit = await station.edit_of(prompt["event_id"])
     assert edit and content(edit)["m.new_content"]["resolution"]["option_id"] == "allow_always"
+    mark = station.alice.mark()
     await station.alice.text("3", reply_to=prompt["event_id"])  # a late answer changes nothing
-    assert await station.notice_after(0, contains="Already settled")
+    assert await station.notice_after(mark, contains="Already settled")
     await asyncio.sleep(1.0)
     assert fake.decisions == [{"id": pid, "optionId": "allow_always", "feedback": "only in apps/hub", "by": "api"}]
 

@@ -25,6 +25,8 @@ SAFE = re.compile(r"[A-Za-z0-9._:@-]{1,200}")
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9._@-]+")
 MAX_RECORD = 1_000_000
 ELSEWHERE = "answered elsewhere (at the harness)"
+CHANGED = "not sent: the harness now holds something other than what was shown"
+VOLATILE = ("age",)
 
 
 class RecordError(ValueError):
@@ -57,6 +59,13 @@ def fingerprint(record: dict[str, Any]) -> str:
     """What identifies one held request across polls and restarts (the volatile ``age`` left out)."""
     ident = {k: record.get(k) for k in ("id", "sessionId", "toolCallId", "requestedAt")}
     return hashlib.sha256(rfc8785.dumps(ident)).hexdigest()[:16]
+
+
+def same_request(now_held: dict[str, Any], shown: dict[str, Any]) -> bool:
+    """Whether the harness still holds exactly the record that was shown (``age`` aside)."""
+    a = {k: v for k, v in now_held.items() if k not in VOLATILE}
+    b = {k: v for k, v in shown.items() if k not in VOLATILE}
+    return a == b
 
 
 def label(harness: str, record: dict[str, Any]) -> str:

@@ -18,7 +18,16 @@ import structlog
 from bot.aio import wait_any
 from bot.config import HarnessConfig
 from bot.harness.client import Client, DiscoveryError, Endpoint, HarnessDown, TokenRefused, discover
-from bot.harness.mapping import ELSEWHERE, RecordError, decision_body, elsewhere_note, fingerprint, to_submission
+from bot.harness.mapping import (
+    CHANGED,
+    ELSEWHERE,
+    RecordError,
+    decision_body,
+    elsewhere_note,
+    fingerprint,
+    same_request,
+    to_submission,
+)
 from bot.inbox import links as L
 from bot.inbox.links import Link, Links, Squatted
 from bot.inbox.record import CANCELLED, Record
@@ -108,9 +117,11 @@ class Watcher:
         if ep != self._endpoint:  # found anew (a restarted harness wrote a new runtime.json): check again
             self._endpoint, self._token_ok = ep, False
         held = await client.held(ep)
-        current = {(r["id"], fingerprint(r)) for r in held if isinstance(r, dict) and isinstance(r.get("id"), str)}
+        current = {
+            (r["id"], fingerprint(r)): r for r in held if isinstance(r, dict) and isinstance(r.get("id"), str)
+        }
         await self._take(held)  # taken even while the token is refused: answers wait in the inbox
-        await self._withdraw(current)
+        await self._withdraw(set(current))
         if not self._token_ok:
             await client.check_token(ep)
             self._token_ok = True
@@ -160,10 +171,14 @@ class Watcher:
                          request_id=link.request_id)
 
     # -- inbox -> harness ----------------------------------------------------------
-    async def _deliver(self, client: Client, ep: Endpoint, current: set[tuple[str, str]]) -> None:
+    async def _deliver(self, client: Client, ep: Endpoint, current: dict[tuple[str, str], Any]) -> None:
         for link, rec in await self.links.undelivered(self.name):
-            if (link.harness_id, link.fingerprint) not in current:
+            now_held = current.get((link.harness_id, link.fingerprint))
+            if now_held is None:
                 await self._not_held(link, rec)
+                continue
+            if not same_request(now_held, rec.params):  # never answer something other than what was shown
+                await self._amend(rec, elsewhere_note(rec, CHANGED), L.REFUSED)
                 continue
             earlier = link.delivery == L.SENDING  # an earlier attempt may have landed
             await self.links.set_delivery(rec.id, L.SENDING, self.now(), attempt=True)
