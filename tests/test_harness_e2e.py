@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.harness_server import FakeHarness
-from tests.support.human import content
+from tests.support.human import content, rel
 from tests.support.station import Station, exe_path, request_body
 
 pytestmark = pytest.mark.e2e
@@ -97,6 +97,29 @@ async def test_answered_at_the_harness_is_withdrawn_in_the_room(
     new = content(edit)["m.new_content"]
     assert new["resolution"]["state"] == "cancelled" and "answered elsewhere" in new["body"]
     assert [d["by"] for d in fake.decisions if d["id"] == pid] == ["cli"]
+
+
+async def test_an_answer_the_harness_no_longer_takes_is_shown_answered_elsewhere(
+    station: Station, harness: tuple[FakeHarness, Path], sid: str
+) -> None:
+    fake, _ = harness
+    pid = fake.hold(session_id=sid)
+    prompt = await _prompt(station, sid)
+    await fake.stop()
+    await station.alice.text("1", reply_to=prompt["event_id"])
+    fake.resolve_here(pid, "reject_once")  # meanwhile its CLI answered
+    await fake.start()
+
+    def elsewhere(e: dict[str, Any]) -> bool:
+        new = content(e).get("m.new_content", {})
+        return rel(e).get("event_id") == prompt["event_id"] and "was not delivered" in new.get("body", "")
+
+    edit = await station.alice.wait(elsewhere, 30)
+    assert edit, "the prompt was not edited to say the answer was not delivered"
+    new = content(edit)["m.new_content"]
+    assert new["resolution"]["state"] == "cancelled" and "answered elsewhere" in new["body"]
+    assert station.alice.user_id in new["body"]
+    assert [d["by"] for d in fake.decisions if d["id"] == pid] == ["cli"]  # nothing sent for alice's answer
 
 
 async def test_harness_and_bot_restart_lose_nothing_and_double_nothing(
