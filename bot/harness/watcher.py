@@ -130,7 +130,8 @@ class Watcher:
 
     # -- held -> inbox -------------------------------------------------------------
     async def _take(self, held: list[Any]) -> None:
-        known = await self.links.known(self.name)
+        ids = [r["id"] for r in held if isinstance(r, dict) and isinstance(r.get("id"), str)]
+        known = await self.links.known(self.name, ids)
         for r in held:
             try:
                 h = to_submission(self.name, r)

@@ -75,19 +75,25 @@ class Links:
             self.inbox.emit("request", rec)
         return rec, created
 
-    async def known(self, harness: str) -> set[tuple[str, str]]:
-        """(harness_id, fingerprint) of every request of ``harness`` the inbox holds."""
-        cur = await self.inbox.db.execute(
-            "SELECT harness_id, fingerprint FROM harness_links WHERE harness=?", (harness,)
-        )
-        return {(str(r[0]), str(r[1])) for r in await cur.fetchall()}
+    async def known(self, harness: str, harness_ids: list[str]) -> set[tuple[str, str]]:
+        """(harness_id, fingerprint) of the requests of ``harness`` with these ids the inbox holds."""
+        out: set[tuple[str, str]] = set()
+        for i in range(0, len(harness_ids), 500):
+            chunk = harness_ids[i : i + 500]
+            cur = await self.inbox.db.execute(
+                "SELECT harness_id, fingerprint FROM harness_links WHERE harness=? AND harness_id IN"
+                f" ({','.join('?' * len(chunk))})",
+                (harness, *chunk),
+            )
+            out |= {(str(r[0]), str(r[1])) for r in await cur.fetchall()}
+        return out
 
     async def pending(self, harness: str) -> list[Link]:
-        """Links of ``harness`` whose inbox request is still pending."""
+        """Links of ``harness`` whose inbox request is still pending (their delivery is still open)."""
         cur = await self.inbox.db.execute(
             "SELECT l.* FROM harness_links l JOIN requests q ON q.id = l.request_id"
-            " WHERE l.harness=? AND q.state=?",
-            (harness, PENDING),
+            " WHERE l.harness=? AND (l.delivery IS NULL OR l.delivery=?) AND q.state=?",
+            (harness, SENDING, PENDING),
         )
         return [_link(r) for r in await cur.fetchall()]
 
@@ -96,8 +102,8 @@ class Links:
         cur = await self.inbox.db.execute(
             "SELECT l.harness, l.harness_id, l.fingerprint, l.request_id, l.delivery, l.attempts, q.*"
             " FROM harness_links l JOIN requests q ON q.id = l.request_id"
-            " WHERE l.harness=? AND q.state!=? AND (l.delivery IS NULL OR l.delivery=?) ORDER BY q.decided_at",
-            (harness, PENDING, SENDING),
+            " WHERE l.harness=? AND (l.delivery IS NULL OR l.delivery=?) AND q.state!=? ORDER BY q.decided_at",
+            (harness, SENDING, PENDING),
         )
         return [(_link(r), _row_to_record(r)) for r in await cur.fetchall()]
 

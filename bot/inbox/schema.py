@@ -95,6 +95,10 @@ async def _v3_harness_links(db: aiosqlite.Connection) -> None:
         " fingerprint TEXT NOT NULL, request_id TEXT NOT NULL UNIQUE, delivery TEXT,"
         " attempts INTEGER NOT NULL DEFAULT 0, at REAL, PRIMARY KEY (harness, harness_id, fingerprint))"
     )
+    await db.execute(
+        "CREATE INDEX IF NOT EXISTS harness_links_open ON harness_links (harness)"
+        " WHERE delivery IS NULL OR delivery='sending'"
+    )
 
 
 STEPS: list[Step] = [
