@@ -164,6 +164,17 @@ async def test_token_refused_is_said_then_recovers(
     await _until(lambda: _health(station)["state"] == "ok")
 
 
+async def test_harness_events_route_only_wakes_the_watcher(
+    station: Station, harness: tuple[FakeHarness, Path]
+) -> None:
+    st, _ = await station.ahttp("POST", f"/harnesses/{NAME}/events", {"event": "session:permission-request"})
+    assert st == 202
+    st, body = await station.ahttp("POST", "/harnesses/nope/events", {"event": "session:permission-request"})
+    assert st == 404 and body["error"] == "not_found"
+    st, body = await station.ahttp("POST", f"/harnesses/{NAME}/events", {}, token=None)
+    assert st == 401 and body["error"] == "unauthorized"
+
+
 async def test_api_cannot_submit_into_a_watched_harness_session(
     station: Station, harness: tuple[FakeHarness, Path]
 ) -> None:

@@ -279,3 +279,22 @@ async def test_doctor_lines(fake: FakeHarness, tmp_path: Path) -> None:
     assert not ok and what.startswith("harness laptop: unreachable at http://127.0.0.1:9")
     ok, what, _ = await _probe(HarnessConfig(name="laptop", workspace=str(tmp_path)), env)
     assert not ok and "harnesses.laptop.workspace: no" in what
+
+
+async def test_an_event_from_the_harness_polls_it_at_once(tmp_path: Path, fake: FakeHarness) -> None:
+    ib = await _inbox(tmp_path)
+    cfg = HarnessConfig(name="laptop", url=fake.url, poll=60)
+    hs = Harnesses([cfg], ib, now=time.time, timeout=600, env={"AGENTPROTO_DAEMON_TOKEN": fake.token})
+    stop = asyncio.Event()
+    tasks = hs.tasks(stop)
+    await _until(lambda: hs.health()[0]["state"] == OK)
+    fake.hold()
+    assert hs.wake("laptop") and not hs.wake("other")  # session:permission-request arrived: poll now
+    start = time.monotonic()
+    while not await ib.pending():
+        assert time.monotonic() - start < 2, "not taken at once"
+        await asyncio.sleep(0.02)
+    stop.set()
+    await asyncio.gather(*tasks)
+    await hs.close()
+    await ib.close()

@@ -182,6 +182,15 @@ async def healthz(request: web.Request) -> web.Response:
     return web.json_response(body)
 
 
+async def harness_event(request: web.Request) -> web.Response:
+    """A watched harness's event (e.g. its per-session webhook): only a hint to poll it now, body unread."""
+    if (denied := _authorized(request)) is not None:
+        return denied
+    if not request.app[DAEMON].harnesses.wake(request.match_info["name"]):
+        return _error(404, "not_found", "no watched harness by that name")
+    return web.json_response({"ok": True}, status=202)
+
+
 async def metrics(request: web.Request) -> web.Response:
     text = await request.app[DAEMON].metrics.render()
     return web.Response(text=text, content_type="text/plain", charset="utf-8")
@@ -211,6 +220,7 @@ def create_app(daemon: Daemon, token: str | None) -> web.Application:
     app.router.add_post("/permissions/{id}", decide)
     app.router.add_get("/events", events)
     app.router.add_get("/healthz", healthz)
+    app.router.add_post("/harnesses/{name}/events", harness_event)
     app.router.add_get("/metrics", metrics)
     from bot.api.hooks import add_hook_routes
 

@@ -52,6 +52,14 @@ class Harnesses:
             if session_id.startswith(f"{w.name}:"):
                 raise SubmissionError(f"sessionId: {w.name}: is reserved for the watched harness {w.name}")
 
+    def wake(self, name: str) -> bool:
+        """Poll harness ``name`` now (one of its events arrived); False when no harness has that name."""
+        for w in self.watchers:
+            if w.name == name:
+                w.wake.set()
+                return True
+        return False
+
     def health(self) -> list[dict[str, Any]]:
         return [w.health() for w in self.watchers]
 
