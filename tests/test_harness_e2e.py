@@ -107,6 +107,8 @@ async def test_an_answer_the_harness_no_longer_takes_is_shown_answered_elsewhere
     prompt = await _prompt(station, sid)
     await fake.stop()
     await station.alice.text("1", reply_to=prompt["event_id"])
+    st, rec = await station.ahttp("GET", f"/permissions/{content(prompt)['request_id']}?wait=30")
+    assert st == 200 and rec["state"] == "resolved"  # alice's answer is in, the harness is down
     fake.resolve_here(pid, "reject_once")  # meanwhile its CLI answered
     await fake.start()
 
