@@ -85,6 +85,23 @@ async def test_held_request_answered_by_number_reaches_the_harness_once(
     assert fake.decisions == [{"id": pid, "optionId": "allow_always", "feedback": "only in apps/hub", "by": "api"}]
 
 
+async def test_a_non_answerer_cannot_approve_at_the_harness(
+    station: Station, harness: tuple[FakeHarness, Path], sid: str
+) -> None:
+    fake, _ = harness
+    pid = fake.hold(session_id=sid, raw_input={"command": "git push --force"})
+    prompt = await _prompt(station, sid)
+    await station.bob.text("1", reply_to=prompt["event_id"])  # bob is in the room but may not answer
+    await station.bob.react(prompt["event_id"], "✅")
+    await asyncio.sleep(1.5)
+    assert not [d for d in fake.decisions if d["id"] == pid] and pid in fake.held
+    await station.alice.text("3 - not on main", reply_to=prompt["event_id"])
+    await _until(lambda: [d for d in fake.decisions if d["id"] == pid])
+    assert [d for d in fake.decisions if d["id"] == pid] == [
+        {"id": pid, "optionId": "reject_once", "feedback": "not on main", "by": "api"}
+    ]
+
+
 async def test_answered_at_the_harness_is_withdrawn_in_the_room(
     station: Station, harness: tuple[FakeHarness, Path], sid: str
 ) -> None:
