@@ -189,6 +189,52 @@ class WebhookConfig(_Section):
         return v
 
 
+
+class HarnessConfig(_Section):
+    """[[harnesses]]: a harness that keeps its own permission inbox (seed 002), watched by the bot.
+
+    Found by ``url`` + the token in env ``token_env``, or by ``workspace`` (its
+    ``.agentproto/runtime.json`` names url and token), else by env ``AGENTPROTO_DAEMON_URL``.
+    """
+
+    name: str
+    url: str | None = None
+    workspace: str | None = None
+    token_env: str = "AGENTPROTO_DAEMON_TOKEN"
+    poll: float = 2.0
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v or len(v) > 64 or any(not (c.isascii() and (c.isalnum() or c in "._-")) for c in v):
+            raise ValueError("must be 1-64 letters, digits, '.', '_' or '-'")
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("http://", "https://")):
+            raise ValueError("must start with http:// or https://")
+        return v
+
+    @field_validator("poll", mode="before")
+    @classmethod
+    def _poll(cls, v: Any) -> float:
+        try:
+            seconds = parse_duration(v)
+        except DurationError as e:
+            raise ValueError(str(e)) from None
+        if not 0.05 <= seconds <= 3600:
+            raise ValueError("must be between 50ms and 1h")
+        return seconds
+
+    @model_validator(mode="after")
+    def _one_place(self) -> HarnessConfig:
+        if self.url is not None and self.workspace is not None:
+            raise ValueError("workspace: give url or workspace, not both")
+        return self
+
+
 class Config(_Section):
     """The whole validated config."""
 
@@ -200,6 +246,7 @@ class Config(_Section):
     log: LogConfig = LogConfig()
     rules: list[dict[str, Any]] = []
     webhooks: list[WebhookConfig] = []
+    harnesses: list[HarnessConfig] = []
 
     @model_validator(mode="after")
     def _credentials(self) -> Config:
@@ -207,6 +254,14 @@ class Config(_Section):
             raise ValueError(
                 f"matrix.password: required (or matrix.access_token, or env {ENV_PASSWORD} / {ENV_ACCESS_TOKEN})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _harness_names(self) -> Config:
+        names = [h.name for h in self.harnesses]
+        for i, n in enumerate(names):
+            if n in names[:i]:
+                raise ValueError(f"harnesses.{i}.name: {n!r} is used twice")
         return self
 
     @property
@@ -262,6 +317,9 @@ def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Con
         cfg = Config.model_validate(data)
     except ValidationError as e:
         raise ConfigError(_one_line(e)) from None
+    for i, h in enumerate(cfg.harnesses):
+        if h.url is None and h.workspace is None and not env.get("AGENTPROTO_DAEMON_URL"):
+            raise ConfigError(f"harnesses.{i}.url: required (or workspace, or env AGENTPROTO_DAEMON_URL)")
     if cfg.rules:
         from bot.rules import RuleError, parse_rules
 

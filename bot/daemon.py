@@ -20,6 +20,7 @@ import structlog
 from bot import answers
 from bot.aio import wait_any
 from bot.config import Config
+from bot.harness import Harnesses
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
 from bot.inbox.record import EXPIRED, Record
 from bot.inbox.store import Inbox
@@ -84,6 +85,9 @@ class Daemon:
         self.inbox.listen(self.outbox.on_change)
         self.webhooks = Webhooks(cfg.webhooks)
         self.inbox.listen(self.webhooks.on_change)
+        self.harnesses = Harnesses(cfg.harnesses, self.inbox, now=self.now, timeout=cfg.prompts.timeout,
+                                   after_new=self._apply_rules, on_amended=self.outbox.wake_settle.set)
+        self.inbox.listen(self.harnesses.on_change)
         self.ready = False
 
     # -- inbox events ------------------------------------------------------
@@ -98,6 +102,7 @@ class Daemon:
     async def submit(self, body: Any) -> tuple[Record, bool]:
         """Store a submission (SubmissionError on bad input); config rules apply at once."""
         sub = parse_submission(body)
+        self.harnesses.refuse_reserved(sub.session_id)
         rec, created = await self.inbox.submit(sub, self.now(), self.cfg.prompts.timeout)
         if created:
             log.info("request_submitted", request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind)
@@ -274,6 +279,7 @@ class Daemon:
             asyncio.create_task(self.matrix.sync_forever(self.on_room_event, self.stop), name="sync"),
             *self.outbox.tasks(),
             asyncio.create_task(self.notices.run(self.stop), name="notices"),
+            *self.harnesses.tasks(self.stop),
         ]
         try:
             done, _ = await asyncio.wait([*tasks, asyncio.create_task(self.stop.wait())],
@@ -287,6 +293,7 @@ class Daemon:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def close(self) -> None:
+        await self.harnesses.close()
         await self.matrix.close()
         await self.inbox.close()
 

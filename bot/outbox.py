@@ -249,7 +249,11 @@ class Outbox:
         log.info("prompt_posted", request_id=rec.id, event_id=event_id)
 
     async def _edit(self, rec: Record) -> None:
-        await self.matrix.send(settled_content(rec), txn_id("e", self.install_id, rec.id))
+        # One txn per outcome: a retried edit is deduplicated, an amended outcome (a watched harness that
+        # no longer took the answer, bot/harness/) is a new edit.
+        o = rec.outcome
+        amended = () if o is None or not o.answered_by.startswith("harness:") else (o.answered_by, o.via, rec.state)
+        await self.matrix.send(settled_content(rec), txn_id("e", self.install_id, rec.id, *amended))
         await self.inbox.mark_edited(rec.id)
         log.info("prompt_edited", request_id=rec.id, state=rec.state)
 

@@ -176,7 +176,19 @@ async def events(request: web.Request) -> web.StreamResponse:
 
 async def healthz(request: web.Request) -> web.Response:
     d = request.app[DAEMON]
-    return web.json_response({"ok": True, "matrix_ready": d.ready, "matrix_connected": d.matrix.connected})
+    body: dict[str, Any] = {"ok": True, "matrix_ready": d.ready, "matrix_connected": d.matrix.connected}
+    if d.harnesses.watchers:
+        body["harnesses"] = d.harnesses.health()
+    return web.json_response(body)
+
+
+async def harness_event(request: web.Request) -> web.Response:
+    """A watched harness's event (e.g. its per-session webhook): only a hint to poll it now, body unread."""
+    if (denied := _authorized(request)) is not None:
+        return denied
+    if not request.app[DAEMON].harnesses.wake(request.match_info["name"]):
+        return _error(404, "not_found", "no watched harness by that name")
+    return web.json_response({"ok": True}, status=202)
 
 
 async def metrics(request: web.Request) -> web.Response:
@@ -208,6 +220,7 @@ def create_app(daemon: Daemon, token: str | None) -> web.Application:
     app.router.add_post("/permissions/{id}", decide)
     app.router.add_get("/events", events)
     app.router.add_get("/healthz", healthz)
+    app.router.add_post("/harnesses/{name}/events", harness_event)
     app.router.add_get("/metrics", metrics)
     from bot.api.hooks import add_hook_routes
 

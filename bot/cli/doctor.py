@@ -507,5 +507,8 @@ def run(config_path: str) -> int:
         if login is not None and login.temporary:
             logout(cfg, login)
     check_listen(cfg, rep)
+    from bot.harness.check import check_harnesses
+
+    check_harnesses(cfg, rep)
     sys.stdout.flush()
     return 1 if rep.failed else 0

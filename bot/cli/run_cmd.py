@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 
 import structlog
@@ -67,6 +68,7 @@ def run(config_path: str) -> int:
         return 2
     secrets = [s for s in (cfg.matrix.password, cfg.matrix.access_token, cfg.matrix.recovery_key, cfg.api.token) if s]
     secrets += [w.secret for w in cfg.webhooks if w.secret]
+    secrets += [os.environ[h.token_env] for h in cfg.harnesses if os.environ.get(h.token_env)]
     logs.configure(cfg.log.level, cfg.log.format, secrets)
     try:
         return asyncio.run(_serve(cfg))

@@ -87,9 +87,24 @@ async def _v2_posted_at_and_parking(db: aiosqlite.Connection) -> None:
     )
 
 
+async def _v3_harness_links(db: aiosqlite.Connection) -> None:
+    # A watched harness's request (its id + a fingerprint of the record) -> the inbox request it became,
+    # and whether the answer reached the harness (NULL: not yet; sending, delivered, elsewhere, refused, withdrawn).
+    await db.execute(
+        "CREATE TABLE IF NOT EXISTS harness_links (harness TEXT NOT NULL, harness_id TEXT NOT NULL,"
+        " fingerprint TEXT NOT NULL, request_id TEXT NOT NULL UNIQUE, delivery TEXT,"
+        " attempts INTEGER NOT NULL DEFAULT 0, at REAL, PRIMARY KEY (harness, harness_id, fingerprint))"
+    )
+    await db.execute(
+        "CREATE INDEX IF NOT EXISTS harness_links_open ON harness_links (harness)"
+        " WHERE delivery IS NULL OR delivery='sending'"
+    )
+
+
 STEPS: list[Step] = [
     _v1_first_release,
     _v2_posted_at_and_parking,
+    _v3_harness_links,
 ]
 LATEST = len(STEPS)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -131,46 +131,61 @@ class Inbox:
     async def submit(self, sub: Submission, now: float, timeout: float) -> tuple[Record, bool]:
         """Store a new request with the next seq of its session; idempotent on (session, key)."""
         async with self._tx() as db:
-            if sub.key is not None:
-                cur = await db.execute(
-                    "SELECT * FROM requests WHERE session_id=? AND key=?", (sub.session_id, sub.key)
-                )
-                row = await cur.fetchone()
-                if row is not None:
-                    return _row_to_record(row), False
+            rec, created = await self.insert(db, sub, now, timeout)
+        if created:
+            self._emit("request", rec)
+        return rec, created
+
+    def transaction(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
+        """One write transaction (for inbox parts such as ``bot.inbox.links``); call ``emit`` after it."""
+        return self._tx()
+
+    def emit(self, kind: str, rec: Record) -> None:
+        """Tell the listeners about a change committed through ``transaction``."""
+        self._emit(kind, rec)
+
+    async def insert(
+        self, db: aiosqlite.Connection, sub: Submission, now: float, timeout: float
+    ) -> tuple[Record, bool]:
+        """``submit``'s work inside an open transaction: (record, created); nothing emitted."""
+        if sub.key is not None:
             cur = await db.execute(
-                "INSERT INTO seq (session_id, last) VALUES (?, 1) "
-                "ON CONFLICT(session_id) DO UPDATE SET last = last + 1 RETURNING last",
-                (sub.session_id,),
+                "SELECT * FROM requests WHERE session_id=? AND key=?", (sub.session_id, sub.key)
             )
             row = await cur.fetchone()
-            assert row is not None
-            seq = int(row[0])
-            cur = await db.execute(
-                "SELECT COUNT(*) FROM requests WHERE session_id=? AND tool_call_id=?",
-                (sub.session_id, sub.tool_call_id),
-            )
-            row = await cur.fetchone()
-            revision = 1 + int(row[0] if row else 0)
-            rid = f"{sub.session_id}:{seq}"
-            await db.execute(
-                "INSERT INTO requests (id, session_id, request_seq, key, label, tool_call_id, title, tool_kind,"
-                " tool_name, options, raw_input, locations, content, params, digest, revision, state,"
-                " requested_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    rid, sub.session_id, seq, sub.key, sub.label, sub.tool_call_id, sub.title, sub.tool_kind,
-                    sub.tool_name, dumps(sub.options),
-                    None if sub.raw_input is None else dumps(sub.raw_input),
-                    dumps(sub.locations), dumps(sub.content), dumps(sub.params), sub.digest, revision,
-                    PENDING, now, now + timeout,
-                ),
-            )
-            cur = await db.execute("SELECT * FROM requests WHERE id=?", (rid,))
-            row = await cur.fetchone()
-            assert row is not None
-            rec = _row_to_record(row)
-        self._emit("request", rec)
-        return rec, True
+            if row is not None:
+                return _row_to_record(row), False
+        cur = await db.execute(
+            "INSERT INTO seq (session_id, last) VALUES (?, 1) "
+            "ON CONFLICT(session_id) DO UPDATE SET last = last + 1 RETURNING last",
+            (sub.session_id,),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        seq = int(row[0])
+        cur = await db.execute(
+            "SELECT COUNT(*) FROM requests WHERE session_id=? AND tool_call_id=?",
+            (sub.session_id, sub.tool_call_id),
+        )
+        row = await cur.fetchone()
+        revision = 1 + int(row[0] if row else 0)
+        rid = f"{sub.session_id}:{seq}"
+        await db.execute(
+            "INSERT INTO requests (id, session_id, request_seq, key, label, tool_call_id, title, tool_kind,"
+            " tool_name, options, raw_input, locations, content, params, digest, revision, state,"
+            " requested_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                rid, sub.session_id, seq, sub.key, sub.label, sub.tool_call_id, sub.title, sub.tool_kind,
+                sub.tool_name, dumps(sub.options),
+                None if sub.raw_input is None else dumps(sub.raw_input),
+                dumps(sub.locations), dumps(sub.content), dumps(sub.params), sub.digest, revision,
+                PENDING, now, now + timeout,
+            ),
+        )
+        cur = await db.execute("SELECT * FROM requests WHERE id=?", (rid,))
+        row = await cur.fetchone()
+        assert row is not None
+        return _row_to_record(row), True
 
     async def get(self, request_id: str) -> Record | None:
         cur = await self.db.execute("SELECT * FROM requests WHERE id=?", (request_id,))

@@ -1,0 +1,217 @@
+"""Watch one harness's permission inbox (seed 002) and answer it from the room.
+
+Each step: read what the harness holds; store new requests in the inbox (linked, one transaction);
+withdraw inbox requests the harness no longer holds (answered elsewhere: its CLI, a rule); send
+settled answers back with the exact ``optionId``, once. The harness polled every ``poll`` and at
+once when the inbox settles one of its requests; on failure the step is retried with back-off and
+the state is said in ``health()``. Everything durable is in the inbox, so restarts lose nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import structlog
+
+from bot.aio import wait_any
+from bot.config import HarnessConfig
+from bot.harness.client import Client, DiscoveryError, Endpoint, HarnessDown, TokenRefused, discover
+from bot.harness.mapping import (
+    CHANGED,
+    ELSEWHERE,
+    RecordError,
+    decision_body,
+    elsewhere_note,
+    fingerprint,
+    same_request,
+    to_submission,
+)
+from bot.inbox import links as L
+from bot.inbox.links import Link, Links, Squatted
+from bot.inbox.record import CANCELLED, Record
+from bot.inbox.store import Inbox
+from bot.timeutil import iso_ms
+
+log = structlog.get_logger("harness")
+
+MAX_BACKOFF = 60.0
+STARTING, OK, UNREACHABLE, TOKEN_REFUSED, MISCONFIGURED = (
+    "starting", "ok", "unreachable", "token_refused", "misconfigured",
+)
+
+
+class Watcher:
+    """One ``[[harnesses]]`` entry, watched until ``stop``."""
+
+    def __init__(
+        self,
+        cfg: HarnessConfig,
+        inbox: Inbox,
+        *,
+        now: Callable[[], float],
+        timeout: float,
+        env: Mapping[str, str],
+        after_new: Callable[[Record], Awaitable[Record]] | None = None,
+        on_amended: Callable[[], None] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.name = cfg.name
+        self.inbox = inbox
+        self.links = Links(inbox)
+        self.now = now
+        self.timeout = timeout
+        self.env = env
+        self.after_new = after_new
+        self.on_amended = on_amended
+        self.wake = asyncio.Event()
+        self.by = f"harness:{cfg.name}"
+        self.state, self.error, self.since = STARTING, "", now()
+        self.failures = 0
+        self._token_ok = False
+        self._endpoint: Endpoint | None = None
+        self._refused: set[str] = set()  # held ids already logged as not takeable
+
+    # -- health ----------------------------------------------------------------
+    def _set(self, state: str, error: str = "") -> None:
+        if state != self.state or error != self.error:
+            log.info("harness_state", harness=self.name, state=state, error=error or None)
+            self.state, self.error, self.since = state, error, self.now()
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ok": self.state == OK,
+            "state": self.state,
+            "error": self.error or None,
+            "since": iso_ms(self.since),
+            "failures": self.failures,
+        }
+
+    # -- the loop ----------------------------------------------------------------
+    async def run(self, client: Client, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self.wake.clear()
+            wait = self.cfg.poll
+            try:
+                await self.step(client)
+                self.failures = 0
+            except asyncio.CancelledError:
+                raise
+            except (HarnessDown, TokenRefused, DiscoveryError) as e:
+                self._token_ok = False
+                kind = {TokenRefused: TOKEN_REFUSED, DiscoveryError: MISCONFIGURED}.get(type(e), UNREACHABLE)
+                self._set(kind, str(e))
+                self.failures += 1
+                wait = min(MAX_BACKOFF, self.cfg.poll * 2 ** min(self.failures, 10))
+            except Exception as e:
+                log.exception("harness_step_failed", harness=self.name)
+                self._set(UNREACHABLE, type(e).__name__)
+                self.failures += 1
+                wait = min(MAX_BACKOFF, self.cfg.poll * 2 ** min(self.failures, 10))
+            await wait_any(stop, self.wake, wait)
+
+    async def step(self, client: Client) -> None:
+        ep = discover(self.cfg, self.env)
+        if ep != self._endpoint:  # found anew (a restarted harness wrote a new runtime.json): check again
+            self._endpoint, self._token_ok = ep, False
+        held = await client.held(ep)
+        current = {
+            (r["id"], fingerprint(r)): r for r in held if isinstance(r, dict) and isinstance(r.get("id"), str)
+        }
+        await self._take(held)  # taken even while the token is refused: answers wait in the inbox
+        await self._withdraw(set(current))
+        if not self._token_ok:
+            await client.check_token(ep)
+            self._token_ok = True
+        self._set(OK)
+        await self._deliver(client, ep, current)
+
+    # -- held -> inbox -------------------------------------------------------------
+    async def _take(self, held: list[Any]) -> None:
+        ids = [r["id"] for r in held if isinstance(r, dict) and isinstance(r.get("id"), str)]
+        known = await self.links.known(self.name, ids)
+        for r in held:
+            try:
+                h = to_submission(self.name, r)
+            except RecordError as e:
+                rid = str(r.get("id")) if isinstance(r, dict) else "?"
+                if rid not in self._refused:
+                    self._refused.add(rid)
+                    log.warning("harness_record_refused", harness=self.name, harness_id=rid[:200], reason=str(e))
+                continue
+            if (h.harness_id, h.fingerprint) in known:
+                continue
+            try:
+                rec, created = await self.links.submit(
+                    self.name, h.harness_id, h.fingerprint, h.submission, self.now(), self.timeout
+                )
+            except Squatted as e:
+                if h.harness_id not in self._refused:
+                    self._refused.add(h.harness_id)
+                    log.warning("harness_record_refused", harness=self.name, harness_id=h.harness_id, reason=str(e))
+                continue
+            if created:
+                log.info("harness_request_taken", harness=self.name, harness_id=h.harness_id, request_id=rec.id)
+                if self.after_new is not None:
+                    await self.after_new(rec)
+
+    async def _withdraw(self, current: set[tuple[str, str]]) -> None:
+        """Pending inbox requests the harness let go of: settled cancelled, "answered elsewhere"."""
+        for link in await self.links.pending(self.name):
+            if (link.harness_id, link.fingerprint) in current:
+                continue
+            rec = await self.inbox.settle(
+                link.request_id, option_id=None, by=self.by, via="cancel", feedback=ELSEWHERE,
+                now=self.now(), state=CANCELLED,
+            )
+            if rec is not None:
+                await self.links.set_delivery(link.request_id, L.WITHDRAWN, self.now())
+                log.info("harness_request_withdrawn", harness=self.name, harness_id=link.harness_id,
+                         request_id=link.request_id)
+
+    # -- inbox -> harness ----------------------------------------------------------
+    async def _deliver(self, client: Client, ep: Endpoint, current: dict[tuple[str, str], Any]) -> None:
+        for link, rec in await self.links.undelivered(self.name):
+            now_held = current.get((link.harness_id, link.fingerprint))
+            if now_held is None:
+                await self._not_held(link, rec)
+                continue
+            if not same_request(now_held, rec.params):  # never answer something other than what was shown
+                await self._amend(rec, elsewhere_note(rec, CHANGED), L.REFUSED)
+                continue
+            earlier = link.delivery == L.SENDING  # an earlier attempt may have landed
+            await self.links.set_delivery(rec.id, L.SENDING, self.now(), attempt=True)
+            body = decision_body(rec)
+            try:
+                status = await client.decide(ep, link.harness_id, body)
+            except TokenRefused:
+                await self.links.set_delivery(rec.id, L.SENDING if earlier else None, self.now())
+                raise
+            if 200 <= status < 300 or (status == 404 and earlier):
+                await self.links.set_delivery(rec.id, L.DELIVERED, self.now())
+                log.info("harness_answer_delivered", harness=self.name, harness_id=link.harness_id,
+                         request_id=rec.id, option_id=body.get("optionId"), assumed=status == 404)
+            elif status == 404:
+                await self._amend(rec, elsewhere_note(rec), L.ELSEWHERE)
+            else:
+                why = f"the harness refused the answer (HTTP {status}{': no fitting option' if status == 409 else ''})"
+                await self._amend(rec, elsewhere_note(rec, why), L.REFUSED)
+
+    async def _not_held(self, link: Link, rec: Record) -> None:
+        o = rec.outcome
+        if link.delivery == L.SENDING:
+            await self.links.set_delivery(rec.id, L.DELIVERED, self.now())
+            log.info("harness_answer_delivered", harness=self.name, harness_id=link.harness_id,
+                     request_id=rec.id, assumed=True)
+        elif o is not None and o.answered_by == self.by and o.via == "cancel":
+            await self.links.set_delivery(rec.id, L.WITHDRAWN, self.now())
+        else:
+            await self._amend(rec, elsewhere_note(rec), L.ELSEWHERE)
+
+    async def _amend(self, rec: Record, note: str, delivery: str) -> None:
+        amended = await self.links.answered_elsewhere(rec.id, self.by, note, delivery, self.now())
+        log.info("harness_answer_not_delivered", harness=self.name, request_id=rec.id, delivery=delivery)
+        if amended is not None and self.on_amended is not None:
+            self.on_amended()

@@ -1,0 +1,140 @@
+"""The inbox's part for watched harnesses: which harness request became which inbox request, and
+whether its answer reached the harness.
+
+Kept in the inbox (table ``harness_links``), so a restart of the bot or of the harness loses nothing
+and doubles nothing: a held request is linked in the same transaction that stores it, and the
+delivery state moves ``NULL -> sending -> delivered | elsewhere | refused`` (or ``withdrawn`` when
+the harness let it go first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aiosqlite
+
+from bot.inbox.record import CANCELLED, PENDING, Record
+from bot.inbox.store import Inbox, _row_to_record
+from bot.inbox.submission import Submission
+
+SENDING, DELIVERED, ELSEWHERE, REFUSED, WITHDRAWN = "sending", "delivered", "elsewhere", "refused", "withdrawn"
+
+
+class Squatted(Exception):
+    """A harness request's inbox key is already taken by a request that did not come from it."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """One harness request and the inbox request it became."""
+
+    harness: str
+    harness_id: str
+    fingerprint: str
+    request_id: str
+    delivery: str | None
+    attempts: int
+
+
+def _link(r: aiosqlite.Row) -> Link:
+    return Link(
+        harness=r["harness"],
+        harness_id=r["harness_id"],
+        fingerprint=r["fingerprint"],
+        request_id=r["request_id"],
+        delivery=r["delivery"],
+        attempts=int(r["attempts"]),
+    )
+
+
+class Links:
+    """Harness links over one open ``Inbox``."""
+
+    def __init__(self, inbox: Inbox) -> None:
+        self.inbox = inbox
+
+    async def submit(
+        self, harness: str, harness_id: str, fingerprint: str, sub: Submission, now: float, timeout: float
+    ) -> tuple[Record, bool]:
+        """Store a held request and its link in one transaction; idempotent (the submission's ``key``)."""
+        async with self.inbox.transaction() as db:
+            rec, created = await self.inbox.insert(db, sub, now, timeout)
+            if not created:
+                cur = await db.execute(
+                    "SELECT 1 FROM harness_links WHERE request_id=? AND harness=? AND harness_id=? AND fingerprint=?",
+                    (rec.id, harness, harness_id, fingerprint),
+                )
+                if await cur.fetchone() is None:
+                    raise Squatted(f"{rec.id}: the inbox holds this key from another source")
+            await db.execute(
+                "INSERT OR IGNORE INTO harness_links (harness, harness_id, fingerprint, request_id, at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (harness, harness_id, fingerprint, rec.id, now),
+            )
+        if created:
+            self.inbox.emit("request", rec)
+        return rec, created
+
+    async def known(self, harness: str, harness_ids: list[str]) -> set[tuple[str, str]]:
+        """(harness_id, fingerprint) of the requests of ``harness`` with these ids the inbox holds."""
+        out: set[tuple[str, str]] = set()
+        for i in range(0, len(harness_ids), 500):
+            chunk = harness_ids[i : i + 500]
+            cur = await self.inbox.db.execute(
+                "SELECT harness_id, fingerprint FROM harness_links WHERE harness=? AND harness_id IN"
+                f" ({','.join('?' * len(chunk))})",
+                (harness, *chunk),
+            )
+            out |= {(str(r[0]), str(r[1])) for r in await cur.fetchall()}
+        return out
+
+    async def pending(self, harness: str) -> list[Link]:
+        """Links of ``harness`` whose inbox request is still pending (their delivery is still open)."""
+        cur = await self.inbox.db.execute(
+            "SELECT l.* FROM harness_links l JOIN requests q ON q.id = l.request_id"
+            " WHERE l.harness=? AND (l.delivery IS NULL OR l.delivery=?) AND q.state=?",
+            (harness, SENDING, PENDING),
+        )
+        return [_link(r) for r in await cur.fetchall()]
+
+    async def undelivered(self, harness: str) -> list[tuple[Link, Record]]:
+        """Settled requests of ``harness`` whose answer has not reached it yet, oldest decision first."""
+        cur = await self.inbox.db.execute(
+            "SELECT l.harness, l.harness_id, l.fingerprint, l.request_id, l.delivery, l.attempts, q.*"
+            " FROM harness_links l JOIN requests q ON q.id = l.request_id"
+            " WHERE l.harness=? AND (l.delivery IS NULL OR l.delivery=?) AND q.state!=? ORDER BY q.decided_at",
+            (harness, SENDING, PENDING),
+        )
+        return [(_link(r), _row_to_record(r)) for r in await cur.fetchall()]
+
+    async def by_request(self, request_id: str) -> Link | None:
+        cur = await self.inbox.db.execute("SELECT * FROM harness_links WHERE request_id=?", (request_id,))
+        row = await cur.fetchone()
+        return _link(row) if row else None
+
+    async def set_delivery(self, request_id: str, delivery: str | None, now: float, *, attempt: bool = False) -> None:
+        async with self.inbox.transaction() as db:
+            await db.execute(
+                "UPDATE harness_links SET delivery=?, at=?, attempts=attempts+? WHERE request_id=?",
+                (delivery, now, 1 if attempt else 0, request_id),
+            )
+
+    async def answered_elsewhere(self, request_id: str, by: str, note: str, delivery: str, now: float) -> Record | None:
+        """A settled request whose answer the harness no longer took: shown cancelled, with ``note``.
+
+        The original answer stays named in the note; the prompt is edited again (``prompt_edited`` reset).
+        """
+        async with self.inbox.transaction() as db:
+            await db.execute(
+                "UPDATE harness_links SET delivery=?, at=? WHERE request_id=?", (delivery, now, request_id)
+            )
+            cur = await db.execute(
+                "UPDATE requests SET state=?, outcome_option_id=NULL, outcome_by=?, outcome_via='cancel',"
+                " outcome_feedback=?, prompt_edited=0 WHERE id=? AND state!=?",
+                (CANCELLED, by, note, request_id, PENDING),
+            )
+            if cur.rowcount != 1:
+                return None
+            cur = await db.execute("SELECT * FROM requests WHERE id=?", (request_id,))
+            row = await cur.fetchone()
+        return _row_to_record(row) if row else None

@@ -1,0 +1,202 @@
+"""A watched harness (the tests' own seed-002 daemon) answered from the real station room.
+
+The station's daemon is restarted once with a ``[[harnesses]]`` entry found through the harness's
+workspace (``.agentproto/runtime.json``), and once more without it at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.harness_server import FakeHarness
+from tests.support.human import content, rel
+from tests.support.station import Station, exe_path, request_body
+
+pytestmark = pytest.mark.e2e
+NAME = "e2e-harness"
+
+
+@pytest.fixture(scope="module")
+async def harness(station: Station) -> AsyncIterator[tuple[FakeHarness, Path]]:
+    fake = FakeHarness()
+    await fake.start()
+    ws = station.dir / "harness-workspace"
+    fake.write_runtime(ws)
+    before = station.extra_config
+    station.extra_config = before + f'\n[[harnesses]]\nname = "{NAME}"\nworkspace = "{ws}"\npoll = "300ms"\n'
+    station.write_config()
+    await station.restart_daemon()
+    yield fake, ws
+    fake.held.clear()  # whatever is left is withdrawn, so no prompt stays pending for other tests
+    await _until(lambda: not [r for r in station.http("GET", "/permissions")[1] if r["session_id"].startswith(NAME)])
+    station.extra_config = before
+    station.write_config()
+    await station.restart_daemon()
+    await fake.stop()
+
+
+async def _until(cond: Callable[[], Any], timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = await asyncio.to_thread(cond)
+        if got:
+            return got
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.1)
+
+
+def _health(station: Station) -> dict[str, Any]:
+    st, body = station.http("GET", "/healthz")
+    assert st == 200
+    return dict(body["harnesses"][0])
+
+
+async def _prompt(station: Station, session: str) -> dict[str, Any]:
+    prompt = await station.prompt_for(f"{NAME}:{session}")
+    assert prompt, "the held request was not posted"
+    return prompt
+
+
+async def test_held_request_answered_by_number_reaches_the_harness_once(
+    station: Station, harness: tuple[FakeHarness, Path], sid: str
+) -> None:
+    fake, _ = harness
+    pid = fake.hold(session_id=sid, raw_input={"command": "bun test apps/hub"})
+    prompt = await _prompt(station, sid)
+    c = content(prompt)
+    html = c["formatted_body"]  # the preview: who asks (harness:adapter:session title) and the command
+    assert "bun test apps/hub" in html and f"{NAME}:claude-code:fix-the-flaky-tests" in html
+    assert c["subject"]["digest"] and _health(station)["state"] == "ok"
+    await station.alice.text("2 - only in apps/hub", reply_to=prompt["event_id"])  # 2 = Always allow
+    await _until(lambda: fake.decisions)
+    edit = await station.edit_of(prompt["event_id"])
+    assert edit and content(edit)["m.new_content"]["resolution"]["option_id"] == "allow_always"
+    mark = station.alice.mark()
+    await station.alice.text("3", reply_to=prompt["event_id"])  # a late answer changes nothing
+    assert await station.notice_after(mark, contains="Already settled")
+    await asyncio.sleep(1.0)
+    assert fake.decisions == [{"id": pid, "optionId": "allow_always", "feedback": "only in apps/hub", "by": "api"}]
+
+
+async def test_a_non_answerer_cannot_approve_at_the_harness(
+    station: Station, harness: tuple[FakeHarness, Path], sid: str
+) -> None:
+    fake, _ = harness
+    pid = fake.hold(session_id=sid, raw_input={"command": "git push --force"})
+    prompt = await _prompt(station, sid)
+    await station.bob.text("1", reply_to=prompt["event_id"])  # bob is in the room but may not answer
+    await station.bob.react(prompt["event_id"], "✅")
+    await asyncio.sleep(1.5)
+    assert not [d for d in fake.decisions if d["id"] == pid] and pid in fake.held
+    await station.alice.text("3 - not on main", reply_to=prompt["event_id"])
+    await _until(lambda: [d for d in fake.decisions if d["id"] == pid])
+    assert [d for d in fake.decisions if d["id"] == pid] == [
+        {"id": pid, "optionId": "reject_once", "feedback": "not on main", "by": "api"}
+    ]
+
+
+async def test_answered_at_the_harness_is_withdrawn_in_the_room(
+    station: Station, harness: tuple[FakeHarness, Path], sid: str
+) -> None:
+    fake, _ = harness
+    pid = fake.hold(session_id=sid)
+    prompt = await _prompt(station, sid)
+    fake.resolve_here(pid)  # its CLI answered
+    edit = await station.edit_of(prompt["event_id"])
+    assert edit, "the prompt was not withdrawn"
+    new = content(edit)["m.new_content"]
+    assert new["resolution"]["state"] == "cancelled" and "answered elsewhere" in new["body"]
+    assert [d["by"] for d in fake.decisions if d["id"] == pid] == ["cli"]
+
+
+async def test_an_answer_the_harness_no_longer_takes_is_shown_answered_elsewhere(
+    station: Station, harness: tuple[FakeHarness, Path], sid: str
+) -> None:
+    fake, _ = harness
+    pid = fake.hold(session_id=sid)
+    prompt = await _prompt(station, sid)
+    await fake.stop()
+    await station.alice.text("1", reply_to=prompt["event_id"])
+    st, rec = await station.ahttp("GET", f"/permissions/{content(prompt)['request_id']}?wait=30")
+    assert st == 200 and rec["state"] == "resolved"  # alice's answer is in, the harness is down
+    fake.resolve_here(pid, "reject_once")  # meanwhile its CLI answered
+    await fake.start()
+
+    def elsewhere(e: dict[str, Any]) -> bool:
+        new = content(e).get("m.new_content", {})
+        return rel(e).get("event_id") == prompt["event_id"] and "was not delivered" in new.get("body", "")
+
+    edit = await station.alice.wait(elsewhere, 30)
+    assert edit, "the prompt was not edited to say the answer was not delivered"
+    new = content(edit)["m.new_content"]
+    assert new["resolution"]["state"] == "cancelled" and "answered elsewhere" in new["body"]
+    assert station.alice.user_id in new["body"]
+    assert [d["by"] for d in fake.decisions if d["id"] == pid] == ["cli"]  # nothing sent for alice's answer
+
+
+async def test_harness_and_bot_restart_lose_nothing_and_double_nothing(
+    station: Station, harness: tuple[FakeHarness, Path], sid: str
+) -> None:
+    fake, _ = harness
+    pid = fake.hold(session_id=sid, tool="Write", raw_input={"file_path": "apps/hub/x.ts"})
+    prompt = await _prompt(station, sid)
+    await fake.stop()
+    await station.alice.text("3", reply_to=prompt["event_id"])  # reject, while the harness is down
+    await _until(lambda: _health(station)["state"] == "unreachable")
+    await station.restart_daemon()
+    await fake.start()
+    await _until(lambda: [d for d in fake.decisions if d["id"] == pid])
+    await asyncio.sleep(1.0)
+    assert [d for d in fake.decisions if d["id"] == pid] == [
+        {"id": pid, "optionId": "reject_once", "feedback": None, "by": "api"}
+    ]
+    prompts = station.alice.find(lambda e: station.is_prompt(e) and content(e)["session_id"] == f"{NAME}:{sid}")
+    assert len(prompts) == 1 and _health(station)["state"] == "ok"
+
+
+async def test_token_refused_is_said_then_recovers(
+    station: Station, harness: tuple[FakeHarness, Path], sid: str
+) -> None:
+    fake, ws = harness
+    fake.token = "rotated-token-7c2a"  # the harness restarted with a new token; runtime.json is stale
+    pid = fake.hold(session_id=sid)
+    prompt = await _prompt(station, sid)  # still relayed: the list is read-only
+    await station.alice.text("1", reply_to=prompt["event_id"])  # sending it back finds the token refused
+    h = await _until(lambda: (x := _health(station))["state"] == "token_refused" and x)
+    assert h["ok"] is False and "rotated" not in str(h)
+    doc = await asyncio.to_thread(
+        subprocess.run, [exe_path(), "doctor", "--config", str(station.config_path)],
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )
+    assert f"FAIL harness {NAME}: token refused" in doc.stdout, doc.stdout
+    assert not [d for d in fake.decisions if d["id"] == pid]
+    fake.write_runtime(ws)  # the harness writes its new token where the bot looks
+    await _until(lambda: [d for d in fake.decisions if d["id"] == pid])
+    assert [d["optionId"] for d in fake.decisions if d["id"] == pid] == ["allow_once"]
+    await _until(lambda: _health(station)["state"] == "ok")
+
+
+async def test_harness_events_route_only_wakes_the_watcher(
+    station: Station, harness: tuple[FakeHarness, Path]
+) -> None:
+    st, _ = await station.ahttp("POST", f"/harnesses/{NAME}/events", {"event": "session:permission-request"})
+    assert st == 202
+    st, body = await station.ahttp("POST", "/harnesses/nope/events", {"event": "session:permission-request"})
+    assert st == 404 and body["error"] == "not_found"
+    st, body = await station.ahttp("POST", f"/harnesses/{NAME}/events", {}, token=None)
+    assert st == 401 and body["error"] == "unauthorized"
+
+
+async def test_api_cannot_submit_into_a_watched_harness_session(
+    station: Station, harness: tuple[FakeHarness, Path]
+) -> None:
+    # An agent with an API token tries to plant a request under the harness's session and key.
+    st, body = await station.ahttp("POST", "/permissions", request_body(f"{NAME}:ses_x", key="perm_1.abc"))
+    assert st == 422 and body["reason"].startswith(f"sessionId: {NAME}: is reserved"), body

