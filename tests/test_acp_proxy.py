@@ -17,7 +17,7 @@ from aiohttp import web
 from tests.agents.session import FOUR, ClientRun, script
 
 TOKEN = "fake-token"
-OURS = ("key", "label", "toolCallContext")
+OURS = ("key", "label", "toolCallContext", "cwd")
 
 
 def free_port() -> int:

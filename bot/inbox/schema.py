@@ -87,9 +87,14 @@ async def _v2_posted_at_and_parking(db: aiosqlite.Connection) -> None:
     )
 
 
+async def _v3_cwd(db: aiosqlite.Connection) -> None:
+    await db.execute("ALTER TABLE requests ADD COLUMN cwd TEXT")  # the asking session's working directory
+
+
 STEPS: list[Step] = [
     _v1_first_release,
     _v2_posted_at_and_parking,
+    _v3_cwd,
 ]
 LATEST = len(STEPS)
 
