@@ -115,11 +115,16 @@ class Rule(BaseModel):
 
 
 def _first(record: Mapping[str, Any], *keys: str) -> str:
-    """The first non-empty string among ``keys`` (agentproto's camelCase spellings included), else ``""``."""
+    """The value of the first of ``keys`` the record has, as a string (``""`` when none or not a string).
+
+    The first key present wins even when empty: the daemon's records carry ``tool_name`` and, for
+    agentproto's clients, ``toolName`` (which falls back to the title); only a record without the
+    first spelling is read by the second.
+    """
     for k in keys:
-        v = record.get(k)
-        if isinstance(v, str) and v:
-            return v
+        if k in record:
+            v = record[k]
+            return v if isinstance(v, str) else ""
     return ""
 
 

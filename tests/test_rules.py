@@ -341,3 +341,10 @@ def test_session_restriction_applies_to_deny_too() -> None:
     by_label = build_rules([("deny", "Bash"), ("approve", "*")], label="s1")
     assert decide(by_label, rec(session="x", label="s1", tool_name="Read")) is by_label[1]
     assert decide(by_label, rec(session="s1", tool_name="Read")) is None
+
+
+def test_api_records_toolname_fallback_to_title_is_not_a_tool_name() -> None:
+    """The API's agentproto ``toolName`` falls back to the title; with ``tool_name`` present it is never read."""
+    api = {**rec(tool_name=None, title="Read notes", kind="read"), "toolName": "Read notes"}
+    assert not flag_rule("approve", "Read*").matches(api)
+    assert flag_rule("approve", "Read*").matches({"toolName": "Read"})  # an agentproto-shaped record
