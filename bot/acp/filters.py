@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -37,13 +38,23 @@ def may_matter(data: bytes | bytearray, words: tuple[bytes, ...]) -> bool:
     return b"\\" in data or any(w in data for w in words)
 
 
-def loads(line: bytes | bytearray) -> dict[str, Any] | None:
-    """The line as a JSON object, or None (not JSON, or not an object)."""
+def parse(line: bytes | bytearray) -> Any:
+    """The line's JSON value, or None when it is not JSON."""
     try:
-        msg = json.loads(line)
+        return json.loads(line)
     except (ValueError, RecursionError):
         return None
+
+
+def loads(line: bytes | bytearray) -> dict[str, Any] | None:
+    """The line as a JSON object, or None (not JSON, or not an object)."""
+    msg = parse(line)
     return msg if isinstance(msg, dict) else None
+
+
+def is_permission_request(msg: Any) -> bool:
+    """A ``session/request_permission`` request (id, params object, no result or error)."""
+    return isinstance(msg, dict) and msg.get("method") == "session/request_permission" and _is_request(msg)
 
 
 def id_key(rpc_id: Any) -> tuple[str, Any] | None:
@@ -57,8 +68,16 @@ def _is_request(msg: dict[str, Any]) -> bool:
     return "id" in msg and isinstance(msg.get("params"), dict) and "result" not in msg and "error" not in msg
 
 
-def _wait_loop(fut: concurrent.futures.Future[Any], timeout: float, what: str) -> Any:
-    """Block this relay thread on the loop's answer, at most ``timeout`` seconds; None when none came."""
+def _ask(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], timeout: float, what: str) -> Any:
+    """Run ``coro`` on the loop and block this relay thread on it, at most ``timeout`` seconds.
+
+    Its result, or None when none came (the loop gone, too slow, or the handler failed).
+    """
+    try:
+        fut = asyncio.run_coroutine_threadsafe(coro, loop)
+    except RuntimeError:  # the loop is closed: the proxy is on its way out
+        coro.close()
+        return None
     try:
         return fut.result(timeout=timeout)
     except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
@@ -81,16 +100,17 @@ class FromAgent:
         return may_matter(data, _AGENT_WORDS)
 
     def inspect(self, line: bytes | bytearray) -> bool:
-        msg = loads(line)
-        if msg is None:
+        msg = parse(line)
+        if isinstance(msg, list):
+            return self._batch(msg)
+        if not isinstance(msg, dict):
             return True
         proxy, method = self._proxy, msg.get("method")
-        if method == "session/request_permission" and _is_request(msg):
+        if is_permission_request(msg):
             self._loop.call_soon_threadsafe(proxy.on_permission_request, msg)
             return False
         if method == "$/cancel_request" and "id" not in msg:
-            fut = asyncio.run_coroutine_threadsafe(proxy.on_cancel_request(msg.get("params")), self._loop)
-            return not _wait_loop(fut, 5.0, "$/cancel_request")
+            return not _ask(self._loop, proxy.on_cancel_request(msg.get("params")), 5.0, "$/cancel_request")
         if method == "session/update" and "id" not in msg:
             self._loop.call_soon_threadsafe(proxy.cache.observe, msg.get("params"), len(line))
         elif method is None and proxy.cwd_by_rpc:
@@ -101,6 +121,20 @@ class FromAgent:
             if cwd is not None and isinstance(sid, str):
                 proxy.cwd_by_session[sid] = cwd  # before any request of that session is handed over
         return True
+
+    def _batch(self, batch: list[Any]) -> bool:
+        """A JSON-RPC batch (ACP has none; a hostile agent may try): its permission requests are taken
+        one by one, the rest relayed as a batch of its own. True when nothing in it was ours."""
+        ours = [m for m in batch if is_permission_request(m)]
+        if not ours:
+            return True
+        log.warning("a JSON-RPC batch from the agent holds permission requests; taking them", count=len(ours))
+        for m in ours:
+            self._loop.call_soon_threadsafe(self._proxy.on_permission_request, m)
+        rest = [m for m in batch if not is_permission_request(m)]
+        if rest:
+            self._proxy.relay_to_client(json.dumps(rest, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        return False
 
 
 class FromClient:
@@ -122,8 +156,7 @@ class FromClient:
         if method == "session/cancel" and "id" not in msg:
             sid = params.get("sessionId") if isinstance(params, dict) else None
             if isinstance(sid, str):
-                fut = asyncio.run_coroutine_threadsafe(proxy.cancel_session(sid), self._loop)
-                _wait_loop(fut, proxy.cfg.cancel_budget + 3.0, "session/cancel")
+                _ask(self._loop, proxy.cancel_session(sid), proxy.cfg.cancel_budget + 3.0, "session/cancel")
             return True  # relayed after the raced requests were answered
         if isinstance(method, str) and isinstance(params, dict) and isinstance(params.get("cwd"), str):
             self._note_cwd(msg, params)

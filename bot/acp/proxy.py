@@ -1,16 +1,14 @@
 """The ACP proxy: start the agent, relay stdio both ways, take permission requests to the daemon.
 
-Everything the proxy does not handle passes byte for byte, both ways (see :mod:`bot.acp.relay`);
-that includes every ACP method and notification it does not know (elicitation, ``session/close``,
-config options...). It handles, from the agent, ``session/request_permission`` requests
-(:mod:`bot.acp.request`), ``$/cancel_request`` for one of them (the request is withdrawn) and
-``session/update`` tool-call notifications (remembered, then relayed, to complete sparse requests);
-from the client, ``session/cancel`` (the session's pending requests are cancelled in the daemon
-and answered before the cancel is relayed), the ``cwd`` of ``session/new`` and its kin, and the
-answers to requests it forwarded itself in ``--fallback forward`` mode. Which lines are parsed:
+Everything it does not handle passes byte for byte, both ways (:mod:`bot.acp.relay`), every ACP
+method and notification it does not know included. From the agent it takes
+``session/request_permission`` (:mod:`bot.acp.request`), ``$/cancel_request`` for one of them
+(withdrawn) and notes ``session/update`` tool calls (to complete sparse requests); from the
+client it acts on ``session/cancel`` (pending requests cancelled in the daemon and answered
+before the cancel is relayed), notes the ``cwd`` of ``session/new`` and kin, and takes the answers
+to requests it forwarded in ``--fallback forward`` mode. Which lines are parsed:
 :mod:`bot.acp.filters`; what the agent is told: :mod:`bot.acp.outcomes`.
 """
-
 from __future__ import annotations
 
 import asyncio
@@ -76,7 +74,7 @@ class Proxy:
         self._to_client: FdSink | None = None
         self._oversize_noted = False
 
-    # ---- hooks called by the line filters (synchronous, on the relay's path)
+    # ---- hooks called by the line filters
 
     def on_permission_request(self, msg: dict[str, Any]) -> None:
         """Take a permission request off the relay and start resolving it."""
@@ -86,11 +84,7 @@ class Proxy:
         req.log.info("permission request from agent")
         req.submission = req.body()  # now, while the cache holds what the agent said up to this line
         req.task = asyncio.create_task(req.run())
-
-        def forget(_t: asyncio.Task[None]) -> None:
-            self.requests.pop(req.n, None)
-
-        req.task.add_done_callback(forget)
+        req.task.add_done_callback(lambda _t: self.requests.pop(req.n, None))
 
     async def cancel_session(self, session_id: str) -> None:
         """The client cancelled a turn: cancel the session's pending requests; return once each is answered."""
@@ -111,10 +105,8 @@ class Proxy:
         if req is None:
             return False  # not one of ours: it goes to the client unchanged
         if req.forwarded:  # the client holds it under the proxy's id: tell it under that id
-            fresh = f"{FWD_PREFIX}{self.proxy_id}:{req.n}"
-            if self._to_client is not None:
-                note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": fresh}}
-                await in_thread(self._to_client.write, _dump(note))
+            note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": self._fwd_id(req)}}
+            await in_thread(self.relay_to_client, _dump(note))
             return True
         req.log.info("$/cancel_request: the agent withdraws its permission request")
         req.cancel("agent", withdrawn=True)
@@ -140,10 +132,18 @@ class Proxy:
         except OSError as e:
             log.info("could not write to the agent", error=str(e) or type(e).__name__)
 
+    def relay_to_client(self, data: bytes) -> None:
+        """Write a line of our own to the client, from the relay thread (the sink keeps writes whole)."""
+        if self._to_client is not None:
+            self._to_client.write(data)
+
+    def _fwd_id(self, req: Request) -> str:  # the id a forwarded request has at the client
+        return f"{FWD_PREFIX}{self.proxy_id}:{req.n}"
+
     async def forward(self, req: Request) -> None:
         """Fallback: send the request to the client under a fresh id, relay its answer back."""
         assert self._to_client is not None
-        fresh = f"{FWD_PREFIX}{self.proxy_id}:{req.n}"
+        fresh = self._fwd_id(req)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.forwarded[fresh] = fut
         try:

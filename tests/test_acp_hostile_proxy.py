@@ -1,5 +1,5 @@
-"""Cancels that lose the race to an answer, against the in-process stand-in for the daemon: the agent
-gets the answer the record holds, before the cancel; cancels that win give cancelled everywhere."""
+"""A hostile or unlucky agent against the in-process stand-in for the daemon: cancels that lose the race
+to an answer (the agent gets the answer the record holds, before the cancel), withdrawals, batches."""
 
 from __future__ import annotations
 
@@ -76,5 +76,21 @@ async def test_withdrawn_request_is_cancelled_with_the_reason(fake: FakeDaemon, 
         # a $/cancel_request for an id of the same value but another type is not ours: it goes to the client
         await r.agent_sends('{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":1}}')
         await r.wait(lambda: any(b"cancel_request" in x for x in r.client_lines), what="relayed cancel_request")
+    finally:
+        await r.close()
+
+
+async def test_a_batch_cannot_smuggle_a_permission_request_past_the_bot(fake: FakeDaemon, tmp_path: Path) -> None:
+    r = await RawRun.start(flags(fake), tmp_path)
+    try:
+        note = {"jsonrpc": "2.0", "method": "_x/note", "params": {}}
+        batch = [json.loads(permission_line(5, "s", title="Batched")), note]
+        await r.agent_sends(json.dumps(batch))
+        (rec,) = await fake.wait_pending()
+        assert rec["params"]["toolCall"]["title"] == "Batched"
+        await r.wait(lambda: r.client_lines, what="the rest of the batch at the client")
+        assert [json.loads(x) for x in r.client_lines] == [[note]]
+        await fake.settle(rec["id"], "allow_once")
+        assert (await r.agent_reply(5))["result"]["outcome"]["optionId"] == "allow_once"
     finally:
         await r.close()
