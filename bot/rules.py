@@ -5,11 +5,18 @@ A rule (the wire form of agentproto's ``--rules-json``, seed 002)::
     {"match": {"toolName": "Read*", "sessionId": "s-abc"}, "decision": "approve",
      "scope": "always", "optionId": "allow_edits"}
 
-- ``match`` needs at least one of ``toolName`` (a glob) and ``sessionId``.
+- ``match`` needs at least one of ``toolName``, ``kind``, ``command``, ``sessionId`` and ``label``;
+  every field given must match. Each field matches only its own fact, never the agent's title:
 - ``toolName`` is an :func:`fnmatch.fnmatchcase` glob, **case-sensitive** (``Bash`` is not ``bash``;
-  write ``[Bb]ash`` for both). It matches a record when it matches any of the record's
-  ``tool_name``, ``title`` or ``tool_kind`` (so ``execute`` matches every execute-kind call).
-- ``sessionId`` matches the record's ``session_id`` or its ``label``, exactly.
+  write ``[Bb]ash`` for both), over the harness's tool name only (``tool_name``, e.g. from
+  ``_meta.claudeCode.toolName``). A request without a tool name matches only ``*``.
+- ``kind`` is a glob over the ACP tool kind (``read``, ``edit``, ``execute``...). The kind is what
+  the agent declares: ``kind = "read"`` trusts the agent to say so.
+- ``command`` is a glob over the command in ``rawInput.command`` (a list is joined as a shell line);
+  a request without one never matches. The command is what would run, written by the model.
+- ``sessionId`` matches the record's ``session_id`` exactly; the agent chooses its session ids.
+- ``label`` matches the record's ``label`` exactly: the name the proxy (``--label``) or the
+  submitter set, never a session id the agent chose.
 - ``decision`` is ``approve`` or ``deny``; ``scope`` (``once``/``always``) is for approve rules only;
   ``optionId`` picks an exact option. Both are forwarded to the daemon verbatim.
 - Unknown keys are refused, so a typo never silently widens or narrows a rule.
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -34,6 +42,7 @@ __all__ = [
     "RuleError",
     "RuleMatch",
     "build_rules",
+    "command_of",
     "decide",
     "flag_rule",
     "parse_rules",
@@ -50,17 +59,20 @@ class RuleError(ValueError):
 
 
 class RuleMatch(BaseModel):
-    """What a rule matches: a tool-name glob and/or a session (id or label)."""
+    """What a rule matches: globs over the tool name, kind and command; a session id; a label."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, populate_by_name=True)
 
     tool_name: str | None = Field(default=None, alias="toolName", min_length=1)
+    kind: str | None = Field(default=None, min_length=1)
+    command: str | None = Field(default=None, min_length=1)
     session_id: str | None = Field(default=None, alias="sessionId", min_length=1)
+    label: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _needs_one(self) -> RuleMatch:
-        if self.tool_name is None and self.session_id is None:
-            raise ValueError("needs at least one of toolName or sessionId")
+        if all(v is None for v in (self.tool_name, self.kind, self.command, self.session_id, self.label)):
+            raise ValueError("needs at least one of toolName, kind, command, sessionId or label")
         return self
 
 
@@ -83,11 +95,17 @@ class Rule(BaseModel):
     def matches(self, record: Mapping[str, Any]) -> bool:
         """Whether this rule's ``match`` fits a request record (see the module doc)."""
         m = self.match
-        if m.session_id is not None and m.session_id not in _session_keys(record):
+        if m.session_id is not None and m.session_id != _first(record, "session_id", "sessionId"):
             return False
-        if m.tool_name is not None:
-            names = _tool_names(record)
-            if not any(fnmatch.fnmatchcase(n, m.tool_name) for n in names):
+        if m.label is not None and m.label != _first(record, "label"):
+            return False
+        if m.tool_name is not None and not fnmatch.fnmatchcase(_first(record, "tool_name", "toolName"), m.tool_name):
+            return False
+        if m.kind is not None and not fnmatch.fnmatchcase(_first(record, "tool_kind"), m.kind):
+            return False
+        if m.command is not None:
+            cmd = command_of(record)
+            if cmd is None or not fnmatch.fnmatchcase(cmd, m.command):
                 return False
         return True
 
@@ -96,23 +114,29 @@ class Rule(BaseModel):
         return self.model_dump(by_alias=True, exclude_none=True)
 
 
-def _str_values(record: Mapping[str, Any], *keys: str) -> list[str]:
-    out: list[str] = []
+def _first(record: Mapping[str, Any], *keys: str) -> str:
+    """The value of the first of ``keys`` the record has, as a string (``""`` when none or not a string).
+
+    The first key present wins even when empty: the daemon's records carry ``tool_name`` and, for
+    agentproto's clients, ``toolName`` (which falls back to the title); only a record without the
+    first spelling is read by the second.
+    """
     for k in keys:
-        v = record.get(k)
-        if isinstance(v, str) and v and v not in out:
-            out.append(v)
-    return out
+        if k in record:
+            v = record[k]
+            return v if isinstance(v, str) else ""
+    return ""
 
 
-def _tool_names(record: Mapping[str, Any]) -> list[str]:
-    # ``toolName`` is agentproto's spelling of the same value; records from the daemon carry both.
-    names = _str_values(record, "tool_name", "toolName", "title", "tool_kind")
-    return names or [""]  # a record with no name at all still matches "*"
-
-
-def _session_keys(record: Mapping[str, Any]) -> list[str]:
-    return _str_values(record, "session_id", "sessionId", "label")
+def command_of(record: Mapping[str, Any]) -> str | None:
+    """The command in the record's raw input (``rawInput.command``): a string, or a list joined as a shell line."""
+    raw = record.get("raw_input", record.get("rawInput"))
+    cmd = raw.get("command") if isinstance(raw, Mapping) else None
+    if isinstance(cmd, str):
+        return cmd
+    if isinstance(cmd, list) and cmd and all(isinstance(x, str) for x in cmd):
+        return shlex.join(cmd)
+    return None
 
 
 def decide(rules: Iterable[Rule], record: Mapping[str, Any]) -> Rule | None:
@@ -128,7 +152,7 @@ def decide(rules: Iterable[Rule], record: Mapping[str, Any]) -> Rule | None:
     return first_approve
 
 
-_KEYS = {(): "match, decision, scope, optionId", ("match",): "toolName, sessionId"}
+_KEYS = {(): "match, decision, scope, optionId", ("match",): "toolName, kind, command, sessionId, label"}
 
 
 def _describe(err: ValidationError) -> str:
@@ -234,18 +258,25 @@ def flag_rule(decision: Decision, pattern: str, *, session: str | None = None, a
         raise RuleError(f"{flag} {pattern}: {_describe(err)}") from None
 
 
-def restrict_to_session(rules: Sequence[Rule], session: str) -> list[Rule]:
-    """``--session ID``: rules without a ``sessionId`` get this one; rules with their own keep it.
+def restrict_to_session(rules: Sequence[Rule], session: str | None = None, *, label: str | None = None) -> list[Rule]:
+    """``--session ID`` / ``--label NAME``: rules without their own get it; rules with their own keep it.
 
-    A rule naming a different session then matches only a record whose id and label cover both
+    A rule naming a different session (or label) then matches nothing the restriction lets through
     (the watch also asks the daemon for that session's requests only).
     """
-    if not session:
+    if session is not None and not session:
         raise RuleError("--session: the session id is empty")
+    if label is not None and not label:
+        raise RuleError("--label: the label is empty")
     out: list[Rule] = []
     for r in rules:
-        if r.match.session_id is None:
-            r = r.model_copy(update={"match": r.match.model_copy(update={"session_id": session})})
+        update: dict[str, str] = {}
+        if session is not None and r.match.session_id is None:
+            update["session_id"] = session
+        if label is not None and r.match.label is None:
+            update["label"] = label
+        if update:
+            r = r.model_copy(update={"match": r.match.model_copy(update=update)})
         out.append(r)
     return out
 
@@ -255,12 +286,13 @@ def build_rules(
     rules_json: str | None = None,
     *,
     session: str | None = None,
+    label: str | None = None,
     always: bool = False,
 ) -> list[Rule]:
     """All of ``watch``'s rules: the tool flags in command-line order, then the ``--rules-json`` ones.
 
     ``always`` (``--always``) gives scope ``always`` to approve rules that set no scope of their own;
-    ``session`` (``--session``) restricts every rule to that session (see :func:`restrict_to_session`).
+    ``session`` (``--session``) and ``label`` (``--label``) restrict every rule (see :func:`restrict_to_session`).
     """
     rules = [flag_rule(d, p, always=always) for d, p in tool_flags]
     if rules_json is not None:
@@ -268,6 +300,6 @@ def build_rules(
             if always and r.decision == "approve" and r.scope is None:
                 r = r.model_copy(update={"scope": "always"})
             rules.append(r)
-    if session is not None:
-        rules = restrict_to_session(rules, session)
+    if session is not None or label is not None:
+        rules = restrict_to_session(rules, session, label=label)
     return rules

@@ -17,7 +17,7 @@ from aiohttp import web
 from tests.agents.session import FOUR, ClientRun, script
 
 TOKEN = "fake-token"
-OURS = ("key", "label", "toolCallContext")
+OURS = ("key", "label", "toolCallContext", "cwd")
 
 
 def free_port() -> int:
@@ -41,6 +41,7 @@ class FakeDaemon:
         self.decisions: list[tuple[str, dict[str, Any]]] = []
         self.changed = asyncio.Condition()
         self.fail_submits = 0
+        self.answer_first: list[str] = []  # options "answered" just before each next cancel
         self._runner: web.AppRunner | None = None
 
     def app(self) -> web.Application:
@@ -117,6 +118,9 @@ class FakeDaemon:
         body = await request.json()
         self.decisions.append((rid, body))
         rec = self.records.get(rid)
+        if rec is not None and body.get("decision") == "cancel" and self.answer_first:
+            option_id = self.answer_first.pop(0)  # a person's answer lands just before the cancel
+            await self.settle(rid, option_id, by="@alice:hs")
         if rec is None or rec["state"] != "pending":
             return web.json_response({"error": "not_found", "reason": rid}, status=404)
         if body.get("decision") == "cancel":

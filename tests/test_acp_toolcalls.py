@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.acp.proxy import reject_result, result_from_record
+from bot.acp.outcomes import reject_result, result_from_record
 from bot.acp.toolcalls import CONTEXT_BYTES, ToolCallCache
 
 

@@ -386,7 +386,13 @@ async def submit(
 ) -> dict[str, Any]:
     body = {
         "sessionId": session,
-        "toolCall": {"toolCallId": call, "title": title, "kind": kind, "rawInput": {"command": command}},
+        "toolCall": {
+            "toolCallId": call,
+            "title": title,
+            "kind": kind,
+            "rawInput": {"command": command},
+            "_meta": {"claudeCode": {"toolName": title}},  # the harness's tool name: what rules match
+        },
         "options": options if options is not None else OPTS,
         **extra,
     }
@@ -671,10 +677,12 @@ async def test_watch_session_restricts_rules(station: Any) -> None:
     r = await pb(station, "watch", "--session", s1, "--allow-tool", "*", "--once")
     assert r.lines == [f"approved {a['id']} (Bash) by rule 1"]
     assert (await record(station, b["id"]))["state"] == "pending"
-    # a label works as the session too, and --always reaches approve rules
+    # --label restricts to the label the proxy set, and --always reaches approve rules
     s3, label = fresh(), fresh("label")
     c = await submit(station, s3, label=label)
     r = await pb(station, "watch", "--session", label, "--allow-tool", "Bash", "--always", "--once")
+    assert r.lines == []  # --session is the session id only: a label is not a session
+    r = await pb(station, "watch", "--label", label, "--allow-tool", "Bash", "--always", "--once")
     assert r.lines == [f"approved {c['id']} (Bash) by rule 1"]
     assert (await record(station, c["id"]))["outcome"]["option_id"] == "always"
     await http(station, "POST", f"/permissions/{b['id']}", {"decision": "deny"})

@@ -170,14 +170,19 @@ class DaemonClient:
                     pause = min(pause, left)
                 await asyncio.sleep(pause)
 
-    async def cancel_retrying(self, request_id: str, by: str, budget: float) -> dict[str, Any] | None:
-        """Cancel one request, retrying for up to ``budget`` seconds; the record, or None."""
+    async def cancel_retrying(
+        self, request_id: str, by: str, budget: float, *, feedback: str | None = None
+    ) -> dict[str, Any] | None:
+        """Cancel one request, retrying for up to ``budget`` seconds; the record, or None (unknown or settled)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
         backoff = Backoff(cap=0.5)
         while True:
             try:
-                return await self.decide(request_id, {"decision": "cancel", "by": by})
+                body = {"decision": "cancel", "by": by}
+                if feedback:
+                    body["feedback"] = feedback
+                return await self.decide(request_id, body)
             except DaemonUnavailable:
                 left = deadline - loop.time()
                 if left <= 0:

@@ -186,10 +186,12 @@ class LineRelay:
             nl = block.find(b"\n", start)
             stop = end if nl < 0 else nl + 1
             line = block[start:stop]
-            if filt.wants(line) and not filt.inspect(line):
-                if keep < start:
+            if filt.wants(line):
+                if keep < start:  # what came before goes first: the filter may write, or wait, itself
                     sink.write(view[keep:start])
-                keep = stop
+                    keep = start
+                if not filt.inspect(line):
+                    keep = stop
             start = stop
         if keep < end:
             sink.write(view[keep:])

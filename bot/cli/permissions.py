@@ -108,7 +108,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action=_ToolRule,
         const="approve",
         metavar="PAT",
-        help="approve tools matching this glob (case-sensitive; tool name, title or kind); repeatable",
+        help="approve tools whose harness tool name matches this glob (case-sensitive; never the title); repeatable",
     )
     w.add_argument(
         "--deny-tool",
@@ -118,7 +118,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="PAT",
         help="deny tools matching this glob; repeatable; wins over any allow rule",
     )
-    w.add_argument("--session", metavar="ID", help="restrict every rule to this session (id or label)")
+    w.add_argument("--session", metavar="ID", help="restrict every rule to this session id (chosen by the agent)")
+    w.add_argument("--label", metavar="NAME", help="restrict every rule to requests with this label (set by the proxy)")
     w.add_argument("--rules-json", metavar="JSON|@FILE", help="a JSON list of rules, or @FILE holding one")
     w.add_argument("--always", action="store_true", help="approve rules pick allow-always (if offered)")
     w.add_argument("--interval", type=_interval, default=2.0, metavar="DUR", help="poll period (default 2s)")
@@ -548,7 +549,9 @@ def _watch(args: argparse.Namespace, client: Client) -> int:
     from bot.rules import RuleError, build_rules
 
     try:
-        rules = build_rules(args.tool_rules or [], args.rules_json, session=args.session, always=args.always)
+        rules = build_rules(
+            args.tool_rules or [], args.rules_json, session=args.session, label=args.label, always=args.always
+        )
     except RuleError as err:
         _usage(str(err))
     if not rules:
@@ -557,7 +560,8 @@ def _watch(args: argparse.Namespace, client: Client) -> int:
     interval: float = args.interval
     start = time.monotonic()
     deadline = None if args.timeout is None else start + args.timeout
-    query = {"session": args.session} if args.session else None
+    listed = args.session or args.label
+    query = {"session": listed} if listed else None
     answered_once = False
     lost = False
     if sys.stderr.isatty():

@@ -50,6 +50,7 @@ class Record:
     prompt_event_id: str | None
     prompt_edited: bool
     outcome: Outcome | None
+    cwd: str | None = None  # the asking session's working directory, when the submitter said
 
     @property
     def pending(self) -> bool:
@@ -84,6 +85,7 @@ class Record:
             "session_id": self.session_id,
             "request_seq": self.request_seq,
             "label": self.label,
+            "cwd": self.cwd,
             "tool_call_id": self.tool_call_id,
             "title": self.title,
             "tool_kind": self.tool_kind,

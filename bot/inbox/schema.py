@@ -101,10 +101,15 @@ async def _v3_harness_links(db: aiosqlite.Connection) -> None:
     )
 
 
+async def _v4_cwd(db: aiosqlite.Connection) -> None:
+    await db.execute("ALTER TABLE requests ADD COLUMN cwd TEXT")  # the asking session's working directory
+
+
 STEPS: list[Step] = [
     _v1_first_release,
     _v2_posted_at_and_parking,
     _v3_harness_links,
+    _v4_cwd,
 ]
 LATEST = len(STEPS)
 

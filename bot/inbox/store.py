@@ -55,6 +55,7 @@ def _row_to_record(r: aiosqlite.Row) -> Record:
         prompt_event_id=r["prompt_event_id"],
         prompt_edited=bool(r["prompt_edited"]),
         outcome=outcome,
+        cwd=r["cwd"],
     )
 
 
@@ -173,13 +174,13 @@ class Inbox:
         await db.execute(
             "INSERT INTO requests (id, session_id, request_seq, key, label, tool_call_id, title, tool_kind,"
             " tool_name, options, raw_input, locations, content, params, digest, revision, state,"
-            " requested_at, expires_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " requested_at, expires_at, cwd) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 rid, sub.session_id, seq, sub.key, sub.label, sub.tool_call_id, sub.title, sub.tool_kind,
                 sub.tool_name, dumps(sub.options),
                 None if sub.raw_input is None else dumps(sub.raw_input),
                 dumps(sub.locations), dumps(sub.content), dumps(sub.params), sub.digest, revision,
-                PENDING, now, now + timeout,
+                PENDING, now, now + timeout, sub.cwd,
             ),
         )
         cur = await db.execute("SELECT * FROM requests WHERE id=?", (rid,))

@@ -1,7 +1,8 @@
 """A submitted permission request (ACP ``session/request_permission`` params + extras) -> validated facts.
 
-The body is kept as sent; ``key``, ``label`` and ``toolCallContext`` are ours and
-stay out of the digest.
+The body is kept as sent; ``key``, ``label``, ``cwd`` (the session's working directory, as the
+proxy learnt it from ``session/new``) and ``toolCallContext`` are ours and stay out of the digest,
+which covers exactly the params the agent sent.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import rfc8785
 
 from bot.prompts import digest_params
 
-OURS = ("key", "label", "toolCallContext")
+OURS = ("key", "label", "toolCallContext", "cwd")
 MAX_OPTIONS = 20
 
 
@@ -30,6 +31,7 @@ class Submission:
     tool_call_id: str
     key: str | None
     label: str | None
+    cwd: str | None
     title: str
     tool_kind: str | None
     tool_name: str | None
@@ -75,6 +77,7 @@ def parse_submission(body: Any) -> Submission:
     session_id = _str(body.get("sessionId"), "sessionId", max_len=255)
     key = _str(body.get("key"), "key", required=False, max_len=255)
     label = _str(body.get("label"), "label", required=False, max_len=200)
+    cwd = _str(body.get("cwd"), "cwd", required=False, max_len=4096)
     tc = body.get("toolCall")
     if not isinstance(tc, dict):
         raise SubmissionError("toolCall: expected an object with toolCallId")
@@ -124,6 +127,7 @@ def parse_submission(body: Any) -> Submission:
         tool_call_id=str(tool_call_id),
         key=key,
         label=label,
+        cwd=cwd,
         title=title or f"Tool call {tool_call_id}",
         tool_kind=kind,
         tool_name=tool_name,

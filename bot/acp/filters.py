@@ -1,0 +1,183 @@
+"""The proxy's line filters: which relayed lines it parses, and what it takes or notes from them.
+
+They run in the relay threads. The cheap byte test (:func:`may_matter`) only lets a line pass
+unparsed when it *certainly* holds none of the methods the proxy handles: a line with a
+backslash anywhere (a JSON escape may spell any name, ``"request_permissio\\u006e"``) or with
+one of the plain words is parsed. Without a backslash, JSON text spells every key and string
+byte for byte, so the word test is exact. Everything not taken is relayed unchanged.
+
+What they find goes to the event loop in arrival order. ``session/cancel`` and
+``$/cancel_request`` wait (bounded) for the loop's answer before the relay moves on, so the
+agent sees the outcome of a raced request before the cancel, and later lines stay behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+if TYPE_CHECKING:
+    from bot.acp.proxy import Proxy
+
+log = structlog.get_logger("bot.acp")
+
+FWD_PREFIX = "permission-bot:fwd:"
+_FWD_MARK = FWD_PREFIX.encode()
+_AGENT_WORDS = (b"request_permission", b"tool_call", b"cancel_request")
+_CLIENT_WORDS = (b"cancel", b'"cwd"')
+_SESSION_WORD = b"sessionId"
+
+
+def may_matter(data: bytes | bytearray, words: tuple[bytes, ...]) -> bool:
+    """False only when no line in ``data`` can spell one of ``words``: no backslash and no word."""
+    return b"\\" in data or any(w in data for w in words)
+
+
+def parse(line: bytes | bytearray) -> Any:
+    """The line's JSON value, or None when it is not JSON."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+
+
+def loads(line: bytes | bytearray) -> dict[str, Any] | None:
+    """The line as a JSON object, or None (not JSON, or not an object)."""
+    msg = parse(line)
+    return msg if isinstance(msg, dict) else None
+
+
+def is_permission_request(msg: Any) -> bool:
+    """A ``session/request_permission`` request (id, params object, no result or error)."""
+    return isinstance(msg, dict) and msg.get("method") == "session/request_permission" and _is_request(msg)
+
+
+def id_key(rpc_id: Any) -> tuple[str, Any] | None:
+    """A JSON-RPC id as a dict key that keeps ``1``, ``true`` and ``"1"`` apart; None for odd ids."""
+    if isinstance(rpc_id, bool) or not isinstance(rpc_id, (int, str)):
+        return None
+    return (type(rpc_id).__name__, rpc_id)
+
+
+def _is_request(msg: dict[str, Any]) -> bool:
+    return "id" in msg and isinstance(msg.get("params"), dict) and "result" not in msg and "error" not in msg
+
+
+def _ask(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], timeout: float, what: str) -> Any:
+    """Run ``coro`` on the loop and block this relay thread on it, at most ``timeout`` seconds.
+
+    Its result, or None when none came (the loop gone, too slow, or the handler failed).
+    """
+    try:
+        fut = asyncio.run_coroutine_threadsafe(coro, loop)
+    except RuntimeError:  # the loop is closed: the proxy is on its way out
+        coro.close()
+        return None
+    try:
+        return fut.result(timeout=timeout)
+    except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+        log.warning("gave up waiting for the proxy's answer; relaying on", what=what)
+    except Exception as e:  # the handler failed: relay the line as it is
+        log.warning("handling a line failed; relaying it unchanged", what=what, error=repr(e))
+    return None
+
+
+class FromAgent:
+    """Agent -> client: takes permission requests and their withdrawals, notes tool calls and sessions."""
+
+    def __init__(self, proxy: Proxy, loop: asyncio.AbstractEventLoop) -> None:
+        self._proxy = proxy
+        self._loop = loop
+
+    def wants(self, data: bytes | bytearray) -> bool:
+        if self._proxy.cwd_by_rpc and _SESSION_WORD in data:
+            return True
+        return may_matter(data, _AGENT_WORDS)
+
+    def inspect(self, line: bytes | bytearray) -> bool:
+        msg = parse(line)
+        if isinstance(msg, list):
+            return self._batch(msg)
+        if not isinstance(msg, dict):
+            return True
+        proxy, method = self._proxy, msg.get("method")
+        if is_permission_request(msg):
+            self._loop.call_soon_threadsafe(proxy.on_permission_request, msg)
+            return False
+        if method == "$/cancel_request" and "id" not in msg:
+            return not _ask(self._loop, proxy.on_cancel_request(msg.get("params")), 5.0, "$/cancel_request")
+        if method == "session/update" and "id" not in msg:
+            self._loop.call_soon_threadsafe(proxy.cache.observe, msg.get("params"), len(line))
+        elif method is None and proxy.cwd_by_rpc:
+            key = id_key(msg.get("id"))
+            res = msg.get("result")
+            cwd = proxy.cwd_by_rpc.pop(key, None) if key is not None else None
+            sid = res.get("sessionId") if isinstance(res, dict) else None
+            if cwd is not None and isinstance(sid, str):
+                proxy.cwd_by_session[sid] = cwd  # before any request of that session is handed over
+        return True
+
+    def _batch(self, batch: list[Any]) -> bool:
+        """A JSON-RPC batch (ACP has none; a hostile agent may try): its permission requests are taken
+        one by one, the rest relayed as a batch of its own. True when nothing in it was ours."""
+        ours = [m for m in batch if is_permission_request(m)]
+        if not ours:
+            return True
+        log.warning("a JSON-RPC batch from the agent holds permission requests; taking them", count=len(ours))
+        for m in ours:
+            self._loop.call_soon_threadsafe(self._proxy.on_permission_request, m)
+        rest = [m for m in batch if not is_permission_request(m)]
+        if rest:
+            self._proxy.relay_to_client(json.dumps(rest, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        return False
+
+
+class FromClient:
+    """Client -> agent: acts on ``session/cancel``, notes working directories, takes forwarded answers."""
+
+    def __init__(self, proxy: Proxy, loop: asyncio.AbstractEventLoop) -> None:
+        self._proxy = proxy
+        self._loop = loop
+
+    def wants(self, data: bytes | bytearray) -> bool:
+        return may_matter(data, _CLIENT_WORDS) or (bool(self._proxy.forwarded) and _FWD_MARK in data)
+
+    def inspect(self, line: bytes | bytearray) -> bool:
+        msg = loads(line)
+        if msg is None:
+            return True
+        proxy, method = self._proxy, msg.get("method")
+        params = msg.get("params")
+        if method == "session/cancel" and "id" not in msg:
+            sid = params.get("sessionId") if isinstance(params, dict) else None
+            if isinstance(sid, str):
+                _ask(self._loop, proxy.cancel_session(sid), proxy.cfg.cancel_budget + 3.0, "session/cancel")
+            return True  # relayed after the raced requests were answered
+        if isinstance(method, str) and isinstance(params, dict) and isinstance(params.get("cwd"), str):
+            self._note_cwd(msg, params)
+            return True
+        if method is None and isinstance(msg.get("id"), str):
+            fut2 = proxy.forwarded.get(msg["id"])  # a dict read: safe from this thread
+            if fut2 is not None:
+                self._loop.call_soon_threadsafe(_set_result, fut2, msg)
+                return False
+        return True
+
+    def _note_cwd(self, msg: dict[str, Any], params: dict[str, Any]) -> None:
+        """``session/new`` (cwd now, session id in the agent's answer) or ``session/load`` and kin."""
+        cwd = params["cwd"]
+        sid = params.get("sessionId")
+        if isinstance(sid, str):
+            self._proxy.cwd_by_session[sid] = cwd
+        elif (key := id_key(msg.get("id"))) is not None:
+            self._proxy.cwd_by_rpc[key] = cwd
+
+
+def _set_result(fut: asyncio.Future[Any], value: Any) -> None:
+    if not fut.done():
+        fut.set_result(value)

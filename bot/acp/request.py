@@ -1,0 +1,220 @@
+"""One ``session/request_permission`` from the agent, from arrival to its answer (a small state machine).
+
+submitted -> pending (long-polls) -> settled: the agent gets the record's outcome. A cancel
+(``session/cancel``, ``$/cancel_request``, the client or the agent leaving) at any point
+cancels the request in the daemon; when the daemon says someone answered first, the agent
+gets that answer instead, so the agent, the record and the room always agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from bot.acp import outcomes
+from bot.acp.daemon_client import Backoff, DaemonError, DaemonRefused, DaemonUnavailable
+
+if TYPE_CHECKING:
+    from bot.acp.proxy import Proxy
+
+log = structlog.get_logger("bot.acp")
+
+OURS = ("key", "label", "toolCallContext", "cwd")  # the submission's fields the proxy sets, never the agent
+
+
+def _discard(task: asyncio.Future[Any]) -> None:
+    """Cancel ``task``, or take its exception so it is not reported as never retrieved."""
+    if not task.done():
+        task.cancel()
+    elif not task.cancelled():
+        task.exception()
+
+
+class Request:
+    """One permission request: its submission, its polls, its cancel and its answer to the agent."""
+
+    def __init__(self, proxy: Proxy, msg: dict[str, Any], n: int) -> None:
+        self.proxy = proxy
+        self.msg = msg
+        self.n = n
+        self.rpc_id: Any = msg["id"]
+        self.params: dict[str, Any] = msg["params"]
+        sid = self.params.get("sessionId")
+        self.session_id = sid if isinstance(sid, str) else None
+        tc = self.params.get("toolCall")
+        tcid = tc.get("toolCallId") if isinstance(tc, dict) else None
+        self.tool_call_id = tcid if isinstance(tcid, str) else None
+        self.key = f"{proxy.proxy_id}:{n}"
+        self.record_id: str | None = None
+        self.forwarded = False
+        self.done = False
+        self.cancel_by = "client"
+        self.cancel_feedback: str | None = None
+        self.withdrawn = False
+        self.cancel_budget = proxy.cfg.cancel_budget
+        self.answer_agent = True
+        self._cancel = asyncio.Event()
+        self.log = log.bind(rpc_id=self.rpc_id, session_id=self.session_id, tool_call_id=self.tool_call_id)
+        self.task: asyncio.Task[None] | None = None
+        self.submission: dict[str, Any] = {}
+
+    def cancel(self, by: str, budget: float | None = None, *, answer: bool = True, withdrawn: bool = False) -> None:
+        """Ask for this request to be cancelled in the daemon (the agent then gets what the daemon holds)."""
+        if self.done or self.forwarded or self._cancel.is_set():
+            return
+        self.cancel_by = by
+        self.answer_agent = answer
+        self.withdrawn = withdrawn
+        self.cancel_feedback = outcomes.WITHDRAWN if withdrawn else None
+        if budget is not None:
+            self.cancel_budget = budget
+        self._cancel.set()
+
+    def body(self) -> dict[str, Any]:
+        """The daemon submission: the params as sent, plus key, label, cwd and toolCallContext."""
+        cache = self.proxy.cache
+        clash = [k for k in OURS if k in self.params]
+        if clash:
+            self.log.warning("agent params carry fields the proxy sets; they are dropped", fields=clash)
+        body = {k: v for k, v in self.params.items() if k not in OURS}
+        ctx = None
+        tc = self.params.get("toolCall")
+        if self.session_id is not None and isinstance(tc, dict):
+            ctx = cache.completion(self.session_id, tc)
+            cache.merge(self.session_id, tc)
+        body["key"] = self.key
+        if self.proxy.cfg.label:
+            body["label"] = self.proxy.cfg.label
+        cwd = self.proxy.cwd_by_session.get(self.session_id) if self.session_id is not None else None
+        if cwd:
+            body["cwd"] = cwd
+        if ctx:
+            body["toolCallContext"] = ctx
+            self.log.info("completing tool call from earlier updates", fields=sorted(ctx))
+        return body
+
+    async def run(self) -> None:
+        try:
+            result = await self._resolve()
+        except Exception:
+            self.log.exception("permission request failed; answering cancelled")
+            result = outcomes.cancelled()
+        self.done = True
+        if result is None or not self.answer_agent:
+            return
+        if self.withdrawn and outcomes.is_cancelled(result):
+            await self.proxy.send_agent(outcomes.withdrawn_error(self.rpc_id))
+        else:
+            await self.proxy.answer(self.rpc_id, result)
+
+    async def _race(self, task: asyncio.Task[Any]) -> bool:
+        """Wait for ``task`` or a cancel; True when the task finished and no cancel came."""
+        if not self._cancel.is_set():
+            waiter = asyncio.ensure_future(self._cancel.wait())
+            try:
+                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
+        return task.done() and not self._cancel.is_set()
+
+    async def _resolve(self) -> dict[str, Any] | None:
+        cfg = self.proxy.cfg
+        daemon = self.proxy.daemon
+        body = self.submission
+        if self._cancel.is_set():
+            return outcomes.cancelled()
+        deadline = asyncio.get_running_loop().time() + cfg.connect_timeout
+        submit = asyncio.ensure_future(daemon.submit_retrying(body, deadline))
+        if not await self._race(submit):
+            if not submit.done():  # a POST may be on its way: give it a moment to tell us the id
+                await asyncio.wait({submit}, timeout=min(1.0, self.cancel_budget))
+            if submit.done() and not submit.cancelled() and submit.exception() is None:
+                return await self._cancel_in_daemon(submit.result()["id"])
+            _discard(submit)
+            self.log.info("permission request cancelled before the daemon had it")
+            return outcomes.cancelled()
+        try:
+            rec = submit.result()
+        except DaemonUnavailable as e:
+            return await self._fallback(f"daemon unreachable for {cfg.connect_timeout:g}s ({e})")
+        except DaemonRefused as e:
+            return await self._fallback(f"daemon refused the request ({e})")
+        self.record_id = rec["id"]
+        self.log.info(
+            "permission request submitted",
+            request_id=rec["id"],
+            state=rec.get("state"),
+            completed="toolCallContext" in body,
+        )
+        while rec.get("state", "pending") == "pending":
+            poll = asyncio.ensure_future(self._poll(rec["id"], body))
+            if not await self._race(poll):
+                _discard(poll)
+                return await self._cancel_in_daemon(self.record_id)
+            rec = poll.result()
+            self.record_id = rec["id"]
+        result = outcomes.result_from_record(rec)
+        self.log.info(
+            "permission request settled",
+            request_id=rec["id"],
+            state=rec.get("state"),
+            option_id=result["outcome"].get("optionId"),
+        )
+        return result
+
+    async def _poll(self, request_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One long-poll, retried while the daemon is away; re-submits when it forgot the id."""
+        daemon = self.proxy.daemon
+        backoff = Backoff()
+        while True:
+            try:
+                rec = await daemon.get(request_id, wait=self.proxy.cfg.poll_wait)
+            except DaemonUnavailable:
+                await asyncio.sleep(backoff.delay())
+                continue
+            if rec is not None:
+                return rec
+            self.log.warning("daemon does not know the request; submitting it again", request_id=request_id)
+            return await daemon.submit_retrying(body)
+
+    async def _cancel_in_daemon(self, request_id: str) -> dict[str, Any]:
+        """Cancel in the daemon (bounded); the agent's answer: cancelled, or the answer that came first."""
+        budget = self.cancel_budget
+        daemon = self.proxy.daemon
+        try:
+            async with asyncio.timeout(budget + 0.5):
+                rec = await daemon.cancel_retrying(request_id, self.cancel_by, budget, feedback=self.cancel_feedback)
+                current = None if rec is not None else await daemon.get(request_id)
+        except (TimeoutError, DaemonError) as e:
+            self.log.warning(
+                "could not cancel the request in the daemon",
+                request_id=request_id,
+                error=str(e) or type(e).__name__,
+            )
+            return outcomes.cancelled()
+        result = outcomes.after_cancel(rec, current)
+        if rec is not None:
+            self.log.info("permission request cancelled", request_id=request_id, by=self.cancel_by)
+        elif not outcomes.is_cancelled(result):
+            self.log.info(
+                "request was answered before the cancel; the agent gets that answer",
+                request_id=request_id,
+                option_id=result["outcome"].get("optionId"),
+            )
+        return result
+
+    async def _fallback(self, why: str) -> dict[str, Any] | None:
+        if self.proxy.cfg.fallback == "forward":
+            self.log.warning("fallback: forwarding the permission request to the client", reason=why)
+            self.forwarded = True
+            await self.proxy.forward(self)
+            return None
+        result = outcomes.reject_result(self.params)
+        self.log.warning(
+            "fallback: rejecting the permission request",
+            reason=why,
+            option_id=result["outcome"].get("optionId"),
+        )
+        return result
