@@ -62,6 +62,23 @@ def prompt_content(rec: Record) -> dict[str, Any]:
     )
 
 
+_COMPLETE: dict[tuple[str, str], bool] = {}  # (request id, digest) -> the posted prompt showed everything
+_COMPLETE_MAX = 4096
+
+
+def prompt_complete(rec: Record) -> bool:
+    """Whether ``rec``'s prompt shows everything (``subject.preview_complete``); remembered per request."""
+    key = (rec.id, rec.digest)
+    if key not in _COMPLETE:
+        if len(_COMPLETE) >= _COMPLETE_MAX:
+            _COMPLETE.clear()
+        try:
+            _COMPLETE[key] = bool(prompt_content(rec)["subject"]["preview_complete"])
+        except ValueError:  # no prompt can show it: nothing was shown in full
+            _COMPLETE[key] = False
+    return _COMPLETE[key]
+
+
 def settled_content(rec: Record) -> dict[str, Any]:
     """The m.replace edit that shows ``rec``'s outcome."""
     assert rec.outcome is not None and rec.prompt_event_id
@@ -217,7 +234,10 @@ class Outbox:
                 if not await self._still_pending(rec.id):
                     break
                 ev = await self.matrix.send(
-                    {"m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key}},
+                    {
+                        "m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key},
+                        "m.mentions": {},
+                    },
                     txn_id("r", self.install_id, rec.id, str(i)),
                     "m.reaction",
                 )

@@ -1,0 +1,180 @@
+"""What the agent would do, from the facts of the request: the ``subject.preview`` items and their summary.
+
+Labels come from facts only: the Tool line from a real tool name (the harness's ``_meta`` tool name),
+the Kind line from the kind; the command from ``rawInput``, or for an ``execute`` request without one,
+from the title. Raw JSON input is shown only when no command or diff says the same thing. Pure.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from bot.prompts.text import code_text, cut, cut_lines, prose, unquote_code
+
+MAX_COMMAND = 2000
+MAX_DIFF = 4000
+MAX_ITEMS = 5
+MAX_LABEL = 200
+MAX_LINES = 80  # lines of a command or diff shown; more would push the rest out of view
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much of each part is shown (the prompt shrinks step by step to fit its byte budget)."""
+
+    title: int
+    label: int
+    command: int
+    diff: int
+    items: int
+    lines: int = MAX_LINES
+
+
+STEPS = (
+    Limits(title=1000, label=MAX_LABEL, command=MAX_COMMAND, diff=MAX_DIFF, items=MAX_ITEMS),
+    Limits(title=1000, label=MAX_LABEL, command=1000, diff=2000, items=MAX_ITEMS, lines=40),
+    Limits(title=500, label=MAX_LABEL, command=500, diff=800, items=3, lines=20),
+    Limits(title=200, label=100, command=200, diff=300, items=2, lines=10),
+    Limits(title=100, label=40, command=100, diff=100, items=1, lines=5),
+)
+
+
+@dataclass(frozen=True)
+class DiffSummary:
+    """One changed file: its path (shown form) and the lines added and removed."""
+
+    path: str
+    added: int
+    removed: int
+    new_file: bool
+
+
+@dataclass
+class Preview:
+    """The preview items, whether nothing was cut, and what the prose body says of them."""
+
+    items: list[dict[str, str]] = field(default_factory=list)
+    complete: bool = True
+    command: tuple[str, str] | None = None  # (label, shown text) of the command or raw input
+    diffs: list[DiffSummary] = field(default_factory=list)
+
+
+def _shell_join(parts: list[Any]) -> str:
+    return shlex.join(p if isinstance(p, str) else json.dumps(p, default=str) for p in parts)
+
+
+def command_text(raw_input: object, *, kind: str | None, title: str) -> tuple[str, str] | None:
+    """(label, text): the raw input's command (lists shell-joined), else its JSON; for ``execute``
+    without raw input, the title (one Markdown code span unwrapped)."""
+    if raw_input is None or raw_input == {} or raw_input == [] or raw_input == "":
+        if kind == "execute" and title.strip():
+            return "Command", unquote_code(title)
+        return None
+    if isinstance(raw_input, Mapping):
+        command = raw_input.get("command")
+        args = raw_input.get("args")
+        extra = _shell_join(args) if isinstance(args, list) and args else ""
+        if isinstance(command, str) and command:
+            return "Command", f"{command} {extra}".rstrip() if extra else command
+        if isinstance(command, list) and command:
+            return "Command", f"{_shell_join(command)} {extra}".rstrip()
+    if isinstance(raw_input, str):
+        return "Input", raw_input
+    try:
+        text = json.dumps(raw_input, ensure_ascii=False, separators=(",", ":"), default=str)
+    except (TypeError, ValueError):  # circular or otherwise unprintable: say what it is
+        text = repr(raw_input)
+    return "Input", text
+
+
+def diff_text(item: Mapping[str, Any]) -> tuple[str, str, DiffSummary] | None:
+    """(path, unified diff, summary) of an ACP ``diff`` content block, or None when it is not one."""
+    path, old, new = item.get("path"), item.get("oldText"), item.get("newText")
+    if not isinstance(path, str) or not isinstance(new, str) or not (old is None or isinstance(old, str)):
+        return None
+    lines = list(
+        difflib.unified_diff(
+            old.splitlines() if old else [],
+            new.splitlines(),
+            fromfile=path if old is not None else "/dev/null",
+            tofile=path,
+            lineterm="",
+        )
+    )
+    body = [x for x in lines[2:] if not x.startswith("@@")]
+    added = sum(x.startswith("+") for x in body)
+    removed = sum(x.startswith("-") for x in body)
+    return path, "\n".join(lines) or "(no changes)", DiffSummary(prose(path), added, removed, old is None)
+
+
+def content_text(item: Mapping[str, Any]) -> str | None:
+    """The text of an ACP ``content`` block holding text, or None."""
+    inner = item.get("content")
+    if isinstance(inner, Mapping) and inner.get("type") == "text" and isinstance(inner.get("text"), str):
+        text: str = inner["text"]
+        return text or None
+    return None
+
+
+def location_text(loc: object) -> str | None:
+    if not isinstance(loc, Mapping) or not isinstance(loc.get("path"), str) or not loc["path"]:
+        return None
+    line = loc.get("line")
+    path: str = loc["path"]
+    return f"{path}:{line}" if isinstance(line, int) and not isinstance(line, bool) else path
+
+
+def build_preview(
+    *,
+    agent: str,
+    tool: str,
+    tool_kind: str | None,
+    title: str,
+    raw_input: object,
+    locations: Sequence[object],
+    content: Sequence[object],
+    limits: Limits,
+) -> Preview:
+    """The preview of one request at the given cuts. Every text is made visible before it is cut."""
+    out = Preview()
+
+    def field_item(label: str, value: str, limit: int) -> None:
+        shown, was_cut = cut(prose(value), limit)
+        out.complete = out.complete and not was_cut
+        out.items.append({"type": "field", "label": label, "value": shown})
+
+    def text_item(label: str, text: str, limit: int) -> str:
+        shown, cut_by_lines = cut_lines(code_text(text), limits.lines)
+        shown, cut_by_size = cut(shown, limit)
+        out.complete = out.complete and not (cut_by_lines or cut_by_size)
+        out.items.append({"type": "text", "label": cut(label, limits.label)[0], "text": shown})
+        return shown
+
+    if agent:
+        field_item("Agent", agent, limits.title)
+    if tool:
+        field_item("Tool", tool, limits.title)
+    if tool_kind:
+        field_item("Kind", tool_kind, limits.label)
+    blocks = [b for b in content if isinstance(b, Mapping)]
+    diffs = [d for d in (diff_text(b) for b in blocks if b.get("type") == "diff") if d is not None]
+    texts = [t for t in (content_text(b) for b in blocks if b.get("type") == "content") if t is not None]
+    command = command_text(raw_input, kind=tool_kind, title=title)
+    if command is not None and not (command[0] == "Input" and diffs):  # a diff already shows the input
+        out.command = (command[0], text_item(command[0], command[1], limits.command))
+    for path, diff, summary in diffs[: limits.items]:
+        text_item(f"Diff: {prose(path)}", diff, limits.diff)
+        out.diffs.append(replace(summary, path=cut(summary.path, limits.title)[0]))
+    for text in texts[: limits.items]:
+        text_item("Details", text, limits.command)
+    places = [p for p in (location_text(loc) for loc in locations) if p is not None]
+    for place in places[: limits.items]:
+        field_item("Location", place, limits.title)
+    if len(diffs) > limits.items or len(texts) > limits.items or len(places) > limits.items:
+        out.complete = False
+    return out
