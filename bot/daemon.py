@@ -31,6 +31,7 @@ from bot.matrix.room import may_answer
 from bot.metrics import Metrics
 from bot.notices import Notices
 from bot.outbox import NOT_POSTED, Outbox, prompt_complete
+from bot.prompts.text import prose
 from bot.timeutil import iso_ms
 from bot.webhooks import Webhooks
 
@@ -56,7 +57,7 @@ def describe_outcome(rec: Record) -> str:
     o = rec.outcome
     if o is None:
         return "still pending"
-    what = rec.option_name(o.option_id) if o.option_id else "cancelled"
+    what = prose(rec.option_name(o.option_id) or "") if o.option_id else "cancelled"  # agent text
     return f"{what}, by {o.answered_by} via {VIA_WORDS.get(o.via, o.via)} at {iso_ms(o.decided_at)}"
 
 

@@ -17,6 +17,7 @@ order, so a queue of reactions ahead of an edit would).
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -62,21 +63,28 @@ def prompt_content(rec: Record) -> dict[str, Any]:
     )
 
 
-_COMPLETE: dict[tuple[str, str], bool] = {}  # (request id, digest) -> the posted prompt showed everything
-_COMPLETE_MAX = 4096
+_COMPLETE: OrderedDict[tuple[str, str], bool] = OrderedDict()  # (request id, digest) -> preview_complete
+_COMPLETE_MAX = 65_536  # a few MB at most; each entry is computed once, when the prompt is posted
+
+
+def _remember_complete(rec: Record, content: dict[str, Any]) -> bool:
+    complete = bool(content["subject"]["preview_complete"])
+    _COMPLETE[(rec.id, rec.digest)] = complete
+    while len(_COMPLETE) > _COMPLETE_MAX:
+        _COMPLETE.popitem(last=False)
+    return complete
 
 
 def prompt_complete(rec: Record) -> bool:
     """Whether ``rec``'s prompt shows everything (``subject.preview_complete``); remembered per request."""
     key = (rec.id, rec.digest)
-    if key not in _COMPLETE:
-        if len(_COMPLETE) >= _COMPLETE_MAX:
-            _COMPLETE.clear()
-        try:
-            _COMPLETE[key] = bool(prompt_content(rec)["subject"]["preview_complete"])
-        except ValueError:  # no prompt can show it: nothing was shown in full
-            _COMPLETE[key] = False
-    return _COMPLETE[key]
+    if key in _COMPLETE:
+        _COMPLETE.move_to_end(key)
+        return _COMPLETE[key]
+    try:
+        return _remember_complete(rec, prompt_content(rec))
+    except ValueError:  # no prompt can show it: nothing was shown in full
+        return False
 
 
 def settled_content(rec: Record) -> dict[str, Any]:
@@ -262,6 +270,7 @@ class Outbox:
 
     async def _post(self, rec: Record) -> None:
         content = prompt_content(rec)
+        _remember_complete(rec, content)
         event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id))
         await self.inbox.set_prompt_event(rec.id, event_id, self.now())
         self.metrics.posted()

@@ -96,3 +96,16 @@ def test_a_shortened_prompt_is_not_settled_by_a_plain_number() -> None:
     assert answer(rec, event("hello")) is None  # conversation stays conversation
     replied = answer(rec, event("1", reply_to="$p"))
     assert isinstance(replied, answers.Answer) and replied.option_id == "allow"
+
+
+def test_notices_show_agent_option_names_as_agent_text() -> None:
+    from dataclasses import replace
+
+    from bot.daemon import describe_outcome
+    from bot.inbox.record import Outcome
+
+    rec = record([{"optionId": "a", "name": "Ping @room\u202e", "kind": "allow_once"}])
+    done = replace(rec, state="resolved", outcome=Outcome("a", "@alice:hs", "matrix", None, 1.0))
+    assert describe_outcome(done).startswith("Ping ＠room<U+202E>, by @alice:hs via reply")
+    refused = answer(rec, event("7", reply_to="$p"))  # the notice listing the options shows them the same way
+    assert isinstance(refused, answers.Refusal) and "1. Ping ＠room<U+202E>" in refused.message
