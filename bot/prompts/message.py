@@ -1,7 +1,7 @@
 """The prompt's prose: ``body`` and ``formatted_body``. Pure.
 
-The body says what the HTML says: the title, who asks, the command (or a diff summary), where, a
-warning when anything was cut, the options numbered in the shown order, and how to answer. Agent text
+The body says what the HTML says: the title, who asks, the command (or a diff summary), the details,
+where, a warning when anything was cut, the options numbered in the shown order, how to answer. Agent text
 never starts a line: prose follows a bot prefix (``Permission needed:``, ``Agent:``, ``2.``) and code
 lines follow a gutter (``│ ``), so nothing the agent writes can pass for a banner or an option line.
 """
@@ -31,6 +31,10 @@ def _diff_line(d: DiffSummary) -> str:
     return f"Diff: {d.path} ({what}+{d.added} −{d.removed} lines)"
 
 
+def _block(label: str, text: str) -> list[str]:
+    return [f"{label}:", *(GUTTER + line for line in text.split("\n"))]
+
+
 def body(title: str, preview: Preview, labels: Sequence[str]) -> str:
     """The plain-text body. ``title`` and ``labels`` are shown forms (see :func:`text.prose`)."""
     lines = [f"Permission needed: {title}"]
@@ -39,9 +43,10 @@ def body(title: str, preview: Preview, labels: Sequence[str]) -> str:
         if name in fields:
             lines.append(f"{name}: {fields[name]}")
     if preview.command is not None:
-        lines.append(f"{preview.command[0]}:")
-        lines += [GUTTER + line for line in preview.command[1].split("\n")]
+        lines += _block(*preview.command)
     lines += [_diff_line(d) for d in preview.diffs]
+    for text in preview.details:
+        lines += _block("Details", text)
     lines += [f"Location: {item['value']}" for item in preview.items if item["label"] == "Location"]
     if not preview.complete:
         lines.append(SHORTENED)

@@ -62,6 +62,7 @@ class Preview:
     complete: bool = True
     command: tuple[str, str] | None = None  # (label, shown text) of the command or raw input
     diffs: list[DiffSummary] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)  # shown texts of the content blocks holding text
 
 
 def _shell_join(parts: list[Any]) -> str:
@@ -171,7 +172,7 @@ def build_preview(
         text_item(f"Diff: {prose(path)}", diff, limits.diff)
         out.diffs.append(replace(summary, path=cut(summary.path, limits.title)[0]))
     for text in texts[: limits.items]:
-        text_item("Details", text, limits.command)
+        out.details.append(text_item("Details", text, limits.command))
     places = [p for p in (location_text(loc) for loc in locations) if p is not None]
     for place in places[: limits.items]:
         field_item("Location", place, limits.title)
