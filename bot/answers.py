@@ -407,8 +407,7 @@ def _cuts(text: str) -> list[int]:
 
 def _show(text: str, limit: int = 40) -> str:
     """A name fit for a one-line notice: shown as agent prose (one line, visible, no mention), shortened."""
-    flat = prose(text)
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return prose(text, limit)
 
 
 def _choices(target: Target) -> str:

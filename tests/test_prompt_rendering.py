@@ -125,7 +125,7 @@ def test_mentions_and_links_are_defanged_in_prose_not_in_code() -> None:
         "ping ＠room and ＠alice:hs, ＃ops:hs, https://matrix.to/#/＠bob:hs"
     )
     assert prose("mail me@example.org or git@github.com:o/r") == "mail me@example.org or git@github.com:o/r"
-    assert code_text("echo @room") == "echo @room"  # code is shown exactly, in a code block
+    assert code_text("echo @room", 100, 5) == ("echo @room", False)  # code is shown exactly, in a code block
 
 
 # --- hypothesis: agent text never makes a banner, an option line or a mention -------------------------

@@ -20,7 +20,7 @@ import rfc8785
 from bot.events import CARD_KEY, SUBJECT_SCHEMA, SUITE_EVENT_TYPE, format_utc_ms, validate_content
 from bot.inbox.options import by_meaning
 from bot.prompts import message
-from bot.prompts.preview import MAX_LABEL, STEPS, Limits, build_preview
+from bot.prompts.preview import MAX_LABEL, STEPS, Limits, build_preview, gather
 from bot.prompts.text import cut, prose, valid
 
 HTML_FORMAT = "org.matrix.custom.html"
@@ -120,10 +120,14 @@ def build_prompt(
         "kind": cut(valid(tool_kind), MAX_LABEL)[0] if isinstance(tool_kind, str) and tool_kind else None,
         "tool": valid(tool_name) if isinstance(tool_name, str) and tool_name else "",
         "agent": valid(label) if isinstance(label, str) and label.strip() else "",
-        "raw_input": raw_input,
-        "locations": locations if isinstance(locations, list) else [],
-        "content": content if isinstance(content, list) else [],
     }
+    facts["read"] = gather(
+        raw_input=raw_input,
+        tool_kind=facts["kind"],
+        title=facts["title"],
+        locations=locations if isinstance(locations, list) else [],
+        content=content if isinstance(content, list) else [],
+    )
     ids = {"request_id": request_id, "session_id": session_id, "request_seq": request_seq}
     subject = {"digest": digest, "revision": revision, "expires_at": format_utc_ms(expires_at)}
     result: dict[str, Any] = {}
@@ -151,16 +155,9 @@ def _prompt_at(
         v2_options.append(option)
         shown.append(prose(label) or prose(option_id) or f"option {len(shown) + 1}")
     preview = build_preview(
-        agent=facts["agent"],
-        tool=facts["tool"],
-        tool_kind=facts["kind"],
-        title=facts["title"],
-        raw_input=facts["raw_input"],
-        locations=facts["locations"],
-        content=facts["content"],
-        limits=limits,
+        agent=facts["agent"], tool=facts["tool"], tool_kind=facts["kind"], facts=facts["read"], limits=limits
     )
-    display = prose(v2_title) or prose(facts["tool"]) or "tool call"
+    display = prose(v2_title) or prose(facts["tool"], limits.title) or "tool call"
     prompt: dict[str, Any] = {
         "msgtype": "m.text",
         "body": message.body(display, preview, shown),

@@ -10,16 +10,17 @@ from __future__ import annotations
 import difflib
 import json
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
-from bot.prompts.text import code_text, cut, cut_lines, prose, unquote_code
+from bot.prompts.text import code_text, cut, prose, prose_cut, unquote_code
 
 MAX_COMMAND = 2000
 MAX_DIFF = 4000
 MAX_ITEMS = 5
 MAX_LABEL = 200
+T = TypeVar("T")
 MAX_LINES = 80  # lines of a command or diff shown; more would push the rest out of view
 
 
@@ -98,7 +99,7 @@ def diff_text(item: Mapping[str, Any]) -> tuple[str, str, DiffSummary] | None:
     path, old, new = item.get("path"), item.get("oldText"), item.get("newText")
     if not isinstance(path, str) or not isinstance(new, str) or not (old is None or isinstance(old, str)):
         return None
-    lines = list(
+    text = "\n".join(
         difflib.unified_diff(
             old.splitlines() if old else [],
             new.splitlines(),
@@ -107,10 +108,9 @@ def diff_text(item: Mapping[str, Any]) -> tuple[str, str, DiffSummary] | None:
             lineterm="",
         )
     )
-    body = [x for x in lines[2:] if not x.startswith("@@")]
-    added = sum(x.startswith("+") for x in body)
-    removed = sum(x.startswith("-") for x in body)
-    return path, "\n".join(lines) or "(no changes)", DiffSummary(prose(path), added, removed, old is None)
+    # After the "--- a" / "+++ b" header, a line is added (+), removed (-), context ( ) or a hunk (@@).
+    added, removed = max(text.count("\n+") - 1, 0), text.count("\n-")
+    return path, text or "(no changes)", DiffSummary(prose(path, 1000), added, removed, old is None)
 
 
 def content_text(item: Mapping[str, Any]) -> str | None:
@@ -130,29 +130,54 @@ def location_text(loc: object) -> str | None:
     return f"{path}:{line}" if isinstance(line, int) and not isinstance(line, bool) else path
 
 
-def build_preview(
-    *,
-    agent: str,
-    tool: str,
-    tool_kind: str | None,
-    title: str,
-    raw_input: object,
-    locations: Sequence[object],
-    content: Sequence[object],
-    limits: Limits,
-) -> Preview:
+@dataclass(frozen=True)
+class Facts:
+    """What the request says, read once (the prompt may be built at several cuts)."""
+
+    command: tuple[str, str] | None
+    diffs: list[tuple[str, str, DiffSummary]]  # the first MAX_ITEMS: (path, unified diff, summary)
+    texts: list[str]
+    places: list[str]
+    more: bool  # more diffs, texts or places than MAX_ITEMS
+
+
+def _first(values: Iterable[T | None], n: int) -> tuple[list[T], bool]:
+    """The first ``n`` values that are not None, and whether there were more."""
+    out: list[T] = []
+    for v in values:
+        if v is not None:
+            if len(out) == n:
+                return out, True
+            out.append(v)
+    return out, False
+
+
+def gather(
+    *, raw_input: object, tool_kind: str | None, title: str, locations: Sequence[object], content: Sequence[object]
+) -> Facts:
+    """Read the request's command, diffs, texts and places (at most MAX_ITEMS of each)."""
+    blocks = [b for b in content if isinstance(b, Mapping)]
+    diffs, more_diffs = _first((diff_text(b) for b in blocks if b.get("type") == "diff"), MAX_ITEMS)
+    texts, more_texts = _first((content_text(b) for b in blocks if b.get("type") == "content"), MAX_ITEMS)
+    places, more_places = _first((location_text(loc) for loc in locations), MAX_ITEMS)
+    command = command_text(raw_input, kind=tool_kind, title=title)
+    if command is not None and command[0] == "Input" and (diffs or more_diffs):
+        command = None  # a diff already shows the input
+    return Facts(command, diffs, texts, places, more_diffs or more_texts or more_places)
+
+
+def build_preview(*, agent: str, tool: str, tool_kind: str | None, facts: Facts, limits: Limits) -> Preview:
     """The preview of one request at the given cuts. Every text is made visible before it is cut."""
-    out = Preview()
+    out = Preview(complete=not facts.more)
 
     def field_item(label: str, value: str, limit: int) -> None:
-        shown, was_cut = cut(prose(value), limit)
+        shown, was_cut = prose_cut(value, limit)
         out.complete = out.complete and not was_cut
         out.items.append({"type": "field", "label": label, "value": shown})
 
     def text_item(label: str, text: str, limit: int) -> str:
-        shown, cut_by_lines = cut_lines(code_text(text), limits.lines)
-        shown, cut_by_size = cut(shown, limit)
-        out.complete = out.complete and not (cut_by_lines or cut_by_size)
+        shown, was_cut = code_text(text, limit, limits.lines)
+        out.complete = out.complete and not was_cut
         out.items.append({"type": "text", "label": cut(label, limits.label)[0], "text": shown})
         return shown
 
@@ -162,20 +187,15 @@ def build_preview(
         field_item("Tool", tool, limits.title)
     if tool_kind:
         field_item("Kind", tool_kind, limits.label)
-    blocks = [b for b in content if isinstance(b, Mapping)]
-    diffs = [d for d in (diff_text(b) for b in blocks if b.get("type") == "diff") if d is not None]
-    texts = [t for t in (content_text(b) for b in blocks if b.get("type") == "content") if t is not None]
-    command = command_text(raw_input, kind=tool_kind, title=title)
-    if command is not None and not (command[0] == "Input" and diffs):  # a diff already shows the input
-        out.command = (command[0], text_item(command[0], command[1], limits.command))
-    for path, diff, summary in diffs[: limits.items]:
-        text_item(f"Diff: {prose(path)}", diff, limits.diff)
+    if facts.command is not None:
+        out.command = (facts.command[0], text_item(facts.command[0], facts.command[1], limits.command))
+    for path, diff, summary in facts.diffs[: limits.items]:
+        text_item(f"Diff: {prose(path, limits.label)}", diff, limits.diff)
         out.diffs.append(replace(summary, path=cut(summary.path, limits.title)[0]))
-    for text in texts[: limits.items]:
+    for text in facts.texts[: limits.items]:
         out.details.append(text_item("Details", text, limits.command))
-    places = [p for p in (location_text(loc) for loc in locations) if p is not None]
-    for place in places[: limits.items]:
+    for place in facts.places[: limits.items]:
         field_item("Location", place, limits.title)
-    if len(diffs) > limits.items or len(texts) > limits.items or len(places) > limits.items:
+    if max(len(facts.diffs), len(facts.texts), len(facts.places)) > limits.items:
         out.complete = False
     return out

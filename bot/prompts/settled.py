@@ -48,8 +48,7 @@ def _outcome_line(
     if via not in {"timeout", "cancel", ""}:
         line += f" via {_VIA_WORDS.get(via, one_line(via))}"
     if feedback and feedback.strip():
-        shown, _ = cut(prose(feedback), MAX_FEEDBACK_SHOWN)
-        line += f": “{shown}”"
+        line += f": “{prose(feedback, MAX_FEEDBACK_SHOWN)}”"
     return valid(line)
 
 

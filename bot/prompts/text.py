@@ -19,6 +19,7 @@ __all__ = [
     "esc",
     "one_line",
     "prose",
+    "prose_cut",
     "title_html",
     "unquote_code",
     "valid",
@@ -54,7 +55,7 @@ def _invisible(ch: str) -> bool:
 def visible(text: str) -> str:
     """``text`` with every invisible character written out (``<U+202E>``); CR LF and CR become LF."""
     text = valid(text).replace("\r\n", "\n").replace("\r", "\n")
-    if not any(_invisible(ch) for ch in text):
+    if text.replace("\n", "").replace("\t", "").isprintable():  # the common case, at C speed
         return text
     return "".join(f"<U+{ord(ch):04X}>" if _invisible(ch) else ch for ch in text)
 
@@ -84,14 +85,36 @@ def esc(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-def prose(text: str) -> str:
-    """One line of agent prose: visible, on one line, with no mention a client would ping or pill."""
-    return _MENTION.sub(lambda m: _LOOKALIKE[m.group(0)[0]] + m.group(0)[1:], one_line(visible(text)))
+def _defang(text: str) -> str:
+    return _MENTION.sub(lambda m: _LOOKALIKE[m.group(0)[0]] + m.group(0)[1:], text)
 
 
-def code_text(text: str) -> str:
-    """Agent code (a command, a diff): visible, exact but for blank-line runs collapsed to one."""
-    return _BLANK_RUN.sub("\n\n", visible(text)).strip("\n")
+def prose_cut(text: str, limit: int) -> tuple[str, bool]:
+    """One line of agent prose (see :func:`prose`) of at most ``limit`` characters, and whether it was cut.
+
+    Only what can be shown is examined, so a huge text costs no more than a short one.
+    """
+    flat = one_line(valid(text))[: limit + 1]
+    return cut(_defang(one_line(visible(flat))), limit)
+
+
+def prose(text: str, limit: int | None = None) -> str:
+    """One line of agent prose: visible, on one line, with no mention a client would ping or pill;
+    with ``limit``, at most that many characters ("…" when cut)."""
+    if limit is not None:
+        return prose_cut(text, limit)[0]
+    return _defang(one_line(visible(text)))
+
+
+def code_text(text: str, limit: int, max_lines: int) -> tuple[str, bool]:
+    """Agent code (a command, a diff) as shown: exact but for blank-line runs collapsed to one and
+    invisible characters written out; at most ``limit`` characters and ``max_lines`` lines. Returns the
+    text and whether anything was cut. Only what is shown is examined."""
+    flat = _BLANK_RUN.sub("\n\n", valid(text).replace("\r\n", "\n").replace("\r", "\n")).strip("\n")
+    flat, by_lines = cut_lines(flat, max_lines)
+    flat, by_size = cut(flat, limit)
+    shown, by_width = cut(visible(flat), limit)
+    return shown, by_lines or by_size or by_width
 
 
 def title_html(title: str) -> str:
