@@ -485,7 +485,7 @@ def _incomplete(target: Target) -> Refusal:
     return Refusal(
         "incomplete",
         f"The prompt for {_show(target.request_id, 80)} was shortened, so a plain answer cannot settle it. "
-        "Read the full request, then reply to the prompt (or answer in its thread).",
+        "Read the full text in its thread, then reply to the prompt (or answer in its thread).",
         target.request_id,
     )
 

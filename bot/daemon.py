@@ -30,7 +30,8 @@ from bot.matrix.client import Matrix
 from bot.matrix.room import may_answer
 from bot.metrics import Metrics
 from bot.notices import Notices
-from bot.outbox import NOT_POSTED, Outbox, prompt_complete
+from bot.outbox import NOT_POSTED, Outbox
+from bot.posts import prompt_complete
 from bot.prompts.text import prose
 from bot.timeutil import iso_ms
 from bot.webhooks import Webhooks

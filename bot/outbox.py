@@ -17,7 +17,6 @@ order, so a queue of reactions ahead of an edit would).
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -30,7 +29,8 @@ from bot.inbox.record import Record
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix, SendFailed, txn_id
 from bot.metrics import Metrics
-from bot.prompts import build_prompt, build_settled, edit_content
+from bot.posts import full_text_notice, prompt_content, remember_complete
+from bot.prompts import build_settled, edit_content
 from bot.timeutil import to_datetime
 
 log = structlog.get_logger("outbox")
@@ -41,50 +41,6 @@ SEND_CONCURRENCY = 16  # sends in flight to the homeserver at once
 EDIT_COALESCE = 0.25  # seconds settled prompts wait so a burst of answers is edited in one pass
 SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
 NOT_POSTED = ""  # prompt_event_id of a rule-settled request that is recorded but not posted
-
-
-def prompt_content(rec: Record) -> dict[str, Any]:
-    """The prompt exactly as posted for ``rec`` (rebuilt: it is a pure function of the record)."""
-    return build_prompt(
-        request_id=rec.id,
-        session_id=rec.session_id,
-        request_seq=rec.request_seq,
-        title=rec.title,
-        tool_kind=rec.tool_kind,
-        options=rec.options,
-        raw_input=rec.raw_input,
-        locations=rec.locations,
-        content=rec.content,
-        digest=rec.digest,
-        revision=rec.revision,
-        expires_at=to_datetime(rec.expires_at),
-        tool_name=rec.tool_name,
-        label=rec.label,
-    )
-
-
-_COMPLETE: OrderedDict[tuple[str, str], bool] = OrderedDict()  # (request id, digest) -> preview_complete
-_COMPLETE_MAX = 65_536  # a few MB at most; each entry is computed once, when the prompt is posted
-
-
-def _remember_complete(rec: Record, content: dict[str, Any]) -> bool:
-    complete = bool(content["subject"]["preview_complete"])
-    _COMPLETE[(rec.id, rec.digest)] = complete
-    while len(_COMPLETE) > _COMPLETE_MAX:
-        _COMPLETE.popitem(last=False)
-    return complete
-
-
-def prompt_complete(rec: Record) -> bool:
-    """Whether ``rec``'s prompt shows everything (``subject.preview_complete``); remembered per request."""
-    key = (rec.id, rec.digest)
-    if key in _COMPLETE:
-        _COMPLETE.move_to_end(key)
-        return _COMPLETE[key]
-    try:
-        return _remember_complete(rec, prompt_content(rec))
-    except ValueError:  # no prompt can show it: nothing was shown in full
-        return False
 
 
 def settled_content(rec: Record) -> dict[str, Any]:
@@ -270,12 +226,16 @@ class Outbox:
 
     async def _post(self, rec: Record) -> None:
         content = prompt_content(rec)
-        _remember_complete(rec, content)
         event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id))
         await self.inbox.set_prompt_event(rec.id, event_id, self.now())
         self.metrics.posted()
         self.wake_seed.set()
         log.info("prompt_posted", request_id=rec.id, event_id=event_id)
+        if not remember_complete(rec, content):  # shortened: the full text goes in its thread
+            try:
+                await self.matrix.send(full_text_notice(rec, event_id), txn_id("f", self.install_id, rec.id))
+            except SendFailed as e:  # best effort: the prompt still says it was cut, and needs a reply
+                log.warning("full_text_not_posted", request_id=rec.id, error=str(e))
 
     async def _edit(self, rec: Record) -> None:
         # One txn per outcome: a retried edit is deduplicated, an amended outcome (a watched harness that

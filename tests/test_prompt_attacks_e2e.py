@@ -54,9 +54,14 @@ async def test_a_cut_command_is_not_approved_by_a_plain_number(station: Station,
     c = content(prompt)
     assert c["subject"]["preview_complete"] is False and "⚠ Shortened" in c["body"]
     assert "│ echo aaaa" in c["body"]
+    full = await station.alice.wait(
+        lambda e: e.get("sender") == station.bot_id and rel(e).get("rel_type") == "m.thread"
+        and rel(e).get("event_id") == prompt["event_id"] and content(e).get("body", "").startswith("Full text"), 20)
+    assert full, "the full text was not posted in the prompt's thread"
+    assert "a" * 3000 + " ; rm -rf ~" in content(full)["body"] and content(full)["m.mentions"] == {}
     mark = station.alice.mark()
     await station.alice.text("1")
-    notice = await station.notice_after(mark, contains="shortened")
+    notice = await station.notice_after(mark, contains="a plain answer cannot settle it")
     assert notice, "no notice refusing the plain number"
     assert content(notice)["m.mentions"] == {} and rec["id"] in content(notice)["body"]
     assert (await station.record(rec["id"], wait=1))["state"] == "pending"

@@ -170,3 +170,23 @@ def test_agent_text_never_makes_a_banner_an_option_line_or_a_mention(
     assert not _MENTIONISH.search(outside_code)
     for text in (c["body"], html):
         assert not any(unicodedata.category(ch) in ("Cf", "Zl", "Zp") for ch in text)
+
+
+# --- the full text of a shortened prompt --------------------------------------------------------------
+
+
+def test_full_text_of_a_shortened_prompt() -> None:
+    import json
+
+    from bot.prompts.attachment import ATTACHMENT_BUDGET, full_text_content
+
+    command = "echo " + "a" * 5000 + "\u202e ; rm -rf ~"
+    c = full_text_content(request_id="s:1", title="t", tool_kind="execute", raw_input={"command": command},
+                          content=[{"type": "content", "content": {"type": "text", "text": "@room look"}}])
+    assert c["msgtype"] == "m.notice" and c["m.mentions"] == {}
+    assert "│ echo " + "a" * 5000 + "<U+202E> ; rm -rf ~" in c["body"] and "Still shortened" not in c["body"]
+    assert "Details:\n│ @room look" in c["body"] and "<pre><code>@room look</code></pre>" in c["formatted_body"]
+    huge = full_text_content(request_id="s:1", title="t", tool_kind="execute", raw_input={"command": "é" * 90_000},
+                             content=[])
+    assert len(json.dumps(huge, ensure_ascii=False).encode()) <= ATTACHMENT_BUDGET
+    assert "⚠ Still shortened here" in huge["body"]

@@ -15,7 +15,7 @@ from bot import answers
 from bot.daemon import _target
 from bot.inbox.record import Record
 from bot.inbox.submission import parse_submission
-from bot.outbox import prompt_complete, prompt_content
+from bot.posts import prompt_complete, prompt_content
 
 BOT = "@permbot:hs"
 ALWAYS_FIRST = [

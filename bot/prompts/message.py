@@ -17,8 +17,8 @@ from bot.prompts.text import esc, title_html
 ANSWER_HINT = "Reply with the number, or the option's name."
 GUTTER = "│ "
 SHORTENED = (
-    "⚠ Shortened: this prompt does not show everything the agent sent. A plain number cannot answer it: "
-    "reply to this message, or answer in its thread."
+    "⚠ Shortened: this prompt does not show everything the agent sent; the full text follows in its thread. "
+    "A plain number cannot answer it: reply to this message, or answer in its thread."
 )
 
 
