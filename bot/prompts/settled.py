@@ -10,7 +10,7 @@ from typing import Any
 from bot.events import format_utc_ms, validate_content
 from bot.prompts.build import HTML_FORMAT
 from bot.prompts.message import ANSWER_HINT, hint_html
-from bot.prompts.text import cut, esc, one_line, prose, valid
+from bot.prompts.text import cut, esc, one_line, prose, valid, visible
 
 MAX_FEEDBACK = 2000
 MAX_FEEDBACK_SHOWN = 300
@@ -48,7 +48,8 @@ def _outcome_line(
     if via not in {"timeout", "cancel", ""}:
         line += f" via {_VIA_WORDS.get(via, one_line(via))}"
     if feedback and feedback.strip():
-        line += f": “{prose(feedback, MAX_FEEDBACK_SHOWN)}”"
+        shown, _ = cut(one_line(visible(one_line(feedback)[: MAX_FEEDBACK_SHOWN + 1])), MAX_FEEDBACK_SHOWN)
+        line += f": “{shown}”"  # a person's words (or the bot's): mentions kept, m.mentions stops pings
     return valid(line)
 
 
