@@ -30,6 +30,7 @@ def prompt_content(rec: Record) -> dict[str, Any]:
         expires_at=to_datetime(rec.expires_at),
         tool_name=rec.tool_name,
         label=rec.label,
+        cwd=rec.cwd,
     )
 
 

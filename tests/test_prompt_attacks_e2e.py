@@ -90,3 +90,12 @@ async def test_check_and_cross_reactions_pick_allow_once_and_reject_once(station
     rec2, prompt2 = await station.submit(request_body(sid, options=CLAUDE_OPTIONS, tool_call_id="call_2"))
     await station.alice.react(prompt2["event_id"], "❌")
     assert (await station.record(rec2["id"]))["outcome"]["option_id"] == "reject"
+
+
+async def test_the_prompt_says_which_agent_asks_and_where(station: Station, sid: str) -> None:
+    body = {**request_body(sid), "label": "laptop-claude", "cwd": "/srv/app"}
+    rec, prompt = await station.submit(body)
+    c = content(prompt)
+    assert "\nAgent: laptop-claude\nDirectory: /srv/app\n" in c["body"]
+    assert "<b>Directory:</b> <code>/srv/app</code>" in c["formatted_body"]
+    await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "cancel"})

@@ -80,8 +80,9 @@ def test_a_write_shows_the_file_once() -> None:
 
 
 def test_body_carries_agent_command_and_cut() -> None:
-    c = build(label="laptop-claude", raw_input={"command": "rm -rf ~/" + "x" * 3000})
-    assert "\nAgent: laptop-claude\n" in c["body"] and "\n│ rm -rf ~/xxx" in c["body"]
+    c = build(label="laptop-claude", cwd="/work/proj", raw_input={"command": "rm -rf ~/" + "x" * 3000})
+    assert "\nAgent: laptop-claude\nDirectory: /work/proj\n" in c["body"] and "\n│ rm -rf ~/xxx" in c["body"]
+    assert "<b>Directory:</b> <code>/work/proj</code>" in c["formatted_body"]
     assert "⚠ Shortened" in c["body"] and c["subject"]["preview_complete"] is False
     assert "⚠ Shortened" not in build()["body"]
 
@@ -138,19 +139,19 @@ HOSTILE = [
 ]
 hostile_text = st.lists(st.sampled_from(HOSTILE) | st.text(max_size=8), max_size=8).map("".join)
 _MENTIONISH = re.compile(r"(?<![\w.+-])(@room\b|[@#!][^\s:@#!＠＃！<>\"']+:[A-Za-z0-9\[])", re.IGNORECASE)
-BOT_PREFIXES = ("Permission needed: ", "Agent: ", "Tool: ", "Kind: ", "Command:", "Input:", "Diff: ", "Details:",
-                "Location: ", "⚠ Shortened: ", GUTTER)
+BOT_PREFIXES = ("Permission needed: ", "Agent: ", "Directory: ", "Tool: ", "Kind: ", "Command:", "Input:", "Diff: ",
+                "Details:", "Location: ", "⚠ Shortened: ", GUTTER)
 
 
 @settings(max_examples=150, deadline=None)
-@given(title=hostile_text, label=hostile_text, tool=hostile_text, command=hostile_text, path=hostile_text,
-       names=st.lists(hostile_text, min_size=1, max_size=4))
+@given(title=hostile_text, label=hostile_text, cwd=hostile_text, tool=hostile_text, command=hostile_text,
+       path=hostile_text, names=st.lists(hostile_text, min_size=1, max_size=4))
 def test_agent_text_never_makes_a_banner_an_option_line_or_a_mention(
-    title: str, label: str, tool: str, command: str, path: str, names: list[str]
+    title: str, label: str, cwd: str, tool: str, command: str, path: str, names: list[str]
 ) -> None:
     kinds = ["reject_once", "allow_once", "other", "allow_always"]
     options = [{"optionId": f"o{i}", "name": n, "kind": kinds[i]} for i, n in enumerate(names)]
-    c = build(title=title, label=label, tool_name=tool, raw_input={"command": command}, options=options,
+    c = build(title=title, label=label, cwd=cwd, tool_name=tool, raw_input={"command": command}, options=options,
               locations=[{"path": path}], content=[{"type": "diff", "path": path, "oldText": "a", "newText": command},
                                                    {"type": "content", "content": {"type": "text", "text": title}}])
     validate_content(c)

@@ -100,13 +100,15 @@ def build_prompt(
     expires_at: datetime,
     tool_name: str | None = None,
     label: str | None = None,
+    cwd: str | None = None,
 ) -> dict[str, Any]:
     """The prompt's ``m.room.message`` content: prose, HTML, the v2 fields and the v1 card.
 
     ``options`` are ACP options (``optionId``, ``name``, ``kind``) in the agent's order; ``locations`` ACP
     ToolCallLocations; ``content`` ACP ToolCallContent; ``tool_name`` the harness's own tool name (never
-    the title). ``expires_at`` naive means UTC. Raises ``ValueError`` when no valid event can say this
-    (empty ids, no options or more than 20, repeated or over-long option ids).
+    the title); ``label`` and ``cwd`` say which agent asks, and where. ``expires_at`` naive means UTC.
+    Raises ``ValueError`` when no valid event can say this (empty ids, no options or more than 20, repeated
+    or over-long option ids).
     """
     _identity("request_id", request_id)
     _identity("session_id", session_id)
@@ -120,6 +122,7 @@ def build_prompt(
         "kind": cut(valid(tool_kind), MAX_LABEL)[0] if isinstance(tool_kind, str) and tool_kind else None,
         "tool": valid(tool_name) if isinstance(tool_name, str) and tool_name else "",
         "agent": valid(label) if isinstance(label, str) and label.strip() else "",
+        "cwd": valid(cwd) if isinstance(cwd, str) and cwd.strip() else "",
     }
     facts["read"] = gather(
         raw_input=raw_input,
@@ -155,7 +158,12 @@ def _prompt_at(
         v2_options.append(option)
         shown.append(prose(label) or prose(option_id) or f"option {len(shown) + 1}")
     preview = build_preview(
-        agent=facts["agent"], tool=facts["tool"], tool_kind=facts["kind"], facts=facts["read"], limits=limits
+        agent=facts["agent"],
+        cwd=facts["cwd"],
+        tool=facts["tool"],
+        tool_kind=facts["kind"],
+        facts=facts["read"],
+        limits=limits,
     )
     display = prose(v2_title) or prose(facts["tool"], limits.title) or "tool call"
     prompt: dict[str, Any] = {

@@ -39,7 +39,7 @@ def body(title: str, preview: Preview, labels: Sequence[str]) -> str:
     """The plain-text body. ``title`` and ``labels`` are shown forms (see :func:`text.prose`)."""
     lines = [f"Permission needed: {title}"]
     fields = {item["label"]: item["value"] for item in preview.items if item["type"] == "field"}
-    for name in ("Agent", "Tool", "Kind"):
+    for name in ("Agent", "Directory", "Tool", "Kind"):
         if name in fields:
             lines.append(f"{name}: {fields[name]}")
     if preview.command is not None:
@@ -64,7 +64,7 @@ def formatted(title: str, labels: Sequence[str], preview: Preview) -> str:
     for item in items:
         if item.get("type") == "field":
             value = esc(str(item.get("value", "")))
-            if item.get("label") == "Location":
+            if item.get("label") in ("Location", "Directory"):
                 value = f"<code>{value}</code>"
             fields.append(f"<b>{esc(str(item.get('label', '')))}:</b> {value}")
     if fields:

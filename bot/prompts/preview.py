@@ -166,7 +166,9 @@ def gather(
     return Facts(command, diffs, texts, places, more_diffs or more_texts or more_places)
 
 
-def build_preview(*, agent: str, tool: str, tool_kind: str | None, facts: Facts, limits: Limits) -> Preview:
+def build_preview(
+    *, agent: str, cwd: str = "", tool: str, tool_kind: str | None, facts: Facts, limits: Limits
+) -> Preview:
     """The preview of one request at the given cuts. Every text is made visible before it is cut."""
     out = Preview(complete=not facts.more)
 
@@ -183,6 +185,8 @@ def build_preview(*, agent: str, tool: str, tool_kind: str | None, facts: Facts,
 
     if agent:
         field_item("Agent", agent, limits.title)
+    if cwd:
+        field_item("Directory", cwd, limits.title)
     if tool:
         field_item("Tool", tool, limits.title)
     if tool_kind:
