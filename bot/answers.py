@@ -20,9 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from bot.prompts.text import prose
+
 __all__ = [
     "ANSWER_KEY",
     "KEYCAPS",
+    "SHORTCUTS",
     "Answer",
     "Candidate",
     "Refusal",
@@ -39,6 +42,8 @@ KEYCAPS: tuple[str, ...] = (*(f"{n}\ufe0f\u20e3" for n in range(1, 10)), "\U0001
 """Keycap reactions 1️⃣ … 9️⃣, 🔟 as clients send them; ``KEYCAPS[i]`` picks option ``i + 1``."""
 
 _KEYCAP_INDEX = {**{f"{n}\u20e3": n for n in range(1, 10)}, "\U0001f51f": 10}
+SHORTCUTS = {"\u2705": "allow_once", "\u274c": "reject_once"}
+"""Reactions that pick an option by its ACP kind: ✅ allow once, ❌ reject once."""
 
 # What may follow a number or an option name before the feedback.
 _SEP = ".):,-\u2013\u2014"  # . ) : , - – —
@@ -79,6 +84,8 @@ class Target:
     digest: str
     revision: int
     pending: bool
+    kinds: Sequence[str] = ()  # the ACP kind of each option, same order (for ✅ / ❌)
+    complete: bool = True  # the prompt showed everything; if not, only an addressed answer counts
 
 
 @dataclass(frozen=True)
@@ -93,7 +100,7 @@ class Answer:
     event_id: str
 
 
-RefusalKind = Literal["unparsable", "ambiguous", "stale", "not_pending", "unknown_request"]
+RefusalKind = Literal["unparsable", "ambiguous", "stale", "not_pending", "unknown_request", "incomplete"]
 
 
 @dataclass(frozen=True)
@@ -399,9 +406,8 @@ def _cuts(text: str) -> list[int]:
 
 
 def _show(text: str, limit: int = 40) -> str:
-    """A name fit for a one-line notice: whitespace collapsed, shortened."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    """A name fit for a one-line notice: shown as agent prose (one line, visible, no mention), shortened."""
+    return prose(text, limit)
 
 
 def _choices(target: Target) -> str:
@@ -461,6 +467,8 @@ def _resolve_text(c: Candidate, target: Target | None, live: Sequence[Target]) -
         return None
     if len(live) == 1:
         parsed = _parse(text, live[0].options)
+        if isinstance(parsed, _Pick) and not live[0].complete:
+            return _incomplete(live[0])
         return _answer(c, live[0], parsed.index, parsed.feedback) if isinstance(parsed, _Pick) else None
     if any(isinstance(_parse(text, t.options), _Pick) for t in live):
         ids = [_show(t.request_id, 60) for t in live]
@@ -473,13 +481,28 @@ def _resolve_text(c: Candidate, target: Target | None, live: Sequence[Target]) -
     return None
 
 
+def _incomplete(target: Target) -> Refusal:
+    return Refusal(
+        "incomplete",
+        f"The prompt for {_show(target.request_id, 80)} was shortened, so a plain answer cannot settle it. "
+        "Read the full text in its thread, then reply to the prompt (or answer in its thread).",
+        target.request_id,
+    )
+
+
 def _resolve_reaction(c: Candidate, target: Target | None) -> Answer | Refusal | None:
-    number = keycap_index(c.reaction_key) if isinstance(c.reaction_key, str) else None
-    if number is None or target is None:
+    key = c.reaction_key if isinstance(c.reaction_key, str) else ""
+    kind = SHORTCUTS.get(key.replace("\ufe0f", "").replace("\ufe0e", ""))
+    number = keycap_index(key)
+    if (number is None and kind is None) or target is None:
         return None
     if not target.pending:
         return _not_pending(target)
-    if number > len(target.options):
+    if kind is not None:
+        if kind not in target.kinds:
+            return _unparsable(target, f"This prompt offers no {kind.replace('_', ' ')} option. ")
+        return _answer(c, target, list(target.kinds).index(kind), None)
+    if number is None or number > len(target.options):
         return _unparsable(target, f"There is no option {number}. ")
     return _answer(c, target, number - 1, None)
 

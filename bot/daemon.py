@@ -22,6 +22,7 @@ from bot.aio import wait_any
 from bot.config import Config
 from bot.harness import Harnesses
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
+from bot.inbox.options import by_meaning
 from bot.inbox.record import EXPIRED, Record
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
@@ -30,6 +31,8 @@ from bot.matrix.room import may_answer
 from bot.metrics import Metrics
 from bot.notices import Notices
 from bot.outbox import NOT_POSTED, Outbox
+from bot.posts import prompt_complete
+from bot.prompts.text import prose
 from bot.timeutil import iso_ms
 from bot.webhooks import Webhooks
 
@@ -55,7 +58,7 @@ def describe_outcome(rec: Record) -> str:
     o = rec.outcome
     if o is None:
         return "still pending"
-    what = rec.option_name(o.option_id) if o.option_id else "cancelled"
+    what = prose(rec.option_name(o.option_id) or "") if o.option_id else "cancelled"  # agent text
     return f"{what}, by {o.answered_by} via {VIA_WORDS.get(o.via, o.via)} at {iso_ms(o.decided_at)}"
 
 
@@ -299,13 +302,17 @@ class Daemon:
 
 
 def _target(rec: Record) -> answers.Target:
+    """What an answer can pick: the options numbered as the prompt numbers them (by meaning)."""
+    shown = by_meaning(rec.options)
     return answers.Target(
         request_id=rec.id,
         prompt_event_id=rec.prompt_event_id or None,
-        options=[(str(o["optionId"]), str(o["name"])) for o in rec.options],
+        options=[(str(o["optionId"]), str(o["name"])) for o in shown],
         digest=rec.digest,
         revision=rec.revision,
         pending=rec.pending,
+        kinds=[str(o.get("kind", "")) for o in shown],
+        complete=prompt_complete(rec),
     )
 
 

@@ -13,8 +13,9 @@ log = structlog.get_logger("notices")
 
 
 def notice_content(text: str, *, reply_to: str | None, thread_root: str | None) -> dict[str, Any]:
-    """An m.notice; in the prompt's thread when there is one, else a reply."""
-    content: dict[str, Any] = {"msgtype": "m.notice", "body": text}
+    """An m.notice that mentions no one (``m.mentions: {}``); in the prompt's thread when there is one,
+    else a reply."""
+    content: dict[str, Any] = {"msgtype": "m.notice", "body": text, "m.mentions": {}}
     if thread_root:
         rel: dict[str, Any] = {"rel_type": "m.thread", "event_id": thread_root, "is_falling_back": True}
         rel["m.in_reply_to"] = {"event_id": reply_to or thread_root}

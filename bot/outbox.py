@@ -29,7 +29,8 @@ from bot.inbox.record import Record
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix, SendFailed, txn_id
 from bot.metrics import Metrics
-from bot.prompts import build_prompt, build_settled, edit_content
+from bot.posts import full_text_notice, prompt_content, remember_complete
+from bot.prompts import build_settled, edit_content
 from bot.timeutil import to_datetime
 
 log = structlog.get_logger("outbox")
@@ -40,26 +41,6 @@ SEND_CONCURRENCY = 16  # sends in flight to the homeserver at once
 EDIT_COALESCE = 0.25  # seconds settled prompts wait so a burst of answers is edited in one pass
 SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
 NOT_POSTED = ""  # prompt_event_id of a rule-settled request that is recorded but not posted
-
-
-def prompt_content(rec: Record) -> dict[str, Any]:
-    """The prompt exactly as posted for ``rec`` (rebuilt: it is a pure function of the record)."""
-    return build_prompt(
-        request_id=rec.id,
-        session_id=rec.session_id,
-        request_seq=rec.request_seq,
-        title=rec.title,
-        tool_kind=rec.tool_kind,
-        options=rec.options,
-        raw_input=rec.raw_input,
-        locations=rec.locations,
-        content=rec.content,
-        digest=rec.digest,
-        revision=rec.revision,
-        expires_at=to_datetime(rec.expires_at),
-        tool_name=rec.tool_name,
-        label=rec.label,
-    )
 
 
 def settled_content(rec: Record) -> dict[str, Any]:
@@ -217,7 +198,10 @@ class Outbox:
                 if not await self._still_pending(rec.id):
                     break
                 ev = await self.matrix.send(
-                    {"m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key}},
+                    {
+                        "m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key},
+                        "m.mentions": {},
+                    },
                     txn_id("r", self.install_id, rec.id, str(i)),
                     "m.reaction",
                 )
@@ -247,6 +231,11 @@ class Outbox:
         self.metrics.posted()
         self.wake_seed.set()
         log.info("prompt_posted", request_id=rec.id, event_id=event_id)
+        if not remember_complete(rec, content):  # shortened: the full text goes in its thread
+            try:
+                await self.matrix.send(full_text_notice(rec, event_id), txn_id("f", self.install_id, rec.id))
+            except SendFailed as e:  # best effort: the prompt still says it was cut, and needs a reply
+                log.warning("full_text_not_posted", request_id=rec.id, error=str(e))
 
     async def _edit(self, rec: Record) -> None:
         # One txn per outcome: a retried edit is deduplicated, an amended outcome (a watched harness that

@@ -134,7 +134,8 @@ def test_rendered_prompt_page_is_current() -> None:
     assert page == render_page(), "regenerate: python -m bot.demo.render docs/prompt-rendered.html"
     prompt = seed_prompt()
     assert prompt["formatted_body"] in page
-    assert prompt["body"].startswith("Permission needed: Run the test suite\n\n1. Allow once")
+    assert prompt["body"].startswith("Permission needed: Run the test suite\nKind: execute\nCommand:\n│ bun test\n")
+    assert "\n\n1. Allow once\n" in prompt["body"]
     assert "<code>bun test</code>" in prompt["formatted_body"]
 
 

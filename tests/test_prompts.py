@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.events import schema_verdict, validate_content
+from bot.inbox.options import by_meaning
 from bot.prompts import (
     ANSWER_HINT,
     CONTENT_BUDGET,
@@ -97,11 +98,20 @@ def test_option_meaning(kind: str, expected: tuple[str, str | None]) -> None:
 
 
 def test_seed_example_is_built_exactly() -> None:
+    """The seed's example, but for what CONTRACT.md now asks of the prose and the preview (labels from
+    facts: no tool name was sent, so no Tool line; the body carries the command)."""
     built = prompt()
-    assert built["body"] == SEED["body"]
-    assert {k: v for k, v in built.items() if k not in ("format", "formatted_body")} == SEED
-    assert list(built)[:4] == ["msgtype", "body", "format", "formatted_body"]
-    assert built["format"] == "org.matrix.custom.html"
+    assert built["body"] == (
+        "Permission needed: Run the test suite\nKind: execute\nCommand:\n│ bun test\nLocation: apps/hub\n\n"
+        "1. Allow once\n2. Always allow\n3. Reject\n4. Never allow\n\n" + ANSWER_HINT
+    )
+    seed = copy.deepcopy(SEED)
+    seed["subject"]["preview"] = [i for i in seed["subject"]["preview"] if i["label"] != "Tool"]
+    assert {k: v for k, v in built.items() if k not in ("body", "format", "formatted_body", "m.mentions")} == {
+        k: v for k, v in seed.items() if k != "body"
+    }
+    assert list(built)[:5] == ["msgtype", "body", "format", "formatted_body", "m.mentions"]
+    assert built["format"] == "org.matrix.custom.html" and built["m.mentions"] == {}
     validate_content(built)
     assert schema_verdict(built) is None
 
@@ -137,8 +147,10 @@ def test_command_forms() -> None:
     assert {"type": "text", "label": "Command", "text": "bun test --watch"} in preview(with_args)
     other = prompt(raw_input={"file_path": "a.py", "limit": 3})
     assert {"type": "text", "label": "Input", "text": '{"file_path":"a.py","limit":3}'} in preview(other)
-    assert all(i["label"] not in ("Command", "Input") for i in preview(prompt(raw_input=None)))
-    assert all(i["label"] not in ("Command", "Input") for i in preview(prompt(raw_input={})))
+    for nothing in (None, {}):  # an execute request without raw input: the title is the command
+        assert {"type": "text", "label": "Command", "text": "Run the test suite"} in preview(prompt(raw_input=nothing))
+        read = prompt(raw_input=nothing, tool_kind="read")
+        assert all(i["label"] not in ("Command", "Input") for i in preview(read))
 
 
 def test_preview_items_in_order() -> None:
@@ -174,10 +186,14 @@ def test_long_texts_are_cut() -> None:
     command = next(i["text"] for i in preview(long) if i["label"] == "Command")
     assert len(command) == 2000 and command.endswith("…")
     assert long["subject"]["preview_complete"] is False
-    assert "Preview shortened" in long["formatted_body"]
+    assert "⚠ Shortened" in long["formatted_body"] and "\n⚠ Shortened: " in long["body"]
     big_diff = prompt(content=[{"type": "diff", "path": "a", "oldText": "", "newText": "line\n" * 2000}])
-    assert len(preview(big_diff)[-2]["text"]) == 4000
+    shown = preview(big_diff)[-2]["text"].split("\n")
+    assert len(shown) == 80 and shown[-1] == "…"  # at most 80 lines
     assert big_diff["subject"]["preview_complete"] is False
+    wide = prompt(content=[{"type": "diff", "path": "a", "oldText": "", "newText": "x" * 5000}])
+    assert len(preview(wide)[-2]["text"]) == 4000 and wide["subject"]["preview_complete"] is False
+    assert "Diff: a (+2000 −0 lines)" in big_diff["body"]  # the summary counts the whole diff
 
 
 def test_many_locations_and_diffs_are_cut() -> None:
@@ -229,9 +245,9 @@ def test_labels() -> None:
         ]
     )
     assert len(built["options"][0]["label"]) == 200 and built["options"][0]["label"].endswith("…")
-    assert built["options"][1] == {"id": "b", "label": "", "meaning": "choose"}
+    assert built["options"][2] == {"id": "b", "label": "", "meaning": "choose"}  # by meaning: others last
     assert built["dev.agentpod.permission"]["options"][0]["name"] == built["options"][0]["label"]
-    assert built["body"].split("\n")[2:5] == ["1. " + "L" * 199 + "…", "2. b", "3. two lines"]
+    assert built["body"].split("\n\n")[1].split("\n") == ["1. " + "L" * 199 + "…", "2. two lines", "3. b"]
 
 
 def test_expiry_in_utc_milliseconds() -> None:
@@ -449,11 +465,11 @@ def test_random_inputs_build_valid_content(
     validate_content(built)
     assert schema_verdict(built) is None
     lines = built["body"].split("\n")
-    assert lines[0].startswith("Permission needed: ") and lines[1] == ""
-    assert len(lines) == len(options) + 4 and lines[-2:] == ["", ANSWER_HINT]
-    for n, line in enumerate(lines[2:-2], 1):
+    assert lines[0].startswith("Permission needed: ")
+    assert lines[-len(options) - 3 :][0] == "" and lines[-2:] == ["", ANSWER_HINT]
+    for n, line in enumerate(lines[-len(options) - 2 : -2], 1):
         assert line.startswith(f"{n}. ") and line.strip() != f"{n}."
-    assert [o["id"] for o in built["options"]] == [o["optionId"] for o in options]
+    assert [o["id"] for o in built["options"]] == [o["optionId"] for o in by_meaning(options)]
     assert len(json.dumps(built, ensure_ascii=False).encode()) <= CONTENT_BUDGET
     settled = settle(built, option_id=options[0]["optionId"], option_name=None, feedback=title)
     validate_content(settled)

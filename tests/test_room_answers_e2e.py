@@ -15,24 +15,16 @@ pytestmark = pytest.mark.e2e
 
 
 async def _submit(station: Station, sid: str, **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    st, rec = await station.ahttp("POST", "/permissions", request_body(sid, **kw))
-    assert st == 201, rec
-    prompt = await station.prompt_for(sid, seq=rec["request_seq"])
-    assert prompt, "no prompt"
-    return rec, prompt
+    return await station.submit(request_body(sid, **kw))
 
 
 async def _outcome(station: Station, rid: str, wait: float = 15) -> dict[str, Any]:
-    st, rec = await station.ahttp("GET", f"/permissions/{rid}?wait={wait}")
-    assert st == 200
-    return rec
+    return await station.record(rid, wait)
 
 
 async def _drain(station: Station) -> None:
     """Settle whatever other tests left pending so plain answers are unambiguous."""
-    _, pending = await station.ahttp("GET", "/permissions")
-    for r in pending:
-        await station.ahttp("POST", f"/permissions/{r['id']}", {"decision": "cancel"})
+    await station.drain()
 
 
 @pytest.mark.parametrize(

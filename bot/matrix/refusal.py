@@ -44,6 +44,7 @@ class Refusal:
                 "encryption turned off ([matrix] encryption = false). I will not post permission prompts "
                 "here. Ask my operator to turn encryption on or to move me to an unencrypted room."
             ),
+            "m.mentions": {},
         }
         try:
             r = await st.client.room_send(st.room_id, "m.room.message", content, tx_id=txn_id("refuse", st.room_id))

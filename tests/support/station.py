@@ -254,6 +254,26 @@ level = "debug"
             start=start,
         )
 
+    async def submit(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """POST a new request and wait for its prompt: (record, prompt event)."""
+        st, rec = await self.ahttp("POST", "/permissions", body)
+        assert st == 201, rec
+        prompt = await self.prompt_for(body["sessionId"], seq=rec["request_seq"])
+        assert prompt, "no prompt"
+        return rec, prompt
+
+    async def record(self, rid: str, wait: float = 15) -> dict[str, Any]:
+        """The request's record, once no longer pending (or after ``wait`` seconds)."""
+        st, rec = await self.ahttp("GET", f"/permissions/{rid}?wait={wait}")
+        assert st == 200
+        return dict(rec)
+
+    async def drain(self) -> None:
+        """Cancel whatever is pending, so a plain answer has one prompt to go to."""
+        _, pending = await self.ahttp("GET", "/permissions")
+        for r in pending:
+            await self.ahttp("POST", f"/permissions/{r['id']}", {"decision": "cancel"})
+
     async def teardown(self) -> None:
         for h in (getattr(self, "alice", None), getattr(self, "bob", None), getattr(self, "carol", None)):
             if h:

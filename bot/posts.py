@@ -1,0 +1,68 @@
+"""What the bot posts for a record: the prompt, and the full text of a shortened prompt; whether the prompt
+shows everything (answers need that, so it is remembered per request instead of rebuilt)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from bot.inbox.record import Record
+from bot.notices import notice_content
+from bot.prompts import build_prompt
+from bot.prompts.attachment import full_text_content
+from bot.timeutil import to_datetime
+
+
+def prompt_content(rec: Record) -> dict[str, Any]:
+    """The prompt exactly as posted for ``rec`` (rebuilt: it is a pure function of the record)."""
+    return build_prompt(
+        request_id=rec.id,
+        session_id=rec.session_id,
+        request_seq=rec.request_seq,
+        title=rec.title,
+        tool_kind=rec.tool_kind,
+        options=rec.options,
+        raw_input=rec.raw_input,
+        locations=rec.locations,
+        content=rec.content,
+        digest=rec.digest,
+        revision=rec.revision,
+        expires_at=to_datetime(rec.expires_at),
+        tool_name=rec.tool_name,
+        label=rec.label,
+        cwd=rec.cwd,
+    )
+
+
+_COMPLETE: OrderedDict[tuple[str, str], bool] = OrderedDict()  # (request id, digest) -> preview_complete
+_COMPLETE_MAX = 65_536  # a few MB at most; each entry is computed once, when the prompt is posted
+
+
+def remember_complete(rec: Record, content: dict[str, Any]) -> bool:
+    """Note (and return) whether ``content``, the prompt posted for ``rec``, shows everything."""
+    complete = bool(content["subject"]["preview_complete"])
+    _COMPLETE[(rec.id, rec.digest)] = complete
+    while len(_COMPLETE) > _COMPLETE_MAX:
+        _COMPLETE.popitem(last=False)
+    return complete
+
+
+def prompt_complete(rec: Record) -> bool:
+    """Whether ``rec``'s prompt shows everything (``subject.preview_complete``); remembered per request."""
+    key = (rec.id, rec.digest)
+    if key in _COMPLETE:
+        _COMPLETE.move_to_end(key)
+        return _COMPLETE[key]
+    try:
+        return remember_complete(rec, prompt_content(rec))
+    except ValueError:  # no prompt can show it: nothing was shown in full
+        return False
+
+
+def full_text_notice(rec: Record, prompt_event_id: str) -> dict[str, Any]:
+    """The m.notice, in the prompt's thread, carrying the full text of ``rec``'s shortened prompt."""
+    content = full_text_content(
+        request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind, raw_input=rec.raw_input, content=rec.content
+    )
+    relation = notice_content("", reply_to=None, thread_root=prompt_event_id)["m.relates_to"]
+    return {**content, "m.relates_to": relation}

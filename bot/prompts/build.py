@@ -1,0 +1,199 @@
+"""A permission request -> the prompt's Matrix content; the digest. Pure: no I/O, no clock.
+
+The prompt is one ``m.room.message`` whose content is a valid ``dev.agentpod.permission.v2`` object with the
+v1 card beside it (CONTRACT.md, "Matrix wire"). Options are numbered by meaning
+(:func:`bot.inbox.options.by_meaning`, the one place that order is decided); the v2 ``options`` and the
+v1 card list them in that order with the agent's ids. Everything built here passes ``validate_content``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import rfc8785
+
+from bot.events import CARD_KEY, SUBJECT_SCHEMA, SUITE_EVENT_TYPE, format_utc_ms, validate_content
+from bot.inbox.options import by_meaning
+from bot.prompts import message
+from bot.prompts.preview import MAX_LABEL, STEPS, Limits, build_preview, gather
+from bot.prompts.text import cut, prose, valid
+
+HTML_FORMAT = "org.matrix.custom.html"
+MAX_OPTION_ID = 200
+MAX_OPTIONS = 20
+# UTF-8 bytes of the prompt content. Matrix events are capped at 64 KiB, and the settled edit carries
+# the content twice (fallback + m.new_content), so the prompt keeps well under half of that.
+CONTENT_BUDGET = 24_000
+
+_MEANINGS: dict[str, tuple[str, str | None]] = {
+    "allow_once": ("approve", "once"),
+    "allow_always": ("approve", "always"),
+    "reject_once": ("reject", "once"),
+    "reject_always": ("reject", "always"),
+}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def digest_params(params: dict[str, Any]) -> str:
+    """Lowercase hex SHA-256 of the RFC 8785 canonical JSON of ``params``.
+
+    Raises ``ValueError`` (rfc8785's ``CanonicalizationError``) for values JCS cannot hold: NaN, infinities,
+    integers beyond 2**53.
+    """
+    return hashlib.sha256(rfc8785.dumps(params)).hexdigest()
+
+
+def option_meaning(kind: str) -> tuple[str, str | None]:
+    """ACP option kind -> (meaning, scope): ``allow_once`` -> ("approve", "once"), else ("choose", None)."""
+    return _MEANINGS.get(kind, ("choose", None)) if isinstance(kind, str) else ("choose", None)
+
+
+def _identity(name: str, value: object, *, limit: int | None = None) -> str:
+    """An identifier that must travel unchanged: a non-empty string of valid Unicode, else ``ValueError``."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name}: must be a non-empty string (got {value!r:.60})")
+    if _SURROGATE.search(value):
+        raise ValueError(f"{name}: not valid Unicode")
+    if limit is not None and len(value) > limit:
+        raise ValueError(f"{name}: at most {limit} characters (got {len(value)})")
+    return value
+
+
+def shown_options(options: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """(optionId, name, kind) of each ACP option in the shown order; ``ValueError`` when no valid event
+    could carry them (errors name the agent's index)."""
+    if not 1 <= len(options) <= MAX_OPTIONS:
+        raise ValueError(f"options: 1 to {MAX_OPTIONS} options needed (got {len(options)})")
+    seen: set[str] = set()
+    for index, option in enumerate(options):
+        if not isinstance(option, Mapping):
+            raise ValueError(f"options[{index}]: must be an object")
+        option_id = _identity(f"options[{index}].optionId", option.get("optionId"), limit=MAX_OPTION_ID)
+        if option_id in seen:
+            raise ValueError(f"options[{index}].optionId: repeats {option_id!r}")
+        seen.add(option_id)
+    out: list[tuple[str, str, str]] = []
+    for option in by_meaning(options):
+        name, kind = option.get("name"), option.get("kind")
+        out.append((option["optionId"], name if isinstance(name, str) else "", kind if isinstance(kind, str) else ""))
+    return out
+
+
+def build_prompt(
+    *,
+    request_id: str,
+    session_id: str,
+    request_seq: int,
+    title: str,
+    tool_kind: str | None,
+    options: list[dict[str, Any]],
+    raw_input: Any,
+    locations: list[dict[str, Any]],
+    content: list[dict[str, Any]],
+    digest: str,
+    revision: int,
+    expires_at: datetime,
+    tool_name: str | None = None,
+    label: str | None = None,
+    cwd: str | None = None,
+) -> dict[str, Any]:
+    """The prompt's ``m.room.message`` content: prose, HTML, the v2 fields and the v1 card.
+
+    ``options`` are ACP options (``optionId``, ``name``, ``kind``) in the agent's order; ``locations`` ACP
+    ToolCallLocations; ``content`` ACP ToolCallContent; ``tool_name`` the harness's own tool name (never
+    the title); ``label`` and ``cwd`` say which agent asks, and where. ``expires_at`` naive means UTC.
+    Raises ``ValueError`` when no valid event can say this (empty ids, no options or more than 20, repeated
+    or over-long option ids).
+    """
+    _identity("request_id", request_id)
+    _identity("session_id", session_id)
+    if not isinstance(digest, str) or _SURROGATE.search(digest):
+        raise ValueError("digest: must be a string of valid Unicode")
+    if isinstance(revision, bool) or not isinstance(revision, int):
+        raise ValueError(f"revision: must be an int (got {revision!r:.60})")
+    facts: dict[str, Any] = {
+        "acp": shown_options(options),
+        "title": valid(title) if isinstance(title, str) else "",
+        "kind": cut(valid(tool_kind), MAX_LABEL)[0] if isinstance(tool_kind, str) and tool_kind else None,
+        "tool": valid(tool_name) if isinstance(tool_name, str) and tool_name else "",
+        "agent": valid(label) if isinstance(label, str) and label.strip() else "",
+        "cwd": valid(cwd) if isinstance(cwd, str) and cwd.strip() else "",
+    }
+    facts["read"] = gather(
+        raw_input=raw_input,
+        tool_kind=facts["kind"],
+        title=facts["title"],
+        locations=locations if isinstance(locations, list) else [],
+        content=content if isinstance(content, list) else [],
+    )
+    ids = {"request_id": request_id, "session_id": session_id, "request_seq": request_seq}
+    subject = {"digest": digest, "revision": revision, "expires_at": format_utc_ms(expires_at)}
+    result: dict[str, Any] = {}
+    for limits in STEPS:
+        result = _prompt_at(facts, ids, subject, limits)
+        if len(json.dumps(result, ensure_ascii=False).encode()) <= CONTENT_BUDGET:
+            break
+    validate_content(result)
+    return result
+
+
+def _prompt_at(
+    facts: Mapping[str, Any], ids: Mapping[str, Any], subject: Mapping[str, Any], limits: Limits
+) -> dict[str, Any]:
+    """The prompt content with the given cuts."""
+    v2_title, _ = cut(facts["title"], limits.title)
+    v2_options: list[dict[str, Any]] = []
+    shown: list[str] = []
+    for option_id, name, acp_kind in facts["acp"]:
+        label, _ = cut(valid(name), limits.label)
+        meaning, scope = option_meaning(acp_kind)
+        option: dict[str, Any] = {"id": option_id, "label": label, "meaning": meaning}
+        if scope is not None:
+            option["scope"] = scope
+        v2_options.append(option)
+        shown.append(prose(label) or prose(option_id) or f"option {len(shown) + 1}")
+    preview = build_preview(
+        agent=facts["agent"],
+        cwd=facts["cwd"],
+        tool=facts["tool"],
+        tool_kind=facts["kind"],
+        facts=facts["read"],
+        limits=limits,
+    )
+    display = prose(v2_title) or prose(facts["tool"], limits.title) or "tool call"
+    prompt: dict[str, Any] = {
+        "msgtype": "m.text",
+        "body": message.body(display, preview, shown),
+        "format": HTML_FORMAT,
+        "formatted_body": message.formatted(display, shown, preview),
+        "m.mentions": {},
+        "suite_event_type": SUITE_EVENT_TYPE,
+        "schema_version": 1,
+        **ids,
+        "title": v2_title,
+    }
+    if facts["kind"]:
+        prompt["tool_kind"] = facts["kind"]
+    prompt["options"] = v2_options
+    prompt["subject"] = {
+        "id": ids["request_id"],
+        "digest": subject["digest"],
+        "schema": SUBJECT_SCHEMA,
+        "revision": subject["revision"],
+        "expires_at": subject["expires_at"],
+        "preview": preview.items,
+        "preview_complete": preview.complete,
+    }
+    prompt[CARD_KEY] = {
+        "schema_version": 1,
+        "session_id": ids["session_id"],
+        "request_seq": ids["request_seq"],
+        "title": v2_title,
+        "options": [{"option_id": o["id"], "name": o["label"]} for o in v2_options],
+    }
+    return prompt

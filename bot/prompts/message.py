@@ -1,0 +1,81 @@
+"""The prompt's prose: ``body`` and ``formatted_body``. Pure.
+
+The body says what the HTML says: the title, who asks, the command (or a diff summary), the details,
+where, a warning when anything was cut, the options numbered in the shown order, how to answer. Agent text
+never starts a line: prose follows a bot prefix (``Permission needed:``, ``Agent:``, ``2.``) and code
+lines follow a gutter (``│ ``), so nothing the agent writes can pass for a banner or an option line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bot.prompts.preview import DiffSummary, Preview
+from bot.prompts.text import esc, title_html
+
+ANSWER_HINT = "Reply with the number, or the option's name."
+GUTTER = "│ "
+SHORTENED = (
+    "⚠ Shortened: this prompt does not show everything the agent sent; the full text follows in its thread. "
+    "A plain number cannot answer it: reply to this message, or answer in its thread."
+)
+
+
+def hint_html() -> str:
+    return f"<p>{esc(ANSWER_HINT)}</p>"
+
+
+def _diff_line(d: DiffSummary) -> str:
+    what = "new file, " if d.new_file else ""
+    return f"Diff: {d.path} ({what}+{d.added} −{d.removed} lines)"
+
+
+def _block(label: str, text: str) -> list[str]:
+    return [f"{label}:", *(GUTTER + line for line in text.split("\n"))]
+
+
+def body(title: str, preview: Preview, labels: Sequence[str]) -> str:
+    """The plain-text body. ``title`` and ``labels`` are shown forms (see :func:`text.prose`)."""
+    lines = [f"Permission needed: {title}"]
+    fields = {item["label"]: item["value"] for item in preview.items if item["type"] == "field"}
+    for name in ("Agent", "Directory", "Tool", "Kind"):
+        if name in fields:
+            lines.append(f"{name}: {fields[name]}")
+    if preview.command is not None:
+        lines += _block(*preview.command)
+    lines += [_diff_line(d) for d in preview.diffs]
+    for text in preview.details:
+        lines += _block("Details", text)
+    lines += [f"Location: {item['value']}" for item in preview.items if item["label"] == "Location"]
+    if not preview.complete:
+        lines.append(SHORTENED)
+    lines.append("")
+    lines += [f"{n}. {label}" for n, label in enumerate(labels, 1)]
+    lines += ["", ANSWER_HINT]
+    return "\n".join(lines)
+
+
+def formatted(title: str, labels: Sequence[str], preview: Preview) -> str:
+    """The HTML body: the same content; the title's inline code as ``<code>``, all else escaped."""
+    items: Sequence[Mapping[str, Any]] = preview.items
+    parts = [f"<p><strong>Permission needed:</strong> {title_html(title)}</p>"]
+    fields = []
+    for item in items:
+        if item.get("type") == "field":
+            value = esc(str(item.get("value", "")))
+            if item.get("label") in ("Location", "Directory"):
+                value = f"<code>{value}</code>"
+            fields.append(f"<b>{esc(str(item.get('label', '')))}:</b> {value}")
+    if fields:
+        parts.append("<p>" + "<br>".join(fields) + "</p>")
+    for item in items:
+        if item.get("type") == "text":
+            label = str(item.get("label", ""))
+            lang = ' class="language-diff"' if label.startswith("Diff") else ""
+            parts.append(f"<p><b>{esc(label)}</b></p><pre><code{lang}>{esc(str(item.get('text', '')))}</code></pre>")
+    if not preview.complete:
+        parts.append(f"<p><strong>{esc(SHORTENED)}</strong></p>")
+    parts.append("<ol>" + "".join(f"<li>{esc(label)}</li>" for label in labels) + "</ol>")
+    parts.append(hint_html())
+    return "".join(parts)

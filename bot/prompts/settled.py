@@ -1,0 +1,126 @@
+"""After the decision: the settled prompt (outcome banner + ``resolution``) and its ``m.replace`` edit. Pure."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from bot.events import format_utc_ms, validate_content
+from bot.prompts.build import HTML_FORMAT
+from bot.prompts.message import ANSWER_HINT, hint_html
+from bot.prompts.text import cut, esc, one_line, prose, valid, visible
+
+MAX_FEEDBACK = 2000
+MAX_FEEDBACK_SHOWN = 300
+_VIA_WORDS = {"matrix": "reply", "reaction": "reaction", "structured": "app", "api": "API", "rule": "rule"}
+
+
+def _outcome_line(
+    prompt: Mapping[str, Any],
+    *,
+    state: str,
+    option_id: str | None,
+    label: str | None,
+    answered_by: str,
+    via: str,
+    feedback: str | None,
+) -> str:
+    """One line saying what was decided, by whom and how (the option label is agent text: shown as prose)."""
+    meaning = next(
+        (o.get("meaning") for o in prompt.get("options", []) if isinstance(o, Mapping) and o.get("id") == option_id),
+        None,
+    )
+    named = f" ({prose(label)})" if label else ""
+    chosen = {"approve": "Approved", "reject": "Rejected"}.get(str(meaning), "Chose")
+    if state == "resolved":
+        icon = {"approve": "✅", "reject": "❌"}.get(str(meaning), "☑️")
+        line = f"{icon} {chosen}{named}"
+    elif state == "expired":
+        line = "⏱ Expired, no answer in time" + (f": {chosen.lower()}{named}" if option_id else ": cancelled")
+    elif state == "cancelled":
+        line = "🚫 Cancelled"
+    else:
+        line = f"{one_line(state)}{named}"
+    if answered_by and answered_by not in {via, "timeout", "cancel"}:
+        line += f" by {one_line(answered_by)}"
+    if via not in {"timeout", "cancel", ""}:
+        line += f" via {_VIA_WORDS.get(via, one_line(via))}"
+    if feedback and feedback.strip():
+        shown, _ = cut(one_line(visible(one_line(feedback)[: MAX_FEEDBACK_SHOWN + 1])), MAX_FEEDBACK_SHOWN)
+        line += f": “{shown}”"  # a person's words (or the bot's): mentions kept, m.mentions stops pings
+    return valid(line)
+
+
+def _strip_suffix(text: str, suffix: str) -> str:
+    return text[: -len(suffix)].rstrip("\n") if suffix and text.endswith(suffix) else text
+
+
+def build_settled(
+    prompt: dict[str, Any],
+    *,
+    state: str,
+    option_id: str | None,
+    option_name: str | None,
+    answered_by: str,
+    via: str,
+    feedback: str | None,
+    decided_at: datetime,
+) -> dict[str, Any]:
+    """The ``m.new_content`` of the edit that settles ``prompt``: the v2 content plus ``resolution``.
+
+    ``state`` is ``resolved``, ``expired`` or ``cancelled``; ``option_name`` defaults to the option's label.
+    The body starts with a one-line outcome, then a blank line, then the prompt's body without the hint.
+    """
+    settled = copy.deepcopy(prompt)
+    for key in ("m.relates_to", "m.new_content"):
+        settled.pop(key, None)
+    label = option_name
+    if label is None and option_id is not None:
+        label = next(
+            (o.get("label") for o in settled.get("options", []) if isinstance(o, dict) and o.get("id") == option_id),
+            None,
+        )
+    line = _outcome_line(
+        settled,
+        state=state,
+        option_id=option_id,
+        label=label,
+        answered_by=answered_by,
+        via=via,
+        feedback=feedback,
+    )
+    body = _strip_suffix(str(settled.get("body", "")), ANSWER_HINT)
+    formatted = settled.get("formatted_body")
+    old_html = _strip_suffix(formatted, hint_html()) if isinstance(formatted, str) else esc(body)
+    settled["body"] = f"{line}\n\n{body}" if body else line
+    settled["format"] = HTML_FORMAT
+    settled["formatted_body"] = f"<p><strong>{esc(line)}</strong></p>{old_html}"
+    settled["m.mentions"] = {}
+    settled["resolution"] = {
+        "state": state,
+        "option_id": option_id,
+        "option_label": valid(label) if isinstance(label, str) else None,
+        "answered_by": valid(answered_by),
+        "via": via,
+        "feedback": cut(valid(feedback), MAX_FEEDBACK)[0] if isinstance(feedback, str) else None,
+        "decided_at": format_utc_ms(decided_at),
+    }
+    validate_content(settled)
+    return settled
+
+
+def edit_content(prompt_event_id: str, new_content: dict[str, Any]) -> dict[str, Any]:
+    """An ``m.replace`` edit of ``prompt_event_id`` to ``new_content`` (fallback body prefixed ``* ``)."""
+    edit: dict[str, Any] = {
+        "msgtype": new_content.get("msgtype", "m.text"),
+        "body": "* " + str(new_content.get("body", "")),
+    }
+    if isinstance(new_content.get("formatted_body"), str):
+        edit["format"] = new_content.get("format", HTML_FORMAT)
+        edit["formatted_body"] = "* " + new_content["formatted_body"]
+    edit["m.new_content"] = new_content
+    edit["m.relates_to"] = {"rel_type": "m.replace", "event_id": prompt_event_id}
+    edit["m.mentions"] = {}
+    return edit
