@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from bot import answers
+from bot import answers, health
 from bot.aio import wait_any
 from bot.config import Config
 from bot.harness import Harnesses
@@ -92,6 +92,16 @@ class Daemon:
                                    after_new=self._apply_rules, on_amended=self.outbox.wake_settle.set)
         self.inbox.listen(self.harnesses.on_change)
         self.ready = False
+        self.ready_at = 0.0
+
+    def health(self) -> dict[str, object]:
+        """The ``/healthz`` body: ``status`` ``ok`` or ``degraded`` with its reasons."""
+        m = self.matrix
+        facts = health.Facts(
+            ready=self.ready, joined=m.syncer.joined, last_sync_ok=m.last_sync_ok, ready_at=self.ready_at,
+            sync_timeout=self.cfg.matrix.sync_timeout, send_failing=m.send_failing,
+        )
+        return health.body(facts, self.now(), m.connected)
 
     # -- inbox events ------------------------------------------------------
     def _on_change(self, kind: str, rec: Record) -> None:
@@ -278,6 +288,7 @@ class Daemon:
         await self.matrix.login()
         await self.matrix.join_room()
         self.ready = True
+        self.ready_at = self.now()
         tasks = [
             asyncio.create_task(self.matrix.sync_forever(self.on_room_event, self.stop), name="sync"),
             *self.outbox.tasks(),

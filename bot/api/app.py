@@ -176,7 +176,7 @@ async def events(request: web.Request) -> web.StreamResponse:
 
 async def healthz(request: web.Request) -> web.Response:
     d = request.app[DAEMON]
-    body: dict[str, Any] = {"ok": True, "matrix_ready": d.ready, "matrix_connected": d.matrix.connected}
+    body = d.health()
     if d.harnesses.watchers:
         body["harnesses"] = d.harnesses.health()
     return web.json_response(body)

@@ -9,3 +9,14 @@ class MatrixFatal(Exception):
 
 class SendFailed(Exception):
     """A send the homeserver refused or could not take; retried by the caller."""
+
+
+REVOKED = ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN")
+
+
+class TokenRevoked(MatrixFatal):
+    """The homeserver no longer knows the access token (healed by a new login when a password is set)."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code

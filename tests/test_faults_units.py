@@ -1,0 +1,139 @@
+"""The in-process parts of surviving faults: the retry policy, the sync token saved through a
+failing disk, the stop at any stage, and what /healthz concludes."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from types import SimpleNamespace
+from typing import Any, cast
+
+import aiohttp
+import pytest
+
+from bot import health
+from bot.cli.run_cmd import _run_until_stopped
+from bot.matrix.errors import MatrixFatal
+from bot.matrix.retry import Backoff, retry
+from bot.matrix.sync import SYNC_KEY, Syncer
+
+
+def test_backoff_doubles_to_the_cap_with_jitter_and_resets() -> None:
+    b = Backoff(first=1.0, cap=8.0)
+    got = [b.next() for _ in range(6)]
+    for d, base in zip(got, [1, 2, 4, 8, 8, 8], strict=True):
+        assert 0.8 * base <= d <= 1.2 * base
+    b.reset()
+    assert b.next() <= 1.2
+
+
+async def test_retry_backs_off_network_errors_by_type_and_gives_up_after_attempts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("bot.matrix.retry.FIRST_DELAY", 0.001)
+    calls = 0
+
+    async def flaky() -> str:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise aiohttp.ServerDisconnectedError()
+        return "ok"
+
+    assert await retry("t", flaky) == "ok" and calls == 3
+
+    async def down() -> None:
+        raise aiohttp.ClientOSError(111, "Connection refused")
+
+    with pytest.raises(aiohttp.ClientError):
+        await retry("t", down, attempts=2)
+
+    async def bug() -> None:
+        raise ValueError("not a network error")
+
+    with pytest.raises(ValueError):  # only the network is retried
+        await retry("t", bug)
+
+
+class FlakyDisk:
+    """A key/value store whose writes fail ``failures`` times (a full or read-only disk)."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.saved: dict[str, Any] = {}
+
+    async def get_json(self, k: str) -> Any:
+        return self.saved.get(k)
+
+    async def set_json(self, k: str, v: Any) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+        self.saved[k] = v
+
+
+def _syncer(kv: FlakyDisk) -> Syncer:
+    st = SimpleNamespace(kv=kv)
+    return Syncer(cast(Any, st), cast(Any, None), cast(Any, None), cast(Any, None), cast(Any, None))
+
+
+async def test_sync_token_save_is_retried_through_a_failing_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("bot.matrix.retry.FIRST_DELAY", 0.001)
+    kv = FlakyDisk(failures=4)
+    syncer = _syncer(kv)
+    assert await syncer._save_token("s42", asyncio.Event()) is True
+    assert kv.saved[SYNC_KEY] == "s42" and kv.failures == 0
+
+
+async def test_sync_token_save_gives_way_to_a_stop() -> None:
+    kv = FlakyDisk(failures=10**6)
+    stop = asyncio.Event()
+    stop.set()
+    assert await asyncio.wait_for(_syncer(kv)._save_token("s1", stop), 5) is False
+    assert SYNC_KEY not in kv.saved
+
+
+class StandIn:
+    """A daemon whose Matrix side does what ``run_matrix`` is given."""
+
+    def __init__(self, run: Any, ready: bool = False) -> None:
+        self.stop = asyncio.Event()
+        self.ready = ready
+        self._run = run
+
+    async def run_matrix(self) -> None:
+        await self._run()
+
+
+async def test_stop_while_login_waits_on_an_unreachable_homeserver_ends_at_once() -> None:
+    d = StandIn(lambda: asyncio.sleep(3600))
+    asyncio.get_running_loop().call_later(0.05, d.stop.set)
+    assert await asyncio.wait_for(_run_until_stopped(cast(Any, d)), 5) == 0
+
+
+async def test_a_crash_or_a_fatal_error_exits_1_never_0() -> None:
+    async def crash() -> None:
+        raise RuntimeError("boom")
+
+    async def fatal() -> None:
+        raise MatrixFatal("token revoked")
+
+    assert await _run_until_stopped(cast(Any, StandIn(crash, ready=True))) == 1
+    assert await _run_until_stopped(cast(Any, StandIn(fatal, ready=True))) == 1
+
+
+def _facts(**kw: Any) -> health.Facts:
+    base: dict[str, Any] = {"ready": True, "joined": True, "last_sync_ok": 100.0, "ready_at": 90.0,
+                            "sync_timeout": 5.0, "send_failing": None}
+    return health.Facts(**(base | kw))
+
+
+def test_health_says_what_is_true() -> None:
+    assert health.body(_facts(), 105.0, True)["status"] == "ok"
+    assert health.reasons(_facts(ready=False), 105.0)[0].startswith("not joined to the station room yet")
+    assert "not in the station room" in health.reasons(_facts(joined=False), 105.0)[0]
+    assert "not synced for 11 s" in health.reasons(_facts(), 111.0)[0]
+    assert health.reasons(_facts(last_sync_ok=0.0, ready_at=100.0), 109.0) == []  # just started
+    b = health.body(_facts(send_failing="M_FORBIDDEN: not in room"), 101.0, True)
+    assert b["status"] == "degraded" and b["ok"] is True and b["matrix_ready"] is True
+    assert b["reasons"] == ["sends failing: M_FORBIDDEN: not in room"]
