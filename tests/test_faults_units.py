@@ -137,3 +137,18 @@ def test_health_says_what_is_true() -> None:
     b = health.body(_facts(send_failing="M_FORBIDDEN: not in room"), 101.0, True)
     assert b["status"] == "degraded" and b["ok"] is True and b["matrix_ready"] is True
     assert b["reasons"] == ["sends failing: M_FORBIDDEN: not in room"]
+
+
+def test_a_flood_of_one_warning_is_thinned_and_counted() -> None:
+    from bot.logs import Repeats
+
+    now = [0.0]
+    r = Repeats(burst=3, window=10.0, clock=lambda: now[0])
+    got = [r.allow("api_handler_failed") for _ in range(1000)]
+    assert got[:3] == [0, 0, 0] and set(got[3:]) == {None}
+    assert r.allow("another_event") == 0  # other events are not held up
+    now[0] = 10.0
+    assert r.allow("api_handler_failed") == 997  # the next window says how many were dropped
+    ev = {"event": "request_submitted"}
+    for _ in range(100):  # the audit trail (info) is never thinned
+        assert r(None, "info", dict(ev)) == ev

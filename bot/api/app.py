@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
+from bot.api.limits import Limits, busy
 from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
 from bot.inbox.submission import SubmissionError
@@ -27,6 +28,7 @@ MAX_BODY = 2 * 1024 * 1024
 MAX_WAIT = 300.0
 DAEMON: web.AppKey[Daemon] = web.AppKey("daemon")
 TOKEN: web.AppKey[str | None] = web.AppKey("token")
+LIMITS: web.AppKey[Limits] = web.AppKey("limits")
 SUBSCRIBERS: web.AppKey[set[asyncio.Queue[tuple[str, dict[str, Any]]]]] = web.AppKey("subscribers")
 
 
@@ -100,7 +102,14 @@ async def get_one(request: web.Request) -> web.Response:
             return _error(422, "invalid_request", "wait: expected a number of seconds")
         if not 0 <= wait <= MAX_WAIT or wait != wait:
             return _error(422, "invalid_request", f"wait: between 0 and {MAX_WAIT:g} seconds")
-        rec = await inbox.wait_settled(rid, wait)
+        limits = request.app[LIMITS]
+        if wait > 0 and not limits.take_long_poll():
+            return busy(f"more than {limits.max_long_polls} long-polls at once; retry later")
+        try:
+            rec = await inbox.wait_settled(rid, wait)
+        finally:
+            if wait > 0:
+                limits.give_long_poll()
     else:
         rec = await inbox.get(rid)
     if rec is None:
@@ -152,6 +161,16 @@ async def decide(request: web.Request) -> web.Response:
 
 
 async def events(request: web.Request) -> web.StreamResponse:
+    limits = request.app[LIMITS]
+    if not limits.take_long_poll():
+        return busy(f"more than {limits.max_long_polls} long-polls at once; retry later")
+    try:
+        return await _stream_events(request)
+    finally:
+        limits.give_long_poll()
+
+
+async def _stream_events(request: web.Request) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     q: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=10000)
@@ -196,10 +215,11 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
 
-def create_app(daemon: Daemon, token: str | None) -> web.Application:
-    """The aiohttp application over ``daemon``."""
+def create_app(daemon: Daemon, token: str | None, limits: Limits | None = None) -> web.Application:
+    """The aiohttp application over ``daemon`` (serve it with ``LimitedRunner`` and the same ``limits``)."""
     app = web.Application(client_max_size=MAX_BODY, middlewares=[_errors])
     app[DAEMON] = daemon
+    app[LIMITS] = limits or Limits()
     app[TOKEN] = token
     subs: set[asyncio.Queue[tuple[str, dict[str, Any]]]] = set()
     app[SUBSCRIBERS] = subs

@@ -21,6 +21,7 @@ STOP_GRACE = 10.0  # seconds the running loops get to finish after a stop
 
 async def _serve(cfg: Config) -> int:
     from bot.api.app import create_app
+    from bot.api.limits import LimitedRunner, Limits
     from bot.daemon import Daemon, install_signal_handlers
 
     log = structlog.get_logger("run")
@@ -36,7 +37,8 @@ async def _serve(cfg: Config) -> int:
         return 2
     if not cfg.api.token:
         log.warning("api_token_missing", hint="set api.token or PERMISSION_BOT_API_TOKEN; mutating routes are closed")
-    runner = web.AppRunner(create_app(daemon, cfg.api.token), access_log=None, handle_signals=False)
+    limits = Limits()
+    runner = LimitedRunner(create_app(daemon, cfg.api.token, limits), limits, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, cfg.api.host, cfg.api.port, reuse_address=True)
     try:

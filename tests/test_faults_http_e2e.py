@@ -1,0 +1,108 @@
+"""Floods on the HTTP API (loopback only, bounded): 1,100 idle sockets, 1,100 parked long-polls and
+a slow head. /healthz and authenticated submits keep answering, the log stays short, sockets that
+send nothing are closed, long-polls beyond the cap get 503 with Retry-After."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from bot.api.limits import HEADER_TIMEOUT, MAX_LONG_POLLS
+from tests.support.station import Station, request_body
+
+pytestmark = pytest.mark.e2e
+
+FLOOD = 1100
+
+
+async def _open(station: Station, n: int) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    out = []
+    for i in range(0, n, 100):
+        out += await asyncio.gather(*(asyncio.open_connection("127.0.0.1", station.api_port)
+                                      for _ in range(min(100, n - i))))
+    return out
+
+
+def _close(conns: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]) -> None:
+    for _, w in conns:
+        w.close()
+
+
+async def _timed(station: Station, method: str, path: str, body: object = None) -> tuple[int, float]:
+    t0 = time.monotonic()
+    code, _ = await station.ahttp(method, path, body, timeout=10)
+    return code, time.monotonic() - t0
+
+
+def _log_size(station: Station) -> int:
+    return len(station.log_path.read_text(errors="replace").splitlines())
+
+
+async def test_1100_idle_sockets_starve_nothing_and_are_closed(station: Station, sid: str) -> None:
+    lines = _log_size(station)
+    conns = await _open(station, FLOOD)
+    try:
+        code, took = await _timed(station, "GET", "/healthz")
+        assert code == 200 and took < 3, took
+        code, took = await _timed(station, "POST", "/permissions", request_body(sid))
+        assert code == 201 and took < 3, took
+        # every idle socket is closed by the daemon: evicted at once, or at the header-read timeout
+        t0 = time.monotonic()
+        eofs = await asyncio.wait_for(asyncio.gather(*(r.read() for r, _ in conns)), HEADER_TIMEOUT + 10)
+        assert all(e == b"" or e.startswith(b"HTTP/1.1 503") for e in eofs)
+        assert time.monotonic() - t0 < HEADER_TIMEOUT + 10
+    finally:
+        _close(conns)
+    assert _log_size(station) - lines < 100
+
+
+async def test_1100_long_polls_beyond_the_cap_get_503_retry_after(station: Station, sid: str) -> None:
+    _, rec = await station.ahttp("POST", "/permissions", request_body(sid))
+    lines = _log_size(station)
+    conns = await _open(station, FLOOD)
+    try:
+        head = f"GET /permissions/{rec['id']}?wait=300 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        for _, w in conns:
+            w.write(head)
+        await asyncio.sleep(2)
+        code, took = await _timed(station, "GET", "/healthz")
+        assert code == 200 and took < 3, took
+        busy = 0
+        for r, _ in conns:
+            try:
+                first = await asyncio.wait_for(r.read(300), 0.05)
+            except (TimeoutError, ConnectionError):
+                continue
+            if first.startswith(b"HTTP/1.1 503") and b"Retry-After: 2" in first:
+                busy += 1
+        assert busy >= FLOOD - MAX_LONG_POLLS - 600, busy  # the rest: evicted before their head was read
+        code, took = await _timed(station, "POST", f"/permissions/{rec['id']}", {"decision": "approve"})
+        assert code == 200 and took < 3, took
+    finally:
+        _close(conns)
+    assert _log_size(station) - lines < 100
+
+
+async def test_a_slow_head_is_closed_at_the_header_timeout(station: Station) -> None:
+    """A header a second, never the blank line (slowloris): closed after HEADER_TIMEOUT, not 75 s."""
+    r, w = await asyncio.open_connection("127.0.0.1", station.api_port)
+    t0 = time.monotonic()
+    closed_at = None
+    try:
+        w.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        for _ in range(int(HEADER_TIMEOUT) + 10):
+            w.write(b"X-Slow: 1\r\n")
+            try:
+                got = await asyncio.wait_for(r.read(100), 1)
+            except TimeoutError:
+                continue
+            if got == b"":
+                closed_at = time.monotonic() - t0
+                break
+    except ConnectionError:
+        closed_at = time.monotonic() - t0
+    finally:
+        w.close()
+    assert closed_at is not None and closed_at < HEADER_TIMEOUT + 3, closed_at
