@@ -20,6 +20,7 @@ import structlog
 from bot import answers, health
 from bot.aio import wait_any
 from bot.config import Config
+from bot.event_size import check_submission
 from bot.harness import Harnesses
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
 from bot.inbox.options import by_meaning
@@ -116,7 +117,11 @@ class Daemon:
         """Store a submission (SubmissionError on bad input); config rules apply at once."""
         sub = parse_submission(body)
         self.harnesses.refuse_reserved(sub.session_id)
-        rec, created = await self.inbox.submit(sub, self.now(), self.cfg.prompts.timeout)
+        now = self.now()
+        m = self.matrix  # before the first sync, whether the room is encrypted is not known yet
+        encrypted = m.room_encrypted or (self.cfg.matrix.encryption and not m.syncer.synced.is_set())
+        check_submission(sub, now, self.cfg.prompts.timeout, encrypted=encrypted)
+        rec, created = await self.inbox.submit(sub, now, self.cfg.prompts.timeout)
         if created:
             log.info("request_submitted", request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind)
             if self.rules:

@@ -9,26 +9,20 @@ import asyncio
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from bot.demo.homeserver import Homeserver, http
-from tests.support.fault_station import FaultStation
+from bot.demo.homeserver import http
+from tests.support.fault_station import FaultStation, fault_station_fixture
 from tests.support.human import content, rel
 from tests.support.station import request_body
 
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(scope="module")
-async def fst(homeserver: Homeserver, workdir: Path) -> AsyncIterator[FaultStation]:
-    st = FaultStation(homeserver, workdir / "faults", "flt")
-    await st.setup()
-    yield st
-    await st.teardown()
+fst = fault_station_fixture("faults", "flt")
 
 
 async def _health_until(

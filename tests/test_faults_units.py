@@ -152,3 +152,19 @@ def test_a_flood_of_one_warning_is_thinned_and_counted() -> None:
     ev = {"event": "request_submitted"}
     for _ in range(100):  # the audit trail (info) is never thinned
         assert r(None, "info", dict(ev)) == ev
+
+
+def test_the_size_check_counts_megolm_growth_in_an_encrypted_room() -> None:
+    """CJK text fits a plain room but, escaped and base64-encoded, not an encrypted one."""
+    from bot.event_size import TooLarge, check_submission
+    from bot.inbox.submission import parse_submission
+    from tests.support.station import request_body
+
+    body = request_body("s")
+    body["options"] = [{"optionId": f"{i:02d}" + "中" * 150, "name": "中" * 200, "kind": "allow_once"}
+                       for i in range(16)]
+    body["toolCall"]["title"] = "中" * 5000
+    sub = parse_submission(body)
+    check_submission(sub, 0.0, 600.0, encrypted=False)
+    with pytest.raises(TooLarge, match=r"prompt would take .* in an encrypted room"):
+        check_submission(sub, 0.0, 600.0, encrypted=True)

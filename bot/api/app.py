@@ -15,6 +15,7 @@ import structlog
 from aiohttp import web
 
 from bot.api.limits import Limits, busy
+from bot.event_size import TooLarge
 from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
 from bot.inbox.submission import SubmissionError
@@ -67,6 +68,8 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         if e.status >= 400 and e.content_type != "application/json":
             return _error(e.status, e.reason.lower().replace(" ", "_"), e.reason)
         raise
+    except TooLarge as e:
+        return _error(422, "too_large", str(e))
     except SubmissionError as e:
         return _error(422, "invalid_request", str(e))
     except (asyncio.CancelledError, ConnectionResetError):

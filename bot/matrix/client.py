@@ -362,9 +362,10 @@ class Matrix:
         if isinstance(r, RoomSendResponse):
             self.send_failing = None
             return str(r.event_id)
-        why = f"{getattr(r, 'status_code', '')}: {getattr(r, 'message', r)}"
+        code = str(getattr(r, "status_code", "") or "")
+        why = f"{code}: {getattr(r, 'message', r)}"
         self._send_failed(why)
-        raise SendFailed(why)
+        raise SendFailed(why, code)
 
     def _send_failed(self, why: str) -> None:
         self.send_errors += 1

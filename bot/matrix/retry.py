@@ -49,6 +49,36 @@ class Backoff:
         self.delay = self.first
 
 
+class KeyedBackoff:
+    """A back-off per key: one failing record waits its turn without holding up the others."""
+
+    def __init__(self) -> None:
+        self._due: dict[str, tuple[float, Backoff]] = {}
+
+    def ready(self, key: str, now: float) -> bool:
+        due = self._due.get(key)
+        return due is None or due[0] <= now
+
+    def failed(self, key: str, now: float) -> float:
+        """Note a failure; returns the delay before ``key`` is ready again."""
+        backoff = self._due.get(key, (0.0, Backoff()))[1]
+        delay = backoff.next()
+        self._due[key] = (now + delay, backoff)
+        return delay
+
+    def ok(self, key: str) -> None:
+        self._due.pop(key, None)
+
+    def waiting(self) -> int:
+        return len(self._due)
+
+    def next_in(self, now: float, default: float) -> float:
+        """Seconds until the first key is ready again (``default`` when none waits, at most that)."""
+        if not self._due:
+            return default
+        return max(0.05, min(default, min(t for t, _ in self._due.values()) - now))
+
+
 async def retry(what: str, call: Callable[[], Awaitable[Any]], attempts: int = 0) -> Any:
     """Call until it returns; network errors back off; ``attempts`` 0 means forever.
 

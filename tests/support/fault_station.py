@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import re
 import urllib.parse
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from bot.demo.homeserver import Homeserver
 from tests.support.e2e_human import E2EStation
@@ -50,3 +54,16 @@ class FaultStation(Station):
     async def teardown(self) -> None:
         await super().teardown()
         self.proxy.stop()
+
+
+def fault_station_fixture(dirname: str, tag: str) -> Any:
+    """A module-scoped fixture: a FaultStation of its own (accounts ``*{tag}``) under ``workdir/dirname``."""
+
+    @pytest.fixture(scope="module")
+    async def fst(homeserver: Homeserver, workdir: Path) -> AsyncIterator[FaultStation]:
+        st = FaultStation(homeserver, workdir / dirname, tag)
+        await st.setup()
+        yield st
+        await st.teardown()
+
+    return fst

@@ -3,13 +3,15 @@
 It runs in a thread of its own (its own event loop), so blocking test code never stalls it.
 Modes for new connections: ``pass``, ``reset`` (RST at once), ``stall`` (accepted, never
 forwarded). ``drop(pattern, times)`` closes the connection of the next ``times`` requests
-whose head contains ``pattern``; ``delay`` holds every client chunk that long; ``cut()``
-resets every open connection.
+whose head contains ``pattern``; ``answer(pattern, times, status, body)`` answers such
+requests itself; ``delay`` holds every client chunk that long; ``cut()`` resets every open
+connection.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import struct
 import threading
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 class _Rule:
     pattern: bytes
     times: int
+    response: bytes = b""  # answered instead of forwarded; empty: the connection is dropped
 
 
 @dataclass
@@ -68,6 +71,13 @@ class FaultProxy:
         """Close the connection carrying each of the next ``times`` requests that mention ``pattern``."""
         self._rules.append(_Rule(pattern.encode(), times))
 
+    def answer(self, pattern: str, times: int, status: int, body: dict[str, object]) -> None:
+        """Answer the next ``times`` requests that mention ``pattern`` with ``status`` and JSON ``body``."""
+        data = json.dumps(body).encode()
+        head = (f"HTTP/1.1 {status} Injected\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n")
+        self._rules.append(_Rule(pattern.encode(), times, head.encode() + data))
+
     def pending_drops(self) -> int:
         return sum(r.times for r in self._rules)
 
@@ -111,10 +121,15 @@ class FaultProxy:
         try:
             while data := await src.read(65536):
                 if upstream:
-                    if self._matches(data):
+                    if (rule := self._matches(data)) is not None:
                         self.dropped += 1
-                        _reset(other)
                         _reset(dst)
+                        if rule.response:
+                            other.write(rule.response)
+                            await other.drain()
+                            other.close()
+                        else:
+                            _reset(other)
                         return
                     if self.delay:
                         await asyncio.sleep(self.delay)
@@ -126,13 +141,13 @@ class FaultProxy:
             if not dst.is_closing():
                 dst.close()
 
-    def _matches(self, data: bytes) -> bool:
+    def _matches(self, data: bytes) -> _Rule | None:
         head = data.split(b"\r\n", 1)[0]
         for r in self._rules:
             if r.times > 0 and r.pattern in head:
                 r.times -= 1
-                return True
-        return False
+                return r
+        return None
 
 
 def _reset(w: asyncio.StreamWriter) -> None:
