@@ -40,7 +40,7 @@ from nio.crypto import ENCRYPTION_ENABLED
 
 from bot.config import MatrixConfig
 from bot.logs import add_secret
-from bot.matrix import cross_signing
+from bot.matrix import cross_signing, key_upload
 from bot.matrix.crypto import accept_forwards_from_session_owner, fingerprint
 from bot.matrix.e2ee import E2EE, UNREACHABLE_RETRY
 from bot.matrix.errors import REVOKED, MatrixFatal, SendFailed, TokenRevoked
@@ -219,8 +219,8 @@ class Matrix:
         if not self.encryption or c.olm is None:
             return
         if c.should_upload_keys:  # the device keys must be on the server before they can be signed
-            r = await c.keys_upload()
-            if isinstance(r, KeysUploadError):
+            r = await key_upload.upload_keys(c)
+            if isinstance(r, KeysUploadError) and not key_upload.is_conflict(r):
                 raise MatrixFatal(
                     f"matrix: the homeserver refused the bot's device keys ({r.status_code}: {r.message})"
                 )
@@ -398,4 +398,5 @@ class Matrix:
         self.say(text, reply_to=reply_to)
 
     async def close(self) -> None:
+        await key_upload.finish()
         await self.client.close()
