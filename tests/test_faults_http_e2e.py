@@ -5,6 +5,7 @@ send nothing are closed, long-polls beyond the cap get 503 with Retry-After."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import pytest
@@ -106,3 +107,35 @@ async def test_a_slow_head_is_closed_at_the_header_timeout(station: Station) -> 
     finally:
         w.close()
     assert closed_at is not None and closed_at < HEADER_TIMEOUT + 3, closed_at
+
+
+async def _raw(station: Station, head: bytes, body: bytes = b"") -> int:
+    r, w = await asyncio.open_connection("127.0.0.1", station.api_port)
+    try:
+        w.write(head + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+        status = await asyncio.wait_for(r.readline(), 10)
+        return int(status.split()[1])
+    finally:
+        w.close()
+
+
+async def test_inputs_that_gave_500_give_4xx(station: Station, sid: str) -> None:
+    """A proxy retries 5xx: a non-ASCII Authorization header and lone surrogates in label or key
+    must be refused with 4xx, and nothing stored."""
+    for auth in ("Bearer é".encode("latin-1"), b"Bearer \xff\xfe", "Bearer 令牌".encode()):
+        code = await _raw(station, b"POST /permissions HTTP/1.1\r\nHost: x\r\nAuthorization: " + auth + b"\r\n"
+                          b"Content-Type: application/json\r\n", b"{}")
+        assert code == 401, (auth, code)
+    for field in ("label", "key"):
+        body = json.dumps(request_body(sid)).encode()[:-1] + f', "{field}": "\\ud800x"}}'.encode()
+        code, err = await station.ahttp("POST", "/permissions", raw=body)
+        assert code == 422 and field in err["reason"], (field, code, err)
+    _, listed = await station.ahttp("GET", f"/permissions?session={sid}")
+    assert listed == []
+    _, rec = await station.ahttp("POST", "/permissions", request_body(sid))
+    for field in ("feedback", "by"):
+        raw = f'{{"decision": "approve", "{field}": "\\udc00"}}'.encode()
+        code, err = await station.ahttp("POST", f"/permissions/{rec['id']}", raw=raw)
+        assert code == 422 and field in err["reason"], (field, code, err)
+    _, got = await station.ahttp("GET", f"/permissions/{rec['id']}")
+    assert got["state"] == "pending"

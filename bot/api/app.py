@@ -16,6 +16,7 @@ from aiohttp import web
 
 from bot.api.limits import Limits, busy
 from bot.event_size import TooLarge
+from bot.events._util import unicode_problem
 from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
 from bot.inbox.submission import SubmissionError
@@ -41,8 +42,9 @@ def _authorized(request: web.Request) -> web.Response | None:
     token = request.app[TOKEN]
     if not token:
         return _error(401, "unauthorized", "the daemon has no api.token configured; mutating routes are closed")
-    got = request.headers.get("Authorization", "")
-    if not got.startswith("Bearer ") or not hmac.compare_digest(got[7:].strip().encode(), token.encode()):
+    got = request.headers.get("Authorization", "")  # non-UTF-8 bytes arrive surrogate-escaped
+    presented = got[7:].strip().encode("utf-8", "surrogateescape")
+    if not got.startswith("Bearer ") or not hmac.compare_digest(presented, token.encode()):
         return _error(401, "unauthorized", "a valid 'Authorization: Bearer TOKEN' header is required")
     return None
 
@@ -128,6 +130,8 @@ def _opt_str(body: dict[str, Any], key: str, max_len: int) -> str | None:
         raise SubmissionError(f"{key}: expected a string")
     if len(v) > max_len:
         raise SubmissionError(f"{key}: at most {max_len} characters")
+    if unicode_problem(v) is not None:
+        raise SubmissionError(f"{key}: not valid Unicode (a lone surrogate)")
     return v
 
 
