@@ -168,3 +168,21 @@ def test_the_size_check_counts_megolm_growth_in_an_encrypted_room() -> None:
     check_submission(sub, 0.0, 600.0, encrypted=False)
     with pytest.raises(TooLarge, match=r"prompt would take .* in an encrypted room"):
         check_submission(sub, 0.0, 600.0, encrypted=True)
+
+
+def test_a_dead_webhook_pins_at_most_its_byte_budget() -> None:
+    """Large records to an endpoint that never answers: the queue stops at MAX_QUEUED_BYTES."""
+    from bot.config import WebhookConfig
+    from bot.event_size import provisional
+    from bot.inbox.submission import parse_submission
+    from bot.webhooks import MAX_QUEUED_BYTES, Webhooks
+    from tests.support.station import request_body
+
+    body = request_body("s")
+    body["toolCall"]["rawInput"] = {"command": "x" * 200_000}
+    rec = provisional(parse_submission(body), 0.0, 600.0)
+    hooks = Webhooks([WebhookConfig(url="http://127.0.0.1:9/dead")])
+    for _ in range(200):  # ~40 MB offered
+        hooks.on_change("request", rec)
+    assert 0 < hooks.queued_bytes[0] <= MAX_QUEUED_BYTES
+    assert hooks.failed == 200 - hooks.queues[0].qsize() > 100
