@@ -193,7 +193,9 @@ async def test_sigterm_while_the_homeserver_is_unreachable_at_start(fst: FaultSt
             t0 = time.monotonic()
             fst.daemon.terminate()
             code = await asyncio.to_thread(fst.daemon.wait, 15)
-            assert code == 0 and time.monotonic() - t0 < 10, mode
+            took = time.monotonic() - t0
+            print(f"\nmeasured: SIGTERM with the homeserver link in {mode!r}: exit {code} in {took:.2f} s")
+            assert code == 0 and took < 10, mode
         finally:
             fst.proxy.mode = "pass"
             fst.proxy.cut()

@@ -186,3 +186,34 @@ def test_a_dead_webhook_pins_at_most_its_byte_budget() -> None:
         hooks.on_change("request", rec)
     assert 0 < hooks.queued_bytes[0] <= MAX_QUEUED_BYTES
     assert hooks.failed == 200 - hooks.queues[0].qsize() > 100
+
+
+async def test_reads_never_see_a_settle_that_is_then_rolled_back(tmp_path: Any) -> None:
+    """A long-poll (or GET) that runs while a settling transaction is open sees the committed
+    state only: a settle rolled back was never reported."""
+    from bot.inbox.store import Inbox
+    from bot.inbox.submission import parse_submission
+    from tests.support.station import request_body
+
+    inbox = Inbox(tmp_path / "inbox.sqlite3")
+    await inbox.open()
+    try:
+        rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 600)
+        seen = []
+        with pytest.raises(RuntimeError):
+            async with inbox.transaction() as db:
+                await db.execute("UPDATE requests SET state='resolved', outcome_option_id='allow_once',"
+                                 " outcome_by='x', outcome_via='api', decided_at=2 WHERE id=?", (rec.id,))
+                seen.append(await inbox.wait_settled(rec.id, 0))  # a reader meanwhile
+                seen.append(await inbox.pending())
+                raise RuntimeError("the disk failed before COMMIT")
+        got = seen[0]
+        assert got is not None and got.state == "pending" and [r.id for r in seen[1]] == [rec.id]
+        after = await inbox.get(rec.id)
+        assert after is not None and after.state == "pending"
+        settled = await inbox.settle(rec.id, option_id="allow_once", by="a", via="api", feedback=None, now=3.0)
+        assert settled is not None
+        now_read = await inbox.get(rec.id)
+        assert now_read is not None and now_read.state == "resolved"  # committed writes are seen at once
+    finally:
+        await inbox.close()
