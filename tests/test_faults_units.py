@@ -217,3 +217,26 @@ async def test_reads_never_see_a_settle_that_is_then_rolled_back(tmp_path: Any) 
         assert now_read is not None and now_read.state == "resolved"  # committed writes are seen at once
     finally:
         await inbox.close()
+
+
+async def test_a_failed_commit_is_rolled_back_and_the_next_transaction_works(tmp_path: Any) -> None:
+    """A COMMIT that fails (as on a full or read-only disk; here a deferred constraint) must not
+    leave the write connection inside a transaction, or every later write would fail."""
+    from bot.inbox.store import Inbox
+    from bot.inbox.submission import parse_submission
+    from tests.support.station import request_body
+
+    inbox = Inbox(tmp_path / "inbox.sqlite3")
+    await inbox.open()
+    try:
+        await inbox.db.execute("PRAGMA foreign_keys=ON")
+        await inbox.db.execute("CREATE TABLE t_parent (id INTEGER PRIMARY KEY)")
+        await inbox.db.execute("CREATE TABLE t_child (p INTEGER REFERENCES t_parent(id) DEFERRABLE INITIALLY DEFERRED)")
+        with pytest.raises(sqlite3.IntegrityError):
+            async with inbox.transaction() as db:
+                await db.execute("INSERT INTO t_child (p) VALUES (42)")  # fails only at COMMIT
+        assert not inbox.db.in_transaction
+        rec, created = await inbox.submit(parse_submission(request_body("s")), 1.0, 600)
+        assert created and (await inbox.get(rec.id)) is not None
+    finally:
+        await inbox.close()

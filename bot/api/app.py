@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -76,6 +77,9 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return _error(422, "invalid_request", str(e))
     except (asyncio.CancelledError, ConnectionResetError):
         raise
+    except sqlite3.Error as e:  # the state folder's disk is full or read-only: nothing was stored
+        log.error("api_storage_failed", path=request.path, error=f"{type(e).__name__}: {e}")
+        return busy("the daemon cannot write its state right now (disk full or read-only); retry later")
     except Exception:
         log.exception("api_handler_failed", path=request.path)
         return _error(500, "internal", "internal error; see the daemon's log")

@@ -114,10 +114,11 @@ class Inbox:
             await self.db.execute("BEGIN IMMEDIATE")
             try:
                 yield self.db
+                await self.db.execute("COMMIT")
             except BaseException:
-                await self.db.execute("ROLLBACK")
+                if self.db.in_transaction:  # also when COMMIT itself failed (a full or read-only disk)
+                    await self.db.execute("ROLLBACK")
                 raise
-            await self.db.execute("COMMIT")
 
     # -- change notification --------------------------------------------
     def listen(self, fn: Listener) -> None:
