@@ -51,6 +51,7 @@ def provisional(sub: Submission, now: float, timeout: float) -> Record:
         tool_name=sub.tool_name, options=sub.options, raw_input=sub.raw_input, locations=sub.locations,
         content=sub.content, params=sub.params, digest=sub.digest, revision=WORST_SEQ, state="pending",
         requested_at=now, expires_at=now + timeout, prompt_event_id=None, prompt_edited=False, outcome=None,
+        cwd=sub.cwd,
     )
 
 
@@ -70,7 +71,8 @@ class TooLarge(SubmissionError):
 
 def check_submission(sub: Submission, now: float, timeout: float, *, encrypted: bool) -> None:
     """Raise TooLarge when the prompt or its worst-case settled edit would not fit one event."""
-    from bot.outbox import prompt_content, settled_content  # the exact contents the outbox sends
+    from bot.outbox import settled_content  # the exact contents the outbox sends
+    from bot.posts import prompt_content
 
     rec = provisional(sub, now, timeout)
     where = " in an encrypted room" if encrypted else ""

@@ -271,8 +271,9 @@ class Outbox:
                 raise r
 
     async def _post(self, rec: Record) -> None:
+        content = prompt_content(rec)
         try:
-            event_id = await self.matrix.send(prompt_content(rec), txn_id("p", self.install_id, rec.id))
+            event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id))
         except SendFailed as e:
             if not e.too_large:
                 raise
