@@ -34,7 +34,7 @@ EXPOSE 8750
 # where the healthcheck looks; change it with the port in api.listen
 ENV PERMISSION_BOT_HEALTH_URL=http://127.0.0.1:8750/healthz
 HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
-  CMD ["python", "-c", "import json, os, sys, urllib.request as u; r = u.urlopen(os.environ.get('PERMISSION_BOT_HEALTH_URL', 'http://127.0.0.1:8750/healthz'), timeout=4); sys.exit(0 if json.load(r).get('ok') is True else 1)"]
+  CMD ["python", "-c", "import json, os, sys, urllib.request as u; r = u.urlopen(os.environ.get('PERMISSION_BOT_HEALTH_URL', 'http://127.0.0.1:8750/healthz'), timeout=4); sys.exit(0 if json.load(r).get('status') == 'ok' else 1)"]
 
 ENTRYPOINT ["permission-bot"]
 CMD ["run", "--config", "/config/config.toml"]

@@ -17,9 +17,10 @@ from typing import Any
 
 import structlog
 
-from bot import answers
+from bot import answers, health
 from bot.aio import wait_any
 from bot.config import Config
+from bot.event_size import check_submission
 from bot.harness import Harnesses
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
 from bot.inbox.options import by_meaning
@@ -92,6 +93,16 @@ class Daemon:
                                    after_new=self._apply_rules, on_amended=self.outbox.wake_settle.set)
         self.inbox.listen(self.harnesses.on_change)
         self.ready = False
+        self.ready_at = 0.0
+
+    def health(self) -> dict[str, object]:
+        """The ``/healthz`` body: ``status`` ``ok`` or ``degraded`` with its reasons."""
+        m = self.matrix
+        facts = health.Facts(
+            ready=self.ready, joined=m.syncer.joined, last_sync_ok=m.last_sync_ok, ready_at=self.ready_at,
+            sync_timeout=self.cfg.matrix.sync_timeout, send_failing=m.send_failing,
+        )
+        return health.body(facts, self.now(), m.connected)
 
     # -- inbox events ------------------------------------------------------
     def _on_change(self, kind: str, rec: Record) -> None:
@@ -106,7 +117,11 @@ class Daemon:
         """Store a submission (SubmissionError on bad input); config rules apply at once."""
         sub = parse_submission(body)
         self.harnesses.refuse_reserved(sub.session_id)
-        rec, created = await self.inbox.submit(sub, self.now(), self.cfg.prompts.timeout)
+        now = self.now()
+        m = self.matrix  # before the first sync, whether the room is encrypted is not known yet
+        encrypted = m.room_encrypted or (self.cfg.matrix.encryption and not m.syncer.synced.is_set())
+        check_submission(sub, now, self.cfg.prompts.timeout, encrypted=encrypted)
+        rec, created = await self.inbox.submit(sub, now, self.cfg.prompts.timeout)
         if created:
             log.info("request_submitted", request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind)
             if self.rules:
@@ -278,6 +293,7 @@ class Daemon:
         await self.matrix.login()
         await self.matrix.join_room()
         self.ready = True
+        self.ready_at = self.now()
         tasks = [
             asyncio.create_task(self.matrix.sync_forever(self.on_room_event, self.stop), name="sync"),
             *self.outbox.tasks(),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterable, MutableMapping
+import time
+from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
 import structlog
@@ -42,7 +43,50 @@ class Masker:
         return event
 
 
+_LOUD = {"warning", "warn", "error", "exception", "critical"}
+
+
+class Repeats:
+    """At most ``burst`` warnings or errors of one event per ``window`` seconds; the first line of
+    the next window carries ``suppressed=N`` (a flood of one line cannot drown the log)."""
+
+    def __init__(self, burst: int = 20, window: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.burst = burst
+        self.window = window
+        self.clock = clock
+        self._seen: dict[str, list[float]] = {}  # event -> [window start, lines, dropped]
+
+    def allow(self, key: str) -> int | None:
+        """None: drop this line; else how many lines of it were dropped before (0 usually)."""
+        now = self.clock()
+        seen = self._seen.get(key)
+        if seen is None:
+            if len(self._seen) > 10_000:
+                self._seen.clear()
+            seen = self._seen[key] = [now, 0, 0]
+        report = 0
+        if now - seen[0] >= self.window:
+            report = int(seen[2])
+            seen[:] = [now, 0, 0]
+        seen[1] += 1
+        if seen[1] > self.burst:
+            seen[2] += 1
+            return None
+        return report
+
+    def __call__(self, _logger: Any, name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        if name not in _LOUD:  # the audit trail (info: submitted, answered, posted) is never thinned
+            return event
+        report = self.allow(str(event.get("event")))
+        if report is None:
+            raise structlog.DropEvent
+        if report:
+            event["suppressed"] = report
+        return event
+
+
 _MASKER = Masker(())
+_REPEATS = Repeats()
 
 
 def add_secret(*secrets: str) -> None:
@@ -62,6 +106,7 @@ def configure(level: str = "info", fmt: str = "console", secrets: Iterable[str] 
     )
     structlog.configure(
         processors=[
+            _REPEATS,
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -75,18 +120,23 @@ def configure(level: str = "info", fmt: str = "console", secrets: Iterable[str] 
     )
     # Libraries log through stdlib logging; keep them quiet and masked too.
     handler = logging.StreamHandler(sys.stderr)
-    handler.addFilter(_StdlibMask(masker))
+    handler.addFilter(_StdlibMask(masker, _REPEATS))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(lvl, logging.WARNING))
 
 
 class _StdlibMask(logging.Filter):
-    def __init__(self, masker: Masker) -> None:
+    def __init__(self, masker: Masker, repeats: Repeats) -> None:
         super().__init__()
         self.masker = masker
+        self.repeats = repeats
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = self.masker._clean(record.getMessage())
+        report = self.repeats.allow(f"{record.name}:{record.msg}")
+        if report is None:
+            return False
+        suffix = f" ({report} like it suppressed)" if report else ""
+        record.msg = self.masker._clean(record.getMessage() + suffix)
         record.args = ()
         return True

@@ -17,6 +17,7 @@ order, so a queue of reactions ahead of an edit would).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ from bot.config import PromptsConfig
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix, SendFailed, txn_id
+from bot.matrix.retry import KeyedBackoff
 from bot.metrics import Metrics
 from bot.posts import full_text_notice, prompt_content, remember_complete
 from bot.prompts import build_settled, edit_content
@@ -60,6 +62,35 @@ def settled_content(rec: Record) -> dict[str, Any]:
     return edit_content(rec.prompt_event_id, new)
 
 
+SHORT_FIELD = 2048  # a short fallback keeps the content's fields up to this size (JSON bytes)
+
+
+def short_content(full: dict[str, Any], body: str) -> dict[str, Any]:
+    """``full`` without its large fields and with ``body``: what is sent when ``full`` is too large."""
+    kept = {k: v for k, v in full.items()
+            if k not in ("body", "formatted_body", "format") and len(json.dumps(v)) <= SHORT_FIELD}
+    kept["body"] = body
+    return kept
+
+
+def short_prompt_content(rec: Record) -> dict[str, Any]:
+    """A prompt the homeserver refused as too large, said in a few lines."""
+    full = prompt_content(rec)
+    names = ", ".join(f"{i}. {o['name'][:60]}" for i, o in enumerate(rec.options, start=1))
+    return short_content(
+        full, f"Permission request {rec.id}: {rec.title[:200]}\n(too large to show here; "
+        f"see GET /permissions/{rec.id})\nAnswer: {names}"[:4000],
+    )
+
+
+def short_settled_content(rec: Record) -> dict[str, Any]:
+    """The settled edit the homeserver refused as too large, as its outcome line alone."""
+    assert rec.prompt_event_id
+    full = settled_content(rec)["m.new_content"]
+    line = str(full.get("body", "")).split("\n", 1)[0]
+    return edit_content(rec.prompt_event_id, short_content(full, f"{line}\n(the request is too large to repeat here)"))
+
+
 class Outbox:
     """The post, settle and seed workers over one inbox and one Matrix side."""
 
@@ -90,6 +121,7 @@ class Outbox:
         self.foreground_idle = asyncio.Event()  # no prompt and no edit being sent
         self.foreground_idle.set()
         self._foreground = 0
+        self.retries = KeyedBackoff()  # per record: one failing send never delays another record's
 
     def on_change(self, kind: str, rec: Record) -> None:
         """Inbox listener: a new request wakes the poster, a settlement the editor and the clean-up."""
@@ -154,24 +186,31 @@ class Outbox:
 
     async def _post_step(self) -> float:
         """Post every prompt not in the room yet; then re-read answers parked for them."""
-        while batch := await self.inbox.needing_post(limit=256):
+        while batch := self._ready("post", await self.inbox.needing_post(limit=256 + self.retries.waiting())):
             self.posting_idle.clear()
             try:
-                await self._pool(self._post, batch)
+                await self._pool("post", self._post, batch)
             finally:
                 self.posting_idle.set()
         for source in await self.inbox.take_parked():
             await self.reprocess(source)
-        return 10.0
+        return self.retries.next_in(self.now(), 10.0)
 
     async def _settle_step(self) -> float:
         """Edit settled prompts to show their outcome; take back the seeded keycaps."""
         await sleep_unless_stopped(self.stop, EDIT_COALESCE)  # answers often come in bursts: edit them in one pass
         if not self.posting_idle.is_set():  # a new prompt is on its way: it goes first
             await wait_any(self.stop, self.posting_idle, 5.0)
-        while batch := [r for r in await self.inbox.needing_edit(limit=256) if r.prompt_event_id != NOT_POSTED]:
-            await self._pool(self._edit, batch)
-        return 10.0
+        while batch := self._ready("edit", [
+            r for r in await self.inbox.needing_edit(limit=256 + self.retries.waiting())
+            if r.prompt_event_id != NOT_POSTED
+        ]):
+            await self._pool("edit", self._edit, batch)
+        return self.retries.next_in(self.now(), 10.0)
+
+    def _ready(self, kind: str, recs: list[Record]) -> list[Record]:
+        now = self.now()
+        return [r for r in recs if self.retries.ready(f"{kind}:{r.id}", now)]
 
     async def _clear_step(self) -> float:
         """Take back the keycaps seeded under settled prompts, one at a time, behind the foreground."""
@@ -211,13 +250,20 @@ class Outbox:
         nxt = await self.inbox.next_seed_due()
         return 10.0 if nxt is None else max(0.05, min(10.0, nxt + SEED_DELAY - self.now()))
 
-    async def _pool(self, send: Callable[[Record], Awaitable[None]], batch: list[Record]) -> None:
-        """Run ``send`` over ``batch`` with at most SEND_CONCURRENCY in flight; the first failure is raised."""
+    async def _pool(self, kind: str, send: Callable[[Record], Awaitable[None]], batch: list[Record]) -> None:
+        """Run ``send`` over ``batch``, SEND_CONCURRENCY in flight; a record whose send fails backs off alone."""
         sem = asyncio.Semaphore(SEND_CONCURRENCY)
 
         async def one(rec: Record) -> None:
+            key = f"{kind}:{rec.id}"
             async with sem:
-                await send(rec)
+                try:
+                    await send(rec)
+                except SendFailed as e:
+                    delay = self.retries.failed(key, self.now())
+                    log.warning("send_failed", worker=kind, request_id=rec.id, error=str(e), retry_in=round(delay, 2))
+                    return
+            self.retries.ok(key)
 
         results = await asyncio.gather(*(one(r) for r in batch), return_exceptions=True)
         for r in results:
@@ -226,7 +272,13 @@ class Outbox:
 
     async def _post(self, rec: Record) -> None:
         content = prompt_content(rec)
-        event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id))
+        try:
+            event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id))
+        except SendFailed as e:
+            if not e.too_large:
+                raise
+            log.warning("prompt_too_large", request_id=rec.id, fallback="short prompt")
+            event_id = await self.matrix.send(short_prompt_content(rec), txn_id("ps", self.install_id, rec.id))
         await self.inbox.set_prompt_event(rec.id, event_id, self.now())
         self.metrics.posted()
         self.wake_seed.set()
@@ -242,7 +294,13 @@ class Outbox:
         # no longer took the answer, bot/harness/) is a new edit.
         o = rec.outcome
         amended = () if o is None or not o.answered_by.startswith("harness:") else (o.answered_by, o.via, rec.state)
-        await self.matrix.send(settled_content(rec), txn_id("e", self.install_id, rec.id, *amended))
+        try:
+            await self.matrix.send(settled_content(rec), txn_id("e", self.install_id, rec.id, *amended))
+        except SendFailed as e:
+            if not e.too_large:
+                raise
+            log.warning("edit_too_large", request_id=rec.id, fallback="outcome line only")
+            await self.matrix.send(short_settled_content(rec), txn_id("es", self.install_id, rec.id, *amended))
         await self.inbox.mark_edited(rec.id)
         log.info("prompt_edited", request_id=rec.id, state=rec.state)
 

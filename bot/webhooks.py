@@ -23,6 +23,8 @@ from bot.inbox.record import Record
 log = structlog.get_logger("webhooks")
 
 EVENT_NAMES = {"request": "permission-request", "resolved": "permission-resolved"}
+MAX_QUEUED = 10_000  # deliveries waiting per hook
+MAX_QUEUED_BYTES = 8 * 1024 * 1024  # their bodies, per hook: a dead endpoint cannot pin more memory
 
 
 def sign(secret: str, body: bytes) -> str:
@@ -35,7 +37,8 @@ class Webhooks:
 
     def __init__(self, hooks: list[WebhookConfig]) -> None:
         self.hooks = hooks
-        self.queues: list[asyncio.Queue[tuple[str, bytes]]] = [asyncio.Queue(maxsize=10000) for _ in hooks]
+        self.queues: list[asyncio.Queue[tuple[str, bytes]]] = [asyncio.Queue(maxsize=MAX_QUEUED) for _ in hooks]
+        self.queued_bytes = [0] * len(hooks)
         self.delivered = 0
         self.failed = 0
 
@@ -43,21 +46,22 @@ class Webhooks:
         """Inbox listener: queue the event for every hook that wants it."""
         name = EVENT_NAMES[kind]
         body = json.dumps({"event": name, "record": rec.to_api()}, separators=(",", ":")).encode()
-        for hook, q in zip(self.hooks, self.queues, strict=True):
-            if name in hook.events:
-                try:
-                    q.put_nowait((name, body))
-                except asyncio.QueueFull:
-                    self.failed += 1
-                    log.warning("webhook_dropped", url=hook.url, reason="queue full")
+        for i, (hook, q) in enumerate(zip(self.hooks, self.queues, strict=True)):
+            if name not in hook.events:
+                continue
+            if self.queued_bytes[i] + len(body) > MAX_QUEUED_BYTES or q.full():
+                self.failed += 1
+                log.warning("webhook_dropped", url=hook.url, reason="queue full", queued_bytes=self.queued_bytes[i])
+                continue
+            q.put_nowait((name, body))
+            self.queued_bytes[i] += len(body)
 
     async def run(self, stop: asyncio.Event) -> None:
         if not self.hooks:
             return
         log.info("webhooks_started", urls=[h.url for h in self.hooks])
         async with aiohttp.ClientSession() as session:
-            workers = [asyncio.create_task(self._worker(session, h, q)) for h, q in zip(self.hooks, self.queues,
-                                                                                       strict=True)]
+            workers = [asyncio.create_task(self._worker(session, i)) for i in range(len(self.hooks))]
             try:
                 await stop.wait()
             finally:
@@ -65,10 +69,11 @@ class Webhooks:
                     w.cancel()
                 await asyncio.gather(*workers, return_exceptions=True)
 
-    async def _worker(self, session: aiohttp.ClientSession, hook: WebhookConfig,
-                      q: asyncio.Queue[tuple[str, bytes]]) -> None:
+    async def _worker(self, session: aiohttp.ClientSession, i: int) -> None:
+        hook, q = self.hooks[i], self.queues[i]
         while True:
             name, body = await q.get()
+            self.queued_bytes[i] -= len(body)
             try:
                 await self._deliver(session, hook, name, body)
             except asyncio.CancelledError:

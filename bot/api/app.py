@@ -9,11 +9,15 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
 
+from bot.api.limits import Limits, busy
+from bot.event_size import TooLarge
+from bot.events._util import unicode_problem
 from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
 from bot.inbox.submission import SubmissionError
@@ -27,6 +31,7 @@ MAX_BODY = 2 * 1024 * 1024
 MAX_WAIT = 300.0
 DAEMON: web.AppKey[Daemon] = web.AppKey("daemon")
 TOKEN: web.AppKey[str | None] = web.AppKey("token")
+LIMITS: web.AppKey[Limits] = web.AppKey("limits")
 SUBSCRIBERS: web.AppKey[set[asyncio.Queue[tuple[str, dict[str, Any]]]]] = web.AppKey("subscribers")
 
 
@@ -38,8 +43,9 @@ def _authorized(request: web.Request) -> web.Response | None:
     token = request.app[TOKEN]
     if not token:
         return _error(401, "unauthorized", "the daemon has no api.token configured; mutating routes are closed")
-    got = request.headers.get("Authorization", "")
-    if not got.startswith("Bearer ") or not hmac.compare_digest(got[7:].strip().encode(), token.encode()):
+    got = request.headers.get("Authorization", "")  # non-UTF-8 bytes arrive surrogate-escaped
+    presented = got[7:].strip().encode("utf-8", "surrogateescape")
+    if not got.startswith("Bearer ") or not hmac.compare_digest(presented, token.encode()):
         return _error(401, "unauthorized", "a valid 'Authorization: Bearer TOKEN' header is required")
     return None
 
@@ -65,10 +71,15 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         if e.status >= 400 and e.content_type != "application/json":
             return _error(e.status, e.reason.lower().replace(" ", "_"), e.reason)
         raise
+    except TooLarge as e:
+        return _error(422, "too_large", str(e))
     except SubmissionError as e:
         return _error(422, "invalid_request", str(e))
     except (asyncio.CancelledError, ConnectionResetError):
         raise
+    except sqlite3.Error as e:  # the state folder's disk is full or read-only: nothing was stored
+        log.error("api_storage_failed", path=request.path, error=f"{type(e).__name__}: {e}")
+        return busy("the daemon cannot write its state right now (disk full or read-only); retry later")
     except Exception:
         log.exception("api_handler_failed", path=request.path)
         return _error(500, "internal", "internal error; see the daemon's log")
@@ -100,7 +111,14 @@ async def get_one(request: web.Request) -> web.Response:
             return _error(422, "invalid_request", "wait: expected a number of seconds")
         if not 0 <= wait <= MAX_WAIT or wait != wait:
             return _error(422, "invalid_request", f"wait: between 0 and {MAX_WAIT:g} seconds")
-        rec = await inbox.wait_settled(rid, wait)
+        limits = request.app[LIMITS]
+        if wait > 0 and not limits.take_long_poll():
+            return busy(f"more than {limits.max_long_polls} long-polls at once; retry later")
+        try:
+            rec = await inbox.wait_settled(rid, wait)
+        finally:
+            if wait > 0:
+                limits.give_long_poll()
     else:
         rec = await inbox.get(rid)
     if rec is None:
@@ -116,6 +134,8 @@ def _opt_str(body: dict[str, Any], key: str, max_len: int) -> str | None:
         raise SubmissionError(f"{key}: expected a string")
     if len(v) > max_len:
         raise SubmissionError(f"{key}: at most {max_len} characters")
+    if unicode_problem(v) is not None:
+        raise SubmissionError(f"{key}: not valid Unicode (a lone surrogate)")
     return v
 
 
@@ -152,6 +172,16 @@ async def decide(request: web.Request) -> web.Response:
 
 
 async def events(request: web.Request) -> web.StreamResponse:
+    limits = request.app[LIMITS]
+    if not limits.take_long_poll():
+        return busy(f"more than {limits.max_long_polls} long-polls at once; retry later")
+    try:
+        return await _stream_events(request)
+    finally:
+        limits.give_long_poll()
+
+
+async def _stream_events(request: web.Request) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
     await resp.prepare(request)
     q: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=10000)
@@ -176,7 +206,7 @@ async def events(request: web.Request) -> web.StreamResponse:
 
 async def healthz(request: web.Request) -> web.Response:
     d = request.app[DAEMON]
-    body: dict[str, Any] = {"ok": True, "matrix_ready": d.ready, "matrix_connected": d.matrix.connected}
+    body = d.health()
     if d.harnesses.watchers:
         body["harnesses"] = d.harnesses.health()
     return web.json_response(body)
@@ -196,10 +226,11 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(text=text, content_type="text/plain", charset="utf-8")
 
 
-def create_app(daemon: Daemon, token: str | None) -> web.Application:
-    """The aiohttp application over ``daemon``."""
+def create_app(daemon: Daemon, token: str | None, limits: Limits | None = None) -> web.Application:
+    """The aiohttp application over ``daemon`` (serve it with ``LimitedRunner`` and the same ``limits``)."""
     app = web.Application(client_max_size=MAX_BODY, middlewares=[_errors])
     app[DAEMON] = daemon
+    app[LIMITS] = limits or Limits()
     app[TOKEN] = token
     subs: set[asyncio.Queue[tuple[str, dict[str, Any]]]] = set()
     app[SUBSCRIBERS] = subs

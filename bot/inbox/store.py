@@ -65,6 +65,7 @@ class Inbox:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._db: aiosqlite.Connection | None = None
+        self._read: aiosqlite.Connection | None = None  # reads: only what is committed (WAL snapshots)
         self._lock = asyncio.Lock()
         self._listeners: list[Listener] = []
         self._changed: dict[str, asyncio.Event] = {}
@@ -78,11 +79,29 @@ class Inbox:
         await self._db.execute("PRAGMA synchronous=NORMAL")
         await self._db.execute("PRAGMA busy_timeout=5000")
         await upgrade(self._db, str(self.path))
+        self._read = await aiosqlite.connect(Path(self.path).resolve().as_uri() + "?mode=ro", uri=True,
+                                             isolation_level=None)
+        self._read.row_factory = aiosqlite.Row
+        await self._read.execute("PRAGMA busy_timeout=5000")
 
     async def close(self) -> None:
+        if self._read is not None:
+            await self._read.close()
+            self._read = None
         if self._db is not None:
             await self._db.close()
             self._db = None
+
+    @property
+    def reader(self) -> aiosqlite.Connection:
+        """The connection reads outside a transaction use: it never sees a write not yet committed."""
+        assert self._read is not None, "inbox not open"
+        return self._read
+
+    async def _read_rows(self, sql: str, args: tuple[Any, ...] = ()) -> _Rows:
+        """Run a read on ``reader``, its cursor closed at once (an open one would pin an old snapshot)."""
+        async with self.reader.execute(sql, args) as cur:
+            return _Rows(list(await cur.fetchall()))
 
     @property
     def db(self) -> aiosqlite.Connection:
@@ -95,10 +114,11 @@ class Inbox:
             await self.db.execute("BEGIN IMMEDIATE")
             try:
                 yield self.db
+                await self.db.execute("COMMIT")
             except BaseException:
-                await self.db.execute("ROLLBACK")
+                if self.db.in_transaction:  # also when COMMIT itself failed (a full or read-only disk)
+                    await self.db.execute("ROLLBACK")
                 raise
-            await self.db.execute("COMMIT")
 
     # -- change notification --------------------------------------------
     def listen(self, fn: Listener) -> None:
@@ -189,30 +209,30 @@ class Inbox:
         return _row_to_record(row), True
 
     async def get(self, request_id: str) -> Record | None:
-        cur = await self.db.execute("SELECT * FROM requests WHERE id=?", (request_id,))
+        cur = await self._read_rows("SELECT * FROM requests WHERE id=?", (request_id,))
         row = await cur.fetchone()
         return _row_to_record(row) if row else None
 
     async def by_prompt_event(self, event_id: str) -> Record | None:
-        cur = await self.db.execute("SELECT * FROM requests WHERE prompt_event_id=?", (event_id,))
+        cur = await self._read_rows("SELECT * FROM requests WHERE prompt_event_id=?", (event_id,))
         row = await cur.fetchone()
         return _row_to_record(row) if row else None
 
     async def pending(self, session: str | None = None) -> list[Record]:
         """Pending records, oldest first; ``session`` matches the id or the label."""
         if session is None:
-            cur = await self.db.execute(
+            cur = await self._read_rows(
                 "SELECT * FROM requests WHERE state=? ORDER BY requested_at, rowid", (PENDING,)
             )
         else:
-            cur = await self.db.execute(
+            cur = await self._read_rows(
                 "SELECT * FROM requests WHERE state=? AND (session_id=? OR label=?) ORDER BY requested_at, rowid",
                 (PENDING, session, session),
             )
         return [_row_to_record(r) for r in await cur.fetchall()]
 
     async def count_pending(self) -> int:
-        cur = await self.db.execute("SELECT COUNT(*) FROM requests WHERE state=?", (PENDING,))
+        cur = await self._read_rows("SELECT COUNT(*) FROM requests WHERE state=?", (PENDING,))
         row = await cur.fetchone()
         return int(row[0]) if row else 0
 
@@ -265,7 +285,7 @@ class Inbox:
 
     async def needing_post(self, limit: int = 100) -> list[Record]:
         """Records whose prompt is not in the room yet, oldest first."""
-        cur = await self.db.execute(
+        cur = await self._read_rows(
             "SELECT * FROM requests WHERE prompt_event_id IS NULL ORDER BY requested_at, rowid LIMIT ?",
             (limit,),
         )
@@ -273,7 +293,7 @@ class Inbox:
 
     async def needing_edit(self, limit: int = 100) -> list[Record]:
         """Settled records whose prompt still shows them pending."""
-        cur = await self.db.execute(
+        cur = await self._read_rows(
             "SELECT * FROM requests WHERE state!=? AND prompt_event_id IS NOT NULL AND prompt_edited=0"
             " ORDER BY decided_at LIMIT ?",
             (PENDING, limit),
@@ -282,19 +302,19 @@ class Inbox:
 
     async def due(self, now: float) -> list[Record]:
         """Pending records whose time is up."""
-        cur = await self.db.execute(
+        cur = await self._read_rows(
             "SELECT * FROM requests WHERE state=? AND expires_at<=? ORDER BY expires_at", (PENDING, now)
         )
         return [_row_to_record(r) for r in await cur.fetchall()]
 
     async def next_expiry(self) -> float | None:
-        cur = await self.db.execute("SELECT MIN(expires_at) FROM requests WHERE state=?", (PENDING,))
+        cur = await self._read_rows("SELECT MIN(expires_at) FROM requests WHERE state=?", (PENDING,))
         row = await cur.fetchone()
         return float(row[0]) if row and row[0] is not None else None
 
     async def resolved_counts(self) -> dict[tuple[str, str], int]:
         """(state, via) -> how many, for metrics."""
-        cur = await self.db.execute(
+        cur = await self._read_rows(
             "SELECT state, outcome_via, COUNT(*) FROM requests WHERE state!=? GROUP BY state, outcome_via",
             (PENDING,),
         )
@@ -310,7 +330,7 @@ class Inbox:
 
     async def needing_seed(self, posted_before: float, limit: int = 8) -> list[Record]:
         """Pending records posted before ``posted_before`` whose keycap reactions are not all seeded yet."""
-        cur = await self.db.execute(
+        cur = await self._read_rows(
             "SELECT * FROM requests WHERE state=? AND seeded=0 AND prompt_event_id IS NOT NULL"
             " AND prompt_event_id!='' AND COALESCE(posted_at, 0)<=? ORDER BY requested_at, rowid LIMIT ?",
             (PENDING, posted_before, limit),
@@ -319,7 +339,7 @@ class Inbox:
 
     async def next_seed_due(self) -> float | None:
         """When the oldest unseeded pending prompt was posted."""
-        cur = await self.db.execute(
+        cur = await self._read_rows(
             "SELECT MIN(COALESCE(posted_at, 0)) FROM requests WHERE state=? AND seeded=0"
             " AND prompt_event_id IS NOT NULL AND prompt_event_id!=''",
             (PENDING,),
@@ -333,7 +353,7 @@ class Inbox:
 
     async def reactions_to_clear(self, limit: int = 50) -> list[tuple[str, str, str]]:
         """(request_id, key, event_id) of seeded reactions on prompts no longer pending."""
-        cur = await self.db.execute(
+        cur = await self._read_rows(
             "SELECT r.request_id, r.key, r.event_id FROM reactions r JOIN requests q ON q.id = r.request_id"
             " WHERE q.state!=? AND r.redacted=0 AND r.event_id IS NOT NULL LIMIT ?",
             (PENDING, limit),
@@ -341,7 +361,7 @@ class Inbox:
         return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
 
     async def reactions(self, request_id: str) -> list[tuple[str, str, bool]]:
-        cur = await self.db.execute(
+        cur = await self._read_rows(
             "SELECT key, event_id, redacted FROM reactions WHERE request_id=? ORDER BY rowid", (request_id,)
         )
         return [(r[0], r[1], bool(r[2])) for r in await cur.fetchall()]
@@ -352,7 +372,7 @@ class Inbox:
 
     # -- handled events and key/value -------------------------------------
     async def is_handled(self, event_id: str) -> bool:
-        cur = await self.db.execute("SELECT 1 FROM handled WHERE event_id=?", (event_id,))
+        cur = await self._read_rows("SELECT 1 FROM handled WHERE event_id=?", (event_id,))
         return await cur.fetchone() is not None
 
     async def mark_handled(self, event_id: str, now: float) -> bool:
@@ -377,7 +397,7 @@ class Inbox:
         return [json.loads(r[0]) for r in rows]
 
     async def get_kv(self, k: str) -> str | None:
-        cur = await self.db.execute("SELECT v FROM kv WHERE k=?", (k,))
+        cur = await self._read_rows("SELECT v FROM kv WHERE k=?", (k,))
         row = await cur.fetchone()
         return str(row[0]) if row else None
 
@@ -391,6 +411,19 @@ class Inbox:
 
     async def set_json(self, k: str, v: Any) -> None:
         await self.set_kv(k, dumps(v))
+
+
+class _Rows:
+    """A read's rows, fetched: the cursor-like answer of ``Inbox._read_rows``."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self.rows = rows
+
+    async def fetchone(self) -> Any:
+        return self.rows[0] if self.rows else None
+
+    async def fetchall(self) -> list[Any]:
+        return self.rows
 
 
 __all__ = ["CANCELLED", "EXPIRED", "PENDING", "RESOLVED", "Inbox"]

@@ -13,6 +13,7 @@ from typing import Any
 
 import rfc8785
 
+from bot.events._util import unicode_problem
 from bot.prompts import digest_params
 
 OURS = ("key", "label", "toolCallContext", "cwd")
@@ -74,6 +75,8 @@ def parse_submission(body: Any) -> Submission:
     """Validate a submitted body; raise SubmissionError naming the field."""
     if not isinstance(body, dict):
         raise SubmissionError("body: expected a JSON object")
+    if (where := unicode_problem(body)) is not None:  # JSON allows "\ud800"; UTF-8 (the store) does not
+        raise SubmissionError(f"{where}: not valid Unicode (a lone surrogate)")
     session_id = _str(body.get("sessionId"), "sessionId", max_len=255)
     key = _str(body.get("key"), "key", required=False, max_len=255)
     label = _str(body.get("label"), "label", required=False, max_len=200)

@@ -40,12 +40,12 @@ from nio.crypto import ENCRYPTION_ENABLED
 
 from bot.config import MatrixConfig
 from bot.logs import add_secret
-from bot.matrix import cross_signing
+from bot.matrix import cross_signing, key_upload
 from bot.matrix.crypto import accept_forwards_from_session_owner, fingerprint
 from bot.matrix.e2ee import E2EE, UNREACHABLE_RETRY
-from bot.matrix.errors import MatrixFatal, SendFailed
+from bot.matrix.errors import REVOKED, MatrixFatal, SendFailed, TokenRevoked
 from bot.matrix.refusal import REFUSAL_KEY, Refusal
-from bot.matrix.retry import retry
+from bot.matrix.retry import describe, retry
 from bot.matrix.room import RoomState
 from bot.matrix.station import EventHandler, KeyValue, Say, Station
 from bot.matrix.sync import SYNC_KEY, Syncer
@@ -101,6 +101,7 @@ class Matrix:
             ),
         )
         self.send_errors = 0
+        self.send_failing: str | None = None  # why the last send failed, until one succeeds
         self.say: Say | None = None  # set by the daemon: posts an m.notice into the room
         self.cross_signing: dict[str, Any] = {}  # what cross_signing.ensure found (doctor shows it)
         self.station = Station(self.client, cfg, kv)
@@ -109,6 +110,7 @@ class Matrix:
         self.undecryptable = Undecryptable(self.station, self.trust, self._say)
         self.refusal = Refusal(self.station)
         self.syncer = Syncer(self.station, self.e2ee, self.trust, self.undecryptable, self.refusal)
+        self.syncer.on_token_revoked = self.relogin
 
     @property
     def user_id(self) -> str:
@@ -162,7 +164,11 @@ class Matrix:
         """Restore the saved session, else use the configured token, else log in once."""
         c = self.client
         if await self.restore():
-            await self._whoami("the saved session (delete state/ to log in afresh)")
+            try:
+                await self._whoami("the saved session (delete state/ to log in afresh)")
+            except TokenRevoked as e:
+                await self.relogin(e.code)
+                return
             log.info("matrix_session_restored", user_id=c.user_id, device_id=c.device_id)
             await self._save_identity()
             await self._cross_sign()
@@ -172,9 +178,32 @@ class Matrix:
             who = await self._whoami("matrix.access_token")
             c.restore_login(who.user_id, who.device_id or "", self.cfg.access_token)
         else:
-            r = await retry("login", lambda: c.login(self.cfg.password or "", device_name=self.cfg.device_name))
-            if not isinstance(r, LoginResponse):
-                raise MatrixFatal(f"matrix.password: login as {self.cfg.user_id} failed: {getattr(r, 'message', r)}")
+            await self._password_login()
+        await self._logged_in()
+
+    async def relogin(self, code: str) -> None:
+        """The homeserver revoked the token: log in again with the password (a new device), inbox kept."""
+        if not self.cfg.password:
+            raise MatrixFatal(
+                f"the homeserver no longer accepts the bot's access token ({code}) and no matrix.password "
+                "is configured to log in again; set one, or a new matrix.access_token and delete the saved session"
+            )
+        log.warning("matrix_token_revoked", code=code, action="logging in again as a new device")
+        c = self.client
+        c.device_id = ""  # else nio asks for the old device id, whose keys the server forgot
+        c.olm, c.store = None, None  # the new device gets a crypto store of its own
+        await self._password_login()
+        await self._logged_in()
+
+    async def _password_login(self) -> None:
+        c = self.client
+        r = await retry("login", lambda: c.login(self.cfg.password or "", device_name=self.cfg.device_name))
+        if not isinstance(r, LoginResponse):
+            raise MatrixFatal(f"matrix.password: login as {self.cfg.user_id} failed: {getattr(r, 'message', r)}")
+
+    async def _logged_in(self) -> None:
+        """Open the new device's crypto store and save the session."""
+        c = self.client
         self._open_crypto()
         add_secret(c.access_token)
         await self.kv.set_json(
@@ -190,8 +219,8 @@ class Matrix:
         if not self.encryption or c.olm is None:
             return
         if c.should_upload_keys:  # the device keys must be on the server before they can be signed
-            r = await c.keys_upload()
-            if isinstance(r, KeysUploadError):
+            r = await key_upload.upload_keys(c)
+            if isinstance(r, KeysUploadError) and not key_upload.is_conflict(r):
                 raise MatrixFatal(
                     f"matrix: the homeserver refused the bot's device keys ({r.status_code}: {r.message})"
                 )
@@ -235,7 +264,8 @@ class Matrix:
                 raise MatrixFatal(f"{source}: the token belongs to {r.user_id}, not matrix.user_id {self.cfg.user_id}")
             return r
         code = getattr(r, "status_code", "")
-        raise MatrixFatal(f"{source}: the homeserver refused the access token ({code}: {getattr(r, 'message', r)})")
+        why = f"{source}: the homeserver refused the access token ({code}: {getattr(r, 'message', r)})"
+        raise TokenRevoked(why, code) if code in REVOKED else MatrixFatal(why)
 
     # -- what doctor and the metrics read ----------------------------------
     def device_info(self) -> dict[str, Any]:
@@ -323,16 +353,23 @@ class Matrix:
                 r = await self.e2ee.send(event_type, content, txn)
             else:
                 r = await self.client.room_send(self.room_id, event_type, content, tx_id=txn)
-        except SendFailed:
-            self.send_errors += 1
+        except SendFailed as e:
+            self._send_failed(str(e))
             raise
         except Exception as e:
-            self.send_errors += 1
-            raise SendFailed(f"{type(e).__name__}: {e}") from None
+            self._send_failed(describe(e))
+            raise SendFailed(describe(e)) from None
         if isinstance(r, RoomSendResponse):
+            self.send_failing = None
             return str(r.event_id)
+        code = str(getattr(r, "status_code", "") or "")
+        why = f"{code}: {getattr(r, 'message', r)}"
+        self._send_failed(why)
+        raise SendFailed(why, code)
+
+    def _send_failed(self, why: str) -> None:
         self.send_errors += 1
-        raise SendFailed(f"{getattr(r, 'status_code', '')}: {getattr(r, 'message', r)}")
+        self.send_failing = why
 
     async def redact(self, event_id: str, txn: str, reason: str | None = None) -> None:
         """Redact one of the bot's own events in the station room (redactions are never encrypted)."""
@@ -361,4 +398,5 @@ class Matrix:
         self.say(text, reply_to=reply_to)
 
     async def close(self) -> None:
+        await key_upload.finish()
         await self.client.close()

@@ -11,6 +11,7 @@ from nio import JoinedMembersError, KeysUploadError
 
 from bot.matrix.crypto import clear_sharing_mark, send_raw
 from bot.matrix.errors import SendFailed
+from bot.matrix.key_upload import upload_keys
 from bot.matrix.station import Station
 from bot.matrix.trust import Trust, room_devices
 
@@ -38,7 +39,7 @@ class E2EE:
                 if c.outgoing_to_device_messages:
                     await c.send_to_device_messages()
                 if c.should_upload_keys:
-                    r = await c.keys_upload()
+                    r = await upload_keys(c)
                     if isinstance(r, KeysUploadError):
                         log.error("keys_upload_failed", error=f"{r.status_code}: {r.message}")
                 queried = c.should_query_keys

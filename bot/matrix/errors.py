@@ -8,4 +8,24 @@ class MatrixFatal(Exception):
 
 
 class SendFailed(Exception):
-    """A send the homeserver refused or could not take; retried by the caller."""
+    """A send the homeserver refused or could not take; retried by the caller (``code``: its errcode)."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def too_large(self) -> bool:
+        """The event is over the homeserver's size limit: sending it again can never work."""
+        return self.code in ("M_TOO_LARGE", "413")
+
+
+REVOKED = ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN")
+
+
+class TokenRevoked(MatrixFatal):
+    """The homeserver no longer knows the access token (healed by a new login when a password is set)."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code

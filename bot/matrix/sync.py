@@ -8,8 +8,8 @@ yet go to the undecryptable queue.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -18,9 +18,9 @@ from nio import MegolmEvent, MessageDirection, RoomMessagesResponse, SyncRespons
 
 from bot.aio import sleep_unless_stopped
 from bot.matrix.e2ee import E2EE
-from bot.matrix.errors import MatrixFatal
+from bot.matrix.errors import REVOKED, MatrixFatal
 from bot.matrix.refusal import Refusal
-from bot.matrix.retry import retry
+from bot.matrix.retry import STORAGE_ERRORS, Backoff, describe, retry
 from bot.matrix.station import EventHandler, Station
 from bot.matrix.trust import Trust
 from bot.matrix.undecryptable import Undecryptable
@@ -28,6 +28,14 @@ from bot.matrix.undecryptable import Undecryptable
 log = structlog.get_logger("matrix")
 
 SYNC_KEY = "matrix.next_batch"
+
+
+class BackfillFailed(Exception):
+    """The homeserver refused a /messages page: the batch is handled again later."""
+
+
+async def _no_relogin(code: str) -> None:
+    raise MatrixFatal(f"the homeserver no longer accepts the bot's token ({code})")
 
 
 class Syncer:
@@ -45,14 +53,16 @@ class Syncer:
         self.last_sync_ok = 0.0
         self.connected = False
         self.synced = asyncio.Event()  # set after the first sync is handled
+        self.joined = True  # False after the bot left or was removed from the station room
+        # the token was revoked: log in again (MatrixFatal when no password is configured)
+        self.on_token_revoked: Callable[[str], Awaitable[None]] = _no_relogin
 
     async def run(self, handler: EventHandler, stop: asyncio.Event) -> None:
-        """Long-poll, back off on errors, save next_batch after handling."""
+        """Long-poll until ``stop``; a batch that fails is fetched and handled again after a back-off."""
         since = await self.st.kv.get_json(SYNC_KEY)
         await self.undecryptable.load()
-        await self.e2ee.housekeeping()
         first = True
-        delay = 0.5
+        backoff = Backoff()
         timeout_ms = int(self.st.cfg.sync_timeout * 1000)
         deliver = partial(self._deliver, handler)
         while not stop.is_set():
@@ -65,32 +75,53 @@ class Syncer:
                 raise
             except Exception as e:
                 self.connected = False
-                log.warning("sync_failed", error=f"{type(e).__name__}: {e}", retry_in=round(delay, 2))
-                await _sleep_or_stop(stop, delay)
-                delay = min(delay * 2, 30.0)
+                await self._pause(stop, backoff, "sync_failed", error=describe(e))
                 continue
             if not isinstance(r, SyncResponse):
                 self.connected = False
                 code = getattr(r, "status_code", "")
-                if code in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"):
-                    raise MatrixFatal(f"the homeserver no longer accepts the bot's token ({code})")
-                log.warning("sync_error", status=code, error=getattr(r, "message", str(r)), retry_in=round(delay, 2))
-                await _sleep_or_stop(stop, delay)
-                delay = min(delay * 2, 30.0)
+                if code in REVOKED:
+                    await self.on_token_revoked(code)  # logs in again, or raises MatrixFatal
+                    continue
+                await self._pause(stop, backoff, "sync_error", status=code, error=getattr(r, "message", str(r)))
                 continue
-            delay = 0.5
             self.connected = True
+            try:
+                await self.e2ee.housekeeping()
+                await self.undecryptable.retry(deliver)
+                await self._handle_batch(r, since, deliver)
+                await self.refusal.check()
+                await self.undecryptable.check()
+            except (asyncio.CancelledError, MatrixFatal):
+                raise
+            except Exception as e:  # the same batch comes again: since is not moved
+                await self._pause(stop, backoff, "sync_batch_failed", error=describe(e))
+                continue
+            if not await self._save_token(r.next_batch, stop):
+                return
+            backoff.reset()
             self.last_sync_ok = time.time()
-            await self.e2ee.housekeeping()
-            await self.undecryptable.retry(deliver)
-            await self._handle_batch(r, since, deliver)
-            await self.refusal.check()
-            await self.undecryptable.check()
             self.synced.set()
-            await self.st.kv.set_json(SYNC_KEY, r.next_batch)
             since = r.next_batch
             first = False
             self.sync_lag = time.monotonic() - started
+
+    async def _pause(self, stop: asyncio.Event, backoff: Backoff, event: str, **kw: Any) -> None:
+        delay = backoff.next()
+        log.warning(event, retry_in=round(delay, 2), **kw)
+        await sleep_unless_stopped(stop, delay)
+
+    async def _save_token(self, token: str, stop: asyncio.Event) -> bool:
+        """Save next_batch, retrying a failing disk until it takes it; False when stopped first."""
+        backoff = Backoff()
+        while True:
+            try:
+                await self.st.kv.set_json(SYNC_KEY, token)
+                return True
+            except STORAGE_ERRORS as e:
+                if stop.is_set():
+                    return False
+                await self._pause(stop, backoff, "sync_token_save_failed", error=describe(e))
 
     async def _handle_batch(self, r: SyncResponse, since: str | None, deliver: EventHandler) -> None:
         st = self.st
@@ -104,10 +135,12 @@ class Syncer:
                 except Exception as e:
                     log.warning("invite_refuse_failed", room_id=rid, error=str(e))
         if st.room_id in r.rooms.leave:
+            self.joined = False
             log.error("station_room_left", room_id=st.room_id, hint="invite the bot back into the room")
         room = r.rooms.join.get(st.room_id)
         if room is None:
             return
+        self.joined = True
         for ev in room.state:
             st.room.apply(ev.source)
         events: list[Any] = list(room.timeline.events)
@@ -130,9 +163,12 @@ class Syncer:
                 await deliver(plain)
 
     async def _deliver(self, handler: EventHandler, source: dict[str, Any]) -> None:
+        """A bad event is logged and skipped; a failing disk fails the batch (it comes again)."""
         try:
             await handler(source)
         except asyncio.CancelledError:
+            raise
+        except STORAGE_ERRORS:
             raise
         except Exception:
             log.exception("event_handler_failed", event_id=source.get("event_id"))
@@ -150,9 +186,8 @@ class Syncer:
                 ),
                 attempts=5,
             )
-            if not isinstance(r, RoomMessagesResponse):
-                log.warning("backfill_failed", error=getattr(r, "message", str(r)))
-                break
+            if not isinstance(r, RoomMessagesResponse):  # the batch fails and comes again
+                raise BackfillFailed(f"{getattr(r, 'status_code', '')}: {getattr(r, 'message', r)}")
             out.extend(r.chunk)
             if not r.chunk or not r.end or r.end == token:
                 break
@@ -160,6 +195,3 @@ class Syncer:
         out.reverse()
         return out
 
-
-async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    await sleep_unless_stopped(stop, seconds * (0.8 + 0.4 * random.random()))

@@ -1,0 +1,44 @@
+"""What ``/healthz`` says: ``ok``, or ``degraded`` with the reasons (a pure core, ``now`` passed in)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the daemon knows about its Matrix side at one moment."""
+
+    ready: bool  # logged in and joined at start
+    joined: bool  # still in the station room (not left, kicked or banned since)
+    last_sync_ok: float  # wall time of the last sync batch handled and saved (0: none yet)
+    ready_at: float  # wall time the daemon became ready (0: not yet)
+    sync_timeout: float
+    send_failing: str | None  # why the last send failed, until one succeeds
+
+
+def reasons(f: Facts, now: float) -> list[str]:
+    """Why the daemon is not fully working; empty when it is."""
+    if not f.ready:
+        return ["not joined to the station room yet (logging in, or the homeserver is unreachable)"]
+    out: list[str] = []
+    if not f.joined:
+        out.append("not in the station room (left, kicked or banned): invite the bot back")
+    since = max(f.last_sync_ok, f.ready_at)
+    if now - since > 2 * f.sync_timeout:
+        out.append(f"not synced for {now - since:.0f} s (more than 2 x the sync timeout)")
+    if f.send_failing:
+        out.append(f"sends failing: {f.send_failing[:200]}")
+    return out
+
+
+def body(f: Facts, now: float, connected: bool) -> dict[str, object]:
+    """The ``/healthz`` JSON: ``ok`` stays true while the process serves (liveness); ``status`` tells."""
+    why = reasons(f, now)
+    return {
+        "ok": True,
+        "status": "degraded" if why else "ok",
+        "reasons": why,
+        "matrix_ready": f.ready,
+        "matrix_connected": connected,
+    }

@@ -1,0 +1,242 @@
+"""The in-process parts of surviving faults: the retry policy, the sync token saved through a
+failing disk, the stop at any stage, and what /healthz concludes."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from types import SimpleNamespace
+from typing import Any, cast
+
+import aiohttp
+import pytest
+
+from bot import health
+from bot.cli.run_cmd import _run_until_stopped
+from bot.matrix.errors import MatrixFatal
+from bot.matrix.retry import Backoff, retry
+from bot.matrix.sync import SYNC_KEY, Syncer
+
+
+def test_backoff_doubles_to_the_cap_with_jitter_and_resets() -> None:
+    b = Backoff(first=1.0, cap=8.0)
+    got = [b.next() for _ in range(6)]
+    for d, base in zip(got, [1, 2, 4, 8, 8, 8], strict=True):
+        assert 0.8 * base <= d <= 1.2 * base
+    b.reset()
+    assert b.next() <= 1.2
+
+
+async def test_retry_backs_off_network_errors_by_type_and_gives_up_after_attempts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("bot.matrix.retry.FIRST_DELAY", 0.001)
+    calls = 0
+
+    async def flaky() -> str:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise aiohttp.ServerDisconnectedError()
+        return "ok"
+
+    assert await retry("t", flaky) == "ok" and calls == 3
+
+    async def down() -> None:
+        raise aiohttp.ClientOSError(111, "Connection refused")
+
+    with pytest.raises(aiohttp.ClientError):
+        await retry("t", down, attempts=2)
+
+    async def bug() -> None:
+        raise ValueError("not a network error")
+
+    with pytest.raises(ValueError):  # only the network is retried
+        await retry("t", bug)
+
+
+class FlakyDisk:
+    """A key/value store whose writes fail ``failures`` times (a full or read-only disk)."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.saved: dict[str, Any] = {}
+
+    async def get_json(self, k: str) -> Any:
+        return self.saved.get(k)
+
+    async def set_json(self, k: str, v: Any) -> None:
+        if self.failures:
+            self.failures -= 1
+            raise sqlite3.OperationalError("attempt to write a readonly database")
+        self.saved[k] = v
+
+
+def _syncer(kv: FlakyDisk) -> Syncer:
+    st = SimpleNamespace(kv=kv)
+    return Syncer(cast(Any, st), cast(Any, None), cast(Any, None), cast(Any, None), cast(Any, None))
+
+
+async def test_sync_token_save_is_retried_through_a_failing_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("bot.matrix.retry.FIRST_DELAY", 0.001)
+    kv = FlakyDisk(failures=4)
+    syncer = _syncer(kv)
+    assert await syncer._save_token("s42", asyncio.Event()) is True
+    assert kv.saved[SYNC_KEY] == "s42" and kv.failures == 0
+
+
+async def test_sync_token_save_gives_way_to_a_stop() -> None:
+    kv = FlakyDisk(failures=10**6)
+    stop = asyncio.Event()
+    stop.set()
+    assert await asyncio.wait_for(_syncer(kv)._save_token("s1", stop), 5) is False
+    assert SYNC_KEY not in kv.saved
+
+
+class StandIn:
+    """A daemon whose Matrix side does what ``run_matrix`` is given."""
+
+    def __init__(self, run: Any, ready: bool = False) -> None:
+        self.stop = asyncio.Event()
+        self.ready = ready
+        self._run = run
+
+    async def run_matrix(self) -> None:
+        await self._run()
+
+
+async def test_stop_while_login_waits_on_an_unreachable_homeserver_ends_at_once() -> None:
+    d = StandIn(lambda: asyncio.sleep(3600))
+    asyncio.get_running_loop().call_later(0.05, d.stop.set)
+    assert await asyncio.wait_for(_run_until_stopped(cast(Any, d)), 5) == 0
+
+
+async def test_a_crash_or_a_fatal_error_exits_1_never_0() -> None:
+    async def crash() -> None:
+        raise RuntimeError("boom")
+
+    async def fatal() -> None:
+        raise MatrixFatal("token revoked")
+
+    assert await _run_until_stopped(cast(Any, StandIn(crash, ready=True))) == 1
+    assert await _run_until_stopped(cast(Any, StandIn(fatal, ready=True))) == 1
+
+
+def _facts(**kw: Any) -> health.Facts:
+    base: dict[str, Any] = {"ready": True, "joined": True, "last_sync_ok": 100.0, "ready_at": 90.0,
+                            "sync_timeout": 5.0, "send_failing": None}
+    return health.Facts(**(base | kw))
+
+
+def test_health_says_what_is_true() -> None:
+    assert health.body(_facts(), 105.0, True)["status"] == "ok"
+    assert health.reasons(_facts(ready=False), 105.0)[0].startswith("not joined to the station room yet")
+    assert "not in the station room" in health.reasons(_facts(joined=False), 105.0)[0]
+    assert "not synced for 11 s" in health.reasons(_facts(), 111.0)[0]
+    assert health.reasons(_facts(last_sync_ok=0.0, ready_at=100.0), 109.0) == []  # just started
+    b = health.body(_facts(send_failing="M_FORBIDDEN: not in room"), 101.0, True)
+    assert b["status"] == "degraded" and b["ok"] is True and b["matrix_ready"] is True
+    assert b["reasons"] == ["sends failing: M_FORBIDDEN: not in room"]
+
+
+def test_a_flood_of_one_warning_is_thinned_and_counted() -> None:
+    from bot.logs import Repeats
+
+    now = [0.0]
+    r = Repeats(burst=3, window=10.0, clock=lambda: now[0])
+    got = [r.allow("api_handler_failed") for _ in range(1000)]
+    assert got[:3] == [0, 0, 0] and set(got[3:]) == {None}
+    assert r.allow("another_event") == 0  # other events are not held up
+    now[0] = 10.0
+    assert r.allow("api_handler_failed") == 997  # the next window says how many were dropped
+    ev = {"event": "request_submitted"}
+    for _ in range(100):  # the audit trail (info) is never thinned
+        assert r(None, "info", dict(ev)) == ev
+
+
+def test_the_size_check_counts_megolm_growth_in_an_encrypted_room() -> None:
+    """CJK text fits a plain room but, escaped and base64-encoded, not an encrypted one."""
+    from bot.event_size import TooLarge, check_submission
+    from bot.inbox.submission import parse_submission
+    from tests.support.station import request_body
+
+    body = request_body("s")
+    body["options"] = [{"optionId": f"{i:02d}" + "中" * 150, "name": "中" * 200, "kind": "allow_once"}
+                       for i in range(16)]
+    body["toolCall"]["title"] = "中" * 5000
+    sub = parse_submission(body)
+    check_submission(sub, 0.0, 600.0, encrypted=False)
+    with pytest.raises(TooLarge, match=r"prompt would take .* in an encrypted room"):
+        check_submission(sub, 0.0, 600.0, encrypted=True)
+
+
+def test_a_dead_webhook_pins_at_most_its_byte_budget() -> None:
+    """Large records to an endpoint that never answers: the queue stops at MAX_QUEUED_BYTES."""
+    from bot.config import WebhookConfig
+    from bot.event_size import provisional
+    from bot.inbox.submission import parse_submission
+    from bot.webhooks import MAX_QUEUED_BYTES, Webhooks
+    from tests.support.station import request_body
+
+    body = request_body("s")
+    body["toolCall"]["rawInput"] = {"command": "x" * 200_000}
+    rec = provisional(parse_submission(body), 0.0, 600.0)
+    hooks = Webhooks([WebhookConfig(url="http://127.0.0.1:9/dead")])
+    for _ in range(200):  # ~40 MB offered
+        hooks.on_change("request", rec)
+    assert 0 < hooks.queued_bytes[0] <= MAX_QUEUED_BYTES
+    assert hooks.failed == 200 - hooks.queues[0].qsize() > 100
+
+
+async def test_reads_never_see_a_settle_that_is_then_rolled_back(tmp_path: Any) -> None:
+    """A long-poll (or GET) that runs while a settling transaction is open sees the committed
+    state only: a settle rolled back was never reported."""
+    from bot.inbox.store import Inbox
+    from bot.inbox.submission import parse_submission
+    from tests.support.station import request_body
+
+    inbox = Inbox(tmp_path / "inbox.sqlite3")
+    await inbox.open()
+    try:
+        rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 600)
+        seen = []
+        with pytest.raises(RuntimeError):
+            async with inbox.transaction() as db:
+                await db.execute("UPDATE requests SET state='resolved', outcome_option_id='allow_once',"
+                                 " outcome_by='x', outcome_via='api', decided_at=2 WHERE id=?", (rec.id,))
+                seen.append(await inbox.wait_settled(rec.id, 0))  # a reader meanwhile
+                seen.append(await inbox.pending())
+                raise RuntimeError("the disk failed before COMMIT")
+        got = seen[0]
+        assert got is not None and got.state == "pending" and [r.id for r in seen[1]] == [rec.id]
+        after = await inbox.get(rec.id)
+        assert after is not None and after.state == "pending"
+        settled = await inbox.settle(rec.id, option_id="allow_once", by="a", via="api", feedback=None, now=3.0)
+        assert settled is not None
+        now_read = await inbox.get(rec.id)
+        assert now_read is not None and now_read.state == "resolved"  # committed writes are seen at once
+    finally:
+        await inbox.close()
+
+
+async def test_a_failed_commit_is_rolled_back_and_the_next_transaction_works(tmp_path: Any) -> None:
+    """A COMMIT that fails (as on a full or read-only disk; here a deferred constraint) must not
+    leave the write connection inside a transaction, or every later write would fail."""
+    from bot.inbox.store import Inbox
+    from bot.inbox.submission import parse_submission
+    from tests.support.station import request_body
+
+    inbox = Inbox(tmp_path / "inbox.sqlite3")
+    await inbox.open()
+    try:
+        await inbox.db.execute("PRAGMA foreign_keys=ON")
+        await inbox.db.execute("CREATE TABLE t_parent (id INTEGER PRIMARY KEY)")
+        await inbox.db.execute("CREATE TABLE t_child (p INTEGER REFERENCES t_parent(id) DEFERRABLE INITIALLY DEFERRED)")
+        with pytest.raises(sqlite3.IntegrityError):
+            async with inbox.transaction() as db:
+                await db.execute("INSERT INTO t_child (p) VALUES (42)")  # fails only at COMMIT
+        assert not inbox.db.in_transaction
+        rec, created = await inbox.submit(parse_submission(request_body("s")), 1.0, 600)
+        assert created and (await inbox.get(rec.id)) is not None
+    finally:
+        await inbox.close()
