@@ -110,3 +110,18 @@ def test_jsonhttp_answers_any_status_and_says_when_nothing_answers(server: http.
         jsonhttp.call("GET", base + "/json", timeout=2)
     assert u.value.reason == "connection refused"
     assert json.dumps(jsonhttp.quote("!a:b/c")) == '"%21a%3Ab%2Fc"'
+
+
+async def test_a_read_only_inbox_refuses_writes(tmp_path: Path) -> None:
+    inbox = Inbox(tmp_path / "inbox.sqlite3")
+    await inbox.open()
+    await inbox.set_kv("k", "v")
+    await inbox.close()
+    ro = Inbox(tmp_path / "inbox.sqlite3")
+    await ro.open_read_only()
+    try:
+        assert await ro.get_kv("k") == "v"
+        with pytest.raises(AssertionError):
+            await ro.set_kv("k", "changed")
+    finally:
+        await ro.close()

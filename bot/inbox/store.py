@@ -85,10 +85,11 @@ class Inbox:
         await self._read.execute("PRAGMA busy_timeout=5000")
 
     async def open_read_only(self) -> None:
-        """Open an existing inbox to read only (doctor): no folder made, no upgrade, no write."""
-        self._db = await aiosqlite.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None)
-        self._db.row_factory = aiosqlite.Row
-        await self._db.execute("PRAGMA busy_timeout=5000")
+        """Open an existing inbox to read only (doctor): no folder made, no upgrade; writes fail (no writer)."""
+        self._read = await aiosqlite.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
+                                             isolation_level=None)
+        self._read.row_factory = aiosqlite.Row
+        await self._read.execute("PRAGMA busy_timeout=5000")
 
     async def close(self) -> None:
         if self._read is not None:
@@ -409,7 +410,7 @@ class Inbox:
 
     async def kv_with_prefix(self, prefix: str) -> dict[str, str]:
         """Every kv entry whose key starts with ``prefix``, by key."""
-        cur = await self.db.execute("SELECT k, v FROM kv WHERE substr(k, 1, ?) = ?", (len(prefix), prefix))
+        cur = await self._read_rows("SELECT k, v FROM kv WHERE substr(k, 1, ?) = ?", (len(prefix), prefix))
         return {str(k): str(v) for k, v in await cur.fetchall()}
 
     async def set_kv(self, k: str, v: str) -> None:
