@@ -1,8 +1,11 @@
-"""Small asyncio waits shared by the daemon's loops."""
+"""Small asyncio helpers: waits shared by the daemon's loops, and signal handlers."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
+from collections.abc import Callable, Iterable
 
 
 async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
@@ -21,3 +24,23 @@ async def wait_any(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> 
     finally:
         for w in waiters:
             w.cancel()
+
+
+def on_signals(
+    handler: Callable[[signal.Signals], object], sigs: Iterable[signal.Signals] = (signal.SIGTERM, signal.SIGINT)
+) -> Callable[[], None]:
+    """Call ``handler(sig)`` from the running loop on each of ``sigs`` (where the platform allows it);
+    returns what removes them again. The one place signal handlers are installed."""
+    loop = asyncio.get_running_loop()
+    added: list[signal.Signals] = []
+    for sig in sigs:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, handler, sig)
+            added.append(sig)
+
+    def remove() -> None:
+        for sig in added:
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
+
+    return remove

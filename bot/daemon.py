@@ -29,7 +29,7 @@ from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
 from bot.matrix.room import may_answer
-from bot.metrics import Metrics
+from bot.metrics import Metrics, export_figures
 from bot.notices import Notices
 from bot.outbox import NOT_POSTED, Outbox
 from bot.posts import prompt_complete
@@ -73,7 +73,7 @@ class Daemon:
         state.mkdir(parents=True, exist_ok=True)
         self.inbox = Inbox(state / "inbox.sqlite3")
         self.matrix = Matrix(cfg.matrix, self.inbox, str(state))
-        self.metrics = Metrics()
+        self.metrics = Metrics(pending=self.inbox.count_pending)
         self.notices = Notices(self.matrix)
         self.matrix.say = self.notices.post  # the Matrix side's own notices (undecryptable, unverified)
         self.stop = asyncio.Event()
@@ -89,6 +89,8 @@ class Daemon:
         self.inbox.listen(self.outbox.on_change)
         self.webhooks = Webhooks(cfg.webhooks)
         self.inbox.listen(self.webhooks.on_change)
+        self.inbox.listen(self.metrics.on_change)
+        export_figures(self.metrics, self.matrix, self.webhooks)
         self.harnesses = Harnesses(cfg.harnesses, self.inbox, now=self.now, timeout=cfg.prompts.timeout,
                                    after_new=self._apply_rules, on_amended=self.outbox.wake_settle.set)
         self.inbox.listen(self.harnesses.on_change)
@@ -108,9 +110,6 @@ class Daemon:
     def _on_change(self, kind: str, rec: Record) -> None:
         if kind == "request":
             self.wake_timer.set()
-            self.metrics.submitted()
-        elif rec.outcome is not None:
-            self.metrics.settled(rec.state, rec.outcome.via, rec.outcome.decided_at - rec.requested_at)
 
     # -- the service the HTTP API calls --------------------------------------
     async def submit(self, body: Any) -> tuple[Record, bool]:
@@ -286,7 +285,6 @@ class Daemon:
             install_id = uuid.uuid4().hex
             await self.inbox.set_kv("install_id", install_id)
         self.outbox.install_id = install_id
-        self.metrics.bind(self)
 
     async def run_matrix(self) -> None:
         """Log in, join, then sync and send until stopped."""

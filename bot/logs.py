@@ -6,7 +6,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable, Iterable, MutableMapping
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
@@ -94,8 +94,16 @@ def add_secret(*secrets: str) -> None:
     _MASKER.add(secrets)
 
 
-def configure(level: str = "info", fmt: str = "console", secrets: Iterable[str] = ()) -> None:
-    """Route structlog (and stdlib logging, e.g. nio's) to stderr with secrets masked."""
+def configure(
+    level: str = "info",
+    fmt: str = "console",
+    secrets: Iterable[str] = (),
+    sink: TextIO | None = None,
+    formatter: logging.Formatter | None = None,
+) -> None:
+    """Route structlog (and stdlib logging, e.g. nio's) to ``sink`` (stderr) with secrets masked; the one
+    structlog set-up (the daemon's, and the ACP proxy's with its non-blocking sink and line formatter)."""
+    out: TextIO = sink if sink is not None else sys.stderr
     lvl = getattr(logging, level.upper(), logging.INFO)
     masker = _MASKER
     masker.add(secrets)
@@ -115,12 +123,15 @@ def configure(level: str = "info", fmt: str = "console", secrets: Iterable[str] 
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(file=out) if sink is not None
+        else structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
     # Libraries log through stdlib logging; keep them quiet and masked too.
-    handler = logging.StreamHandler(sys.stderr)
+    handler = logging.StreamHandler(out)
     handler.addFilter(_StdlibMask(masker, _REPEATS))
+    if formatter is not None:
+        handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(lvl, logging.WARNING))

@@ -1,89 +1,111 @@
-"""Prometheus text metrics, kept in process (no client library needed)."""
+"""Prometheus metrics (prometheus-client), one CollectorRegistry per daemon.
+
+Components update their own figures: the inbox listener (``on_change``) counts submissions and
+settlements, the outbox counts posts, and the Matrix side and the webhooks keep their own counts,
+read at scrape time through ``read`` (a collector over plain callables). The pending gauge comes from
+the ``pending`` callable (the inbox's count), refreshed at each scrape. Nothing here knows the daemon.
+"""
 
 from __future__ import annotations
 
 import time
-from collections import Counter
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from bot.daemon import Daemon
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from bot.inbox.record import Record
 
 BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0, float("inf"))
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+P = "permission_bot_"
+
+
+class _Read(Collector):
+    """Figures a component keeps itself, read when scraped: (name, help, kind, read)."""
+
+    def __init__(self) -> None:
+        self.reads: list[tuple[str, str, str, Callable[[], float]]] = []
+
+    def collect(self) -> Iterable[Metric]:
+        for name, doc, kind, read in self.reads:
+            if kind == "counter":
+                yield CounterMetricFamily(name, doc, value=read())
+            else:
+                yield GaugeMetricFamily(name, doc, value=read())
 
 
 class Metrics:
-    """Counters and a time-to-answer histogram; gauges read from the daemon at scrape time."""
+    """One daemon's metrics; ``render()`` is the /metrics body (``CONTENT_TYPE``)."""
 
-    def __init__(self) -> None:
-        self.started = time.time()
-        self.submissions = 0
-        self.prompts_posted = 0
-        self.settled_by: Counter[tuple[str, str]] = Counter()
-        self.answer_buckets = [0] * len(BUCKETS)
-        self.answer_sum = 0.0
-        self.answer_count = 0
-        self._daemon: Daemon | None = None
+    def __init__(self, pending: Callable[[], Awaitable[int]] | None = None) -> None:
+        self.registry = r = CollectorRegistry(auto_describe=True)
+        self._pending_source = pending
+        self.pending = Gauge(P + "pending", "Requests waiting for an answer.", registry=r)
+        self.submissions = Counter(P + "submissions", "Requests submitted since start.", registry=r)
+        self.prompts_posted = Counter(P + "prompts_posted", "Prompts posted into the station room since start.",
+                                      registry=r)
+        self.resolved = Counter(P + "resolved", "Requests settled since start, by state and path.",
+                                ["state", "via"], registry=r)
+        self.time_to_answer = Histogram(P + "time_to_answer_seconds", "From submission to settlement.",
+                                        buckets=BUCKETS, registry=r)
+        started = time.time()
+        self._read = _Read()
+        r.register(self._read)
+        self.read("uptime_seconds", "Seconds since the daemon started.", lambda: time.time() - started)
 
-    def bind(self, daemon: Daemon) -> None:
-        self._daemon = daemon
+    def read(self, name: str, doc: str, fn: Callable[[], float], kind: str = "gauge") -> None:
+        """Export a figure a component keeps itself (``kind`` "gauge" or "counter"), read at scrape time."""
+        self._read.reads.append((P + name, doc, kind, fn))
 
-    def submitted(self) -> None:
-        self.submissions += 1
+    # -- where things happen ---------------------------------------------------------------------------
+    def on_change(self, kind: str, rec: Record) -> None:
+        """Inbox listener: a new request counts as submitted; a settlement by state, path and time taken."""
+        if kind == "request":
+            self.submissions.inc()
+        elif rec.outcome is not None:
+            self.settled(rec.state, rec.outcome.via, rec.outcome.decided_at - rec.requested_at)
 
     def posted(self) -> None:
-        self.prompts_posted += 1
+        self.prompts_posted.inc()
 
     def settled(self, state: str, via: str, seconds: float) -> None:
-        self.settled_by[(state, via)] += 1
-        self.answer_sum += max(0.0, seconds)
-        self.answer_count += 1
-        for i, b in enumerate(BUCKETS):
-            if seconds <= b:
-                self.answer_buckets[i] += 1
+        self.resolved.labels(state=state, via=via).inc()
+        self.time_to_answer.observe(max(0.0, seconds))
 
-    async def render(self) -> str:
-        d = self._daemon
-        pending = await d.inbox.count_pending() if d else 0
-        lines = [
-            "# HELP permission_bot_pending Requests waiting for an answer.",
-            "# TYPE permission_bot_pending gauge",
-            f"permission_bot_pending {pending}",
-            "# HELP permission_bot_submissions_total Requests submitted since start.",
-            "# TYPE permission_bot_submissions_total counter",
-            f"permission_bot_submissions_total {self.submissions}",
-            "# HELP permission_bot_prompts_posted_total Prompts posted into the station room since start.",
-            "# TYPE permission_bot_prompts_posted_total counter",
-            f"permission_bot_prompts_posted_total {self.prompts_posted}",
-            "# HELP permission_bot_resolved_total Requests settled since start, by state and path.",
-            "# TYPE permission_bot_resolved_total counter",
-        ]
-        for (state, via), n in sorted(self.settled_by.items()):
-            lines.append(f'permission_bot_resolved_total{{state="{state}",via="{via}"}} {n}')
-        lines += [
-            "# HELP permission_bot_time_to_answer_seconds From submission to settlement.",
-            "# TYPE permission_bot_time_to_answer_seconds histogram",
-        ]
-        for b, n in zip(BUCKETS, self.answer_buckets, strict=True):
-            le = "+Inf" if b == float("inf") else f"{b:g}"
-            lines.append(f'permission_bot_time_to_answer_seconds_bucket{{le="{le}"}} {n}')
-        lines.append(f"permission_bot_time_to_answer_seconds_sum {self.answer_sum:.3f}")
-        lines.append(f"permission_bot_time_to_answer_seconds_count {self.answer_count}")
-        lag = d.matrix.sync_lag if d else 0.0
-        errors = d.matrix.send_errors if d else 0
-        connected = 1 if d and d.matrix.connected else 0
-        lines += [
-            "# HELP permission_bot_sync_lag_seconds Duration of the last completed /sync round trip.",
-            "# TYPE permission_bot_sync_lag_seconds gauge",
-            f"permission_bot_sync_lag_seconds {lag:.3f}",
-            "# HELP permission_bot_matrix_connected 1 when the last sync succeeded.",
-            "# TYPE permission_bot_matrix_connected gauge",
-            f"permission_bot_matrix_connected {connected}",
-            "# HELP permission_bot_send_errors_total Failed sends to the homeserver.",
-            "# TYPE permission_bot_send_errors_total counter",
-            f"permission_bot_send_errors_total {errors}",
-            "# HELP permission_bot_uptime_seconds Seconds since the daemon started.",
-            "# TYPE permission_bot_uptime_seconds gauge",
-            f"permission_bot_uptime_seconds {time.time() - self.started:.1f}",
-        ]
-        return "\n".join(lines) + "\n"
+    async def render(self) -> bytes:
+        """The exposition text (refreshing the pending gauge first)."""
+        if self._pending_source is not None:
+            self.pending.set(await self._pending_source())
+        return generate_latest(self.registry)
+
+
+class MatrixFigures(Protocol):
+    """What the Matrix side counts itself."""
+
+    @property
+    def sync_lag(self) -> float: ...
+    @property
+    def connected(self) -> bool: ...
+    @property
+    def send_errors(self) -> int: ...
+
+
+class WebhookFigures(Protocol):
+    """What the webhooks count themselves."""
+
+    @property
+    def delivered(self) -> int: ...
+    @property
+    def failed(self) -> int: ...
+
+
+def export_figures(metrics: Metrics, matrix: MatrixFigures, webhooks: WebhookFigures) -> None:
+    """The figures the Matrix side and the webhooks keep themselves, exported as read at scrape time."""
+    metrics.read("sync_lag_seconds", "Duration of the last completed /sync round trip.", lambda: matrix.sync_lag)
+    metrics.read("matrix_connected", "1 when the last sync succeeded.", lambda: 1 if matrix.connected else 0)
+    metrics.read("send_errors", "Failed sends to the homeserver.", lambda: matrix.send_errors, "counter")
+    metrics.read("webhook_delivered", "Webhook deliveries answered 2xx.", lambda: webhooks.delivered, "counter")
+    metrics.read("webhook_failed", "Webhook deliveries given up or dropped.", lambda: webhooks.failed, "counter")

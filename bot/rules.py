@@ -37,6 +37,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from bot.words import clip
+
 __all__ = [
     "Rule",
     "RuleError",
@@ -199,8 +201,7 @@ def _kind(v: object) -> str:
 
 
 def _short(v: object) -> str:
-    s = repr(v)
-    return s if len(s) <= 40 else s[:39] + "…"
+    return clip(repr(v), 40)
 
 
 def parse_rules(data: object, *, source: str = "rules") -> list[Rule]:

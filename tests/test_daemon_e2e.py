@@ -118,6 +118,8 @@ async def test_list_health_metrics(station: Station, sid: str) -> None:
 
     with urllib.request.urlopen(station.api_url + "/metrics") as r:
         text = r.read().decode()
+        assert "version=" in r.headers["Content-Type"]
+    assert "permission_bot_webhook_failed_total" in text and "permission_bot_send_errors_total" in text
     assert (
         "permission_bot_pending" in text
         and 'permission_bot_resolved_total{state="resolved",via="api"}' in text

@@ -107,3 +107,54 @@ level = "debug"
     assert "prompt_posted" in text
     for secret in (pw, token, session["access_token"]):
         assert secret not in text
+
+
+async def _read_events(resp: aiohttp.ClientResponse, sid: str, want: int) -> list[tuple[str, str, dict]]:
+    """(id, event, data) of this session's events (and any events-missed notice), until ``want`` are read."""
+    got: list[tuple[str, str, dict]] = []
+    eid = name = ""
+    async for raw in resp.content:
+        line = raw.decode().rstrip("\n")
+        if line.startswith("id: "):
+            eid = line[4:]
+        elif line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            data = json.loads(line[6:])
+            if name == "events-missed" or data.get("session_id") == sid:
+                got.append((eid, name, data))
+                if len(got) == want:
+                    return got
+            eid = name = ""
+    return got
+
+
+async def test_sse_reconnect_with_last_event_id_loses_nothing(station: Station, sid: str) -> None:
+    """A client that drops and comes back with Last-Event-ID gets every event it missed, in order, once."""
+    url = station.api_url + "/events"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(url) as resp:
+            reader = asyncio.create_task(_read_events(resp, sid, 1))
+            await asyncio.sleep(0.2)
+            _, first = await station.ahttp("POST", "/permissions", request_body(sid, tool_call_id="c1"))
+            [(last_id, name, data)] = await asyncio.wait_for(reader, 15)
+        assert name == "permission-request" and data["id"] == first["id"] and last_id
+        # while nobody listens: the first is settled, a second arrives
+        await station.ahttp("POST", f"/permissions/{first['id']}", {"decision": "deny"})
+        _, second = await station.ahttp("POST", "/permissions", request_body(sid, tool_call_id="c2"))
+        async with http.get(url, headers={"Last-Event-ID": last_id}) as resp:
+            got = await asyncio.wait_for(_read_events(resp, sid, 2), 15)
+    assert [(n, d["id"], d["state"]) for _, n, d in got] == [
+        ("permission-resolved", first["id"], "resolved"),
+        ("permission-request", second["id"], "pending"),
+    ]
+    ids = [i for i, _, _ in got]
+    assert all(ids) and len(set(ids)) == 2 and last_id not in ids
+
+
+async def test_sse_last_event_id_from_elsewhere_says_events_were_missed(station: Station, sid: str) -> None:
+    """An id the daemon does not know (an earlier run, garbage) is answered with events-missed first."""
+    async with aiohttp.ClientSession() as http, http.get(station.api_url + "/events",
+                                                         headers={"Last-Event-ID": "0123abcd-7"}) as resp:
+        got = await asyncio.wait_for(_read_events(resp, sid, 1), 15)
+    assert got[0][1] == "events-missed" and got[0][2] == {"last_event_id": "0123abcd-7"}

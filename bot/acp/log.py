@@ -16,9 +16,7 @@ import time
 from collections.abc import Iterable
 from typing import TextIO, cast
 
-import structlog
-
-from bot.logs import Masker
+from bot.logs import configure
 
 _MAX_BACKLOG = 2000
 
@@ -113,23 +111,7 @@ def configure_stderr_logging(level: int = logging.INFO, secrets: Iterable[str] =
     global _sink
     if _sink is None:
         _sink = StderrSink()
-    structlog.configure(
-        processors=[
-            Masker(secrets),
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"], drop_missing=True),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.WriteLoggerFactory(file=cast(TextIO, _sink)),
-        cache_logger_on_first_use=False,
-    )
-    handler = logging.StreamHandler(_sink)
-    handler.setFormatter(_OneLine())
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(logging.WARNING)
+    configure(logging.getLevelName(level).lower(), "console", secrets, sink=cast(TextIO, _sink), formatter=_OneLine())
     return _sink
 
 

@@ -12,7 +12,6 @@ to requests it forwarded in ``--fallback forward`` mode. Which lines are parsed:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import signal
@@ -30,6 +29,7 @@ from bot.acp.process import spawn, wait_agent
 from bot.acp.relay import FdSink, LineRelay, in_thread, read_fd, relay_thread
 from bot.acp.request import Request
 from bot.acp.toolcalls import ToolCallCache
+from bot.aio import on_signals
 from bot.discovery import DEFAULT_URL
 
 log = structlog.get_logger("bot.acp")
@@ -196,9 +196,7 @@ class Proxy:
             if signals > 1 and procs and procs[0].returncode is None:
                 procs[0].kill()
 
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                loop.add_signal_handler(sig, on_signal, sig.name)
+        on_signals(lambda sig: on_signal(sig.name), (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
         spawned = await spawn(cfg.command)
         if isinstance(spawned, int):
             return spawned

@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
+from bot.api.events import EVENTS, EventLog, stream
 from bot.api.limits import Limits, busy
 from bot.event_size import TooLarge
 from bot.events._util import unicode_problem
 from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
 from bot.inbox.submission import SubmissionError
+from bot.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
     from bot.daemon import Daemon
@@ -32,7 +34,6 @@ MAX_WAIT = 300.0
 DAEMON: web.AppKey[Daemon] = web.AppKey("daemon")
 TOKEN: web.AppKey[str | None] = web.AppKey("token")
 LIMITS: web.AppKey[Limits] = web.AppKey("limits")
-SUBSCRIBERS: web.AppKey[set[asyncio.Queue[tuple[str, dict[str, Any]]]]] = web.AppKey("subscribers")
 
 
 def _error(status: int, code: str, reason: str) -> web.Response:
@@ -172,36 +173,14 @@ async def decide(request: web.Request) -> web.Response:
 
 
 async def events(request: web.Request) -> web.StreamResponse:
+    """GET /events (bot/api/events.py), holding one of the long-poll slots while it streams."""
     limits = request.app[LIMITS]
     if not limits.take_long_poll():
         return busy(f"more than {limits.max_long_polls} long-polls at once; retry later")
     try:
-        return await _stream_events(request)
+        return await stream(request)
     finally:
         limits.give_long_poll()
-
-
-async def _stream_events(request: web.Request) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-    await resp.prepare(request)
-    q: asyncio.Queue[tuple[str, dict[str, Any]]] = asyncio.Queue(maxsize=10000)
-    subs = request.app[SUBSCRIBERS]
-    subs.add(q)
-    try:
-        await resp.write(b": connected\n\n")
-        while True:
-            try:
-                kind, data = await asyncio.wait_for(q.get(), 15.0)
-            except TimeoutError:
-                await resp.write(b": keepalive\n\n")
-                continue
-            payload = json.dumps(data, separators=(",", ":"))
-            await resp.write(f"event: {kind}\ndata: {payload}\n\n".encode())
-    except (ConnectionResetError, asyncio.CancelledError):
-        pass
-    finally:
-        subs.discard(q)
-    return resp
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -222,8 +201,8 @@ async def harness_event(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    text = await request.app[DAEMON].metrics.render()
-    return web.Response(text=text, content_type="text/plain", charset="utf-8")
+    body = await request.app[DAEMON].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
 def create_app(daemon: Daemon, token: str | None, limits: Limits | None = None) -> web.Application:
@@ -232,19 +211,8 @@ def create_app(daemon: Daemon, token: str | None, limits: Limits | None = None) 
     app[DAEMON] = daemon
     app[LIMITS] = limits or Limits()
     app[TOKEN] = token
-    subs: set[asyncio.Queue[tuple[str, dict[str, Any]]]] = set()
-    app[SUBSCRIBERS] = subs
-
-    def fan_out(kind: str, rec: Record) -> None:
-        name = "permission-request" if kind == "request" else "permission-resolved"
-        data = rec.to_api()
-        for q in list(subs):
-            try:
-                q.put_nowait((name, data))
-            except asyncio.QueueFull:
-                pass
-
-    daemon.inbox.listen(fan_out)
+    app[EVENTS] = EventLog()
+    daemon.inbox.listen(app[EVENTS].on_change)
     app.router.add_post("/permissions", submit)
     app.router.add_get("/permissions", list_pending)
     app.router.add_get("/permissions/{id}", get_one)

@@ -5,42 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import re
 import socket
 import subprocess
 import sys
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-SECRET = "permission-bot-tests-shared-secret"
-
-_LIMIT = "{per_second: 10000, burst_count: 10000}"
-EXTRA = f"""
-registration_shared_secret: "{SECRET}"
-suppress_key_server_warning: true
-trusted_key_servers: []
-enable_registration: false
-report_stats: false
-rc_message: {_LIMIT}
-rc_registration: {_LIMIT}
-rc_login:
-  address: {_LIMIT}
-  account: {_LIMIT}
-  failed_attempts: {_LIMIT}
-rc_joins:
-  local: {_LIMIT}
-rc_invites:
-  per_room: {_LIMIT}
-  per_user: {_LIMIT}
-rc_admin_redaction: {_LIMIT}
-rc_room_creation: {_LIMIT}
-rc_presence:
-  per_user: {_LIMIT}
-"""
+from bot import jsonhttp
+from bot.demo import synapse_config
+from bot.demo.synapse_config import SECRET
 
 
 def free_port() -> int:
@@ -50,13 +24,8 @@ def free_port() -> int:
 
 
 def http(method: str, url: str, body: Any = None, token: str | None = None, timeout: float = 30) -> Any:
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method)
-    req.add_header("Content-Type", "application/json")
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        return json.loads(r.read() or b"{}")
+    """The JSON body of a 2xx answer (``jsonhttp.HTTPStatusError`` otherwise, ``Unreachable`` when none)."""
+    return jsonhttp.ok(method, url, body, token=token, timeout=timeout)
 
 
 class Homeserver:
@@ -73,7 +42,7 @@ class Homeserver:
         self.dir.mkdir(parents=True, exist_ok=True)
         cfg = self.dir / "homeserver.yaml"
         if cfg.exists():  # reused state: listen on this run's port
-            cfg.write_text(re.sub(r"(?m)^(\s*- port: )\d+", rf"\g<1>{self.port}", cfg.read_text()))
+            synapse_config.set_port(cfg, self.port)
             return
         subprocess.run(
             [
@@ -93,20 +62,8 @@ class Homeserver:
             cwd=self.dir,
             capture_output=True,
         )
-        keep = []
-        for line in cfg.read_text().splitlines():
-            if line.startswith(("registration_shared_secret", "trusted_key_servers", "report_stats")):
-                continue
-            if line.strip().startswith('- server_name: "matrix.org"') or line.strip() == "- ::1":
-                continue
-            keep.append(line.replace("port: 8008", f"port: {self.port}"))
-        text = "\n".join(keep).replace(
-            "bind_addresses: ['::1', '127.0.0.1']", "bind_addresses: ['127.0.0.1']"
-        )
-        cfg.write_text(text + EXTRA)
-        log_cfg = self.dir / f"{self.server_name}.log.config"
-        if log_cfg.exists():
-            log_cfg.write_text(log_cfg.read_text().replace("level: INFO", "level: WARNING"))
+        synapse_config.adjust(cfg, self.port)
+        synapse_config.quieter_log(self.dir / f"{self.server_name}.log.config")
 
     def start(self, timeout: float = 90) -> None:
         self._generate()
@@ -183,4 +140,4 @@ class Homeserver:
         return str(http("POST", self.url + "/_matrix/client/v3/createRoom", body, token)["room_id"])
 
     def join(self, token: str, room_id: str) -> None:
-        http("POST", self.url + f"/_matrix/client/v3/join/{urllib.parse.quote(room_id)}", {}, token)
+        http("POST", self.url + f"/_matrix/client/v3/join/{jsonhttp.quote(room_id)}", {}, token)

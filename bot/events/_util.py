@@ -6,6 +6,8 @@ import json
 import re
 from collections.abc import Iterable
 
+from bot.words import clip
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_\-.:@$]+")
 
@@ -33,7 +35,7 @@ def short(value: object, limit: int = 60) -> str:
         text = json.dumps(value, ensure_ascii=False)
         if _SURROGATE.search(text):
             text = json.dumps(value)
-        return text if len(text) <= limit else text[: limit - 1] + "…"
+        return clip(text, limit)
     return type(value).__name__
 
 

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import aiohttp
 
+from bot.aio import on_signals
 from bot.discovery import discover
 from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
 from bot.hooks.output import deny
@@ -156,9 +157,7 @@ async def _post(url: str, token: str | None, body: dict[str, Any], connect_timeo
 
 def _watch_stop(stop: asyncio.Event) -> list[asyncio.Task[None]]:
     """Set ``stop`` on SIGTERM/SIGINT/SIGHUP, when the parent goes or stdout's reader closes."""
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(sig, stop.set)
+    on_signals(lambda _sig: stop.set(), (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
     parent = os.getppid()
 
     async def watch() -> None:

@@ -15,6 +15,7 @@ import urllib.parse
 from typing import Any
 
 from bot.hooks.models import Cli, HookInput
+from bot.words import clip
 
 ALLOW_ONCE = "allow_once"
 ALLOW_SESSION = "allow_session"
@@ -44,7 +45,7 @@ def _s(v: Any) -> str:
 
 def _first_line(text: str, limit: int = 200) -> str:
     line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return clip(line, limit)
 
 
 def _text(label: str, text: str) -> dict[str, Any]:

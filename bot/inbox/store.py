@@ -84,6 +84,13 @@ class Inbox:
         self._read.row_factory = aiosqlite.Row
         await self._read.execute("PRAGMA busy_timeout=5000")
 
+    async def open_read_only(self) -> None:
+        """Open an existing inbox to read only (doctor): no folder made, no upgrade; writes fail (no writer)."""
+        self._read = await aiosqlite.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
+                                             isolation_level=None)
+        self._read.row_factory = aiosqlite.Row
+        await self._read.execute("PRAGMA busy_timeout=5000")
+
     async def close(self) -> None:
         if self._read is not None:
             await self._read.close()
@@ -400,6 +407,11 @@ class Inbox:
         cur = await self._read_rows("SELECT v FROM kv WHERE k=?", (k,))
         row = await cur.fetchone()
         return str(row[0]) if row else None
+
+    async def kv_with_prefix(self, prefix: str) -> dict[str, str]:
+        """Every kv entry whose key starts with ``prefix``, by key."""
+        cur = await self._read_rows("SELECT k, v FROM kv WHERE substr(k, 1, ?) = ?", (len(prefix), prefix))
+        return {str(k): str(v) for k, v in await cur.fetchall()}
 
     async def set_kv(self, k: str, v: str) -> None:
         async with self._tx() as db:

@@ -11,10 +11,10 @@ from bot.events import format_utc_ms, validate_content
 from bot.prompts.build import HTML_FORMAT
 from bot.prompts.message import ANSWER_HINT, hint_html
 from bot.prompts.text import cut, esc, one_line, prose, valid, visible
+from bot.words import VIA_WORDS
 
 MAX_FEEDBACK = 2000
 MAX_FEEDBACK_SHOWN = 300
-_VIA_WORDS = {"matrix": "reply", "reaction": "reaction", "structured": "app", "api": "API", "rule": "rule"}
 
 
 def _outcome_line(
@@ -46,7 +46,7 @@ def _outcome_line(
     if answered_by and answered_by not in {via, "timeout", "cancel"}:
         line += f" by {one_line(answered_by)}"
     if via not in {"timeout", "cancel", ""}:
-        line += f" via {_VIA_WORDS.get(via, one_line(via))}"
+        line += f" via {VIA_WORDS.get(via) or one_line(via)}"
     if feedback and feedback.strip():
         shown, _ = cut(one_line(visible(one_line(feedback)[: MAX_FEEDBACK_SHOWN + 1])), MAX_FEEDBACK_SHOWN)
         line += f": “{shown}”"  # a person's words (or the bot's): mentions kept, m.mentions stops pings

@@ -12,6 +12,8 @@ import html
 import re
 import unicodedata
 
+from bot.words import clip
+
 __all__ = [
     "code_text",
     "cut",
@@ -62,9 +64,7 @@ def visible(text: str) -> str:
 
 def cut(text: str, limit: int) -> tuple[str, bool]:
     """``text`` cut to at most ``limit`` characters (ending in "…" when cut), and whether it was cut."""
-    if len(text) <= limit:
-        return text, False
-    return text[: max(limit - 1, 0)] + "…", True
+    return clip(text, limit), len(text) > limit
 
 
 def cut_lines(text: str, limit: int) -> tuple[str, bool]:

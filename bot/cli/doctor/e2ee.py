@@ -1,48 +1,57 @@
-"""doctor's cross-signing checks: the bot's identity published, its device cross-signed, and the
+"""doctor's encryption checks: support and the bot's device, its cross-signing identity, and the
 answerers' pinned identities (with what to do about each problem)."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import sqlite3
 from typing import Any
 
-from bot.cli.doctor import C, Login, Report, _why, call, saved_session
+from bot.cli.doctor.homeserver import C, Login, call, why
+from bot.cli.doctor.report import Report
+from bot.cli.doctor.state import Saved
 from bot.config import Config
 from bot.matrix.cross_signing import identity_path, load_identity
 from bot.matrix.crypto import fingerprint
 from bot.matrix.errors import MatrixFatal
-from bot.matrix.identities import PIN_KEY
 from bot.matrix.signing import device_signed_by, key_of
 
 
-def pins(cfg: Config) -> dict[str, str]:
-    """The pinned master keys (kv ``matrix.identity.USER``) by user id."""
-    db = cfg.state_dir / "inbox.sqlite3"
-    if not db.is_file():
-        return {}
-    try:
-        with contextlib.closing(sqlite3.connect(str(db), timeout=5)) as conn:
-            rows = conn.execute("SELECT k, v FROM kv WHERE k LIKE ?", (PIN_KEY + "%",)).fetchall()
-    except sqlite3.Error:
-        return {}
-    out = {}
-    for k, v in rows:
-        with contextlib.suppress(ValueError, AttributeError):
-            out[str(k)[len(PIN_KEY):]] = str(json.loads(v)["master"])
-    return out
+def check_encryption_support(cfg: Config, saved: Saved, rep: Report) -> None:
+    """With encryption on (the default) the daemon needs matrix-nio's e2e extra, and keeps its keys in state."""
+    if not cfg.matrix.encryption:
+        return
+    from nio.crypto import ENCRYPTION_ENABLED
+
+    if not ENCRYPTION_ENABLED:
+        rep.fail(
+            "matrix.encryption: on, but matrix-nio's e2e extra (vodozemac) is not installed",
+            "pip install 'matrix-nio[e2e]', or set [matrix] encryption = false for an unencrypted room",
+        )
+        return
+    session = saved.session
+    if session is None:
+        rep.ok("encryption: supported; the bot's device and keys are made on its first start")
+        return
+    store = cfg.state_dir / f"{cfg.matrix.user_id}_{session['device_id']}.db"
+    if not store.is_file():
+        rep.warn(
+            f"encryption: the crypto store of device {session['device_id']} is missing ({store.name})",
+            f"encrypted rooms will fail: stop the daemon and delete {cfg.state_dir} to log in as a new device",
+        )
+        return
+    key = saved.crypto.get("ed25519") if isinstance(saved.crypto, dict) else None
+    shown = f", ed25519 {fingerprint(key)}" if isinstance(key, str) else ""
+    rep.ok(f"encryption: device {session['device_id']}{shown} (compare with the bot's session in your client)")
 
 
-def check_cross_signing(cfg: Config, login: Login | None, rep: Report) -> None:
+def check_cross_signing(cfg: Config, saved: Saved, login: Login | None, rep: Report) -> None:
     """The bot's identity (published and kept here), its device's signature, and the pinned identities."""
     if not cfg.matrix.encryption or login is None:
         return
     user = cfg.matrix.user_id
     path = identity_path(cfg.state_dir)
-    status, q = call("POST", cfg.matrix.homeserver + C + "/keys/query", {"device_keys": {user: []}}, login.token)
+    status, q = call(cfg, "POST", C + "/keys/query", {"device_keys": {user: []}}, login.token)
     if status != 200 or not isinstance(q, dict):
-        rep.warn(f"identity: cannot read the bot's keys ({_why(status, q)})")
+        rep.warn(f"identity: cannot read the bot's keys ({why(status, q)})")
         return
     master, ssk = key_of((q.get("master_keys") or {}).get(user)), key_of((q.get("self_signing_keys") or {}).get(user))
     try:
@@ -63,7 +72,7 @@ def check_cross_signing(cfg: Config, login: Login | None, rep: Report) -> None:
         rep.fail(f"identity: {path} is readable by others", f"chmod 600 {path}")
     else:
         rep.ok(f"identity: published, master key {fingerprint(master)} (private keys in {path}, mode 600)")
-    session = saved_session(cfg)
+    session = saved.session
     device = (q.get("device_keys") or {}).get(user, {}).get(session["device_id"]) if session else None
     if session is None:
         pass
@@ -72,15 +81,14 @@ def check_cross_signing(cfg: Config, login: Login | None, rep: Report) -> None:
     else:
         rep.fail(f"identity: the bot's device {session['device_id']} is not cross-signed",
                  "restart the bot: it signs its device on start")
-    _check_pins(cfg, login, rep)
+    _check_pins(cfg, saved, login, rep)
 
 
-def _check_pins(cfg: Config, login: Login, rep: Report) -> None:
-    pinned = pins(cfg)
+def _check_pins(cfg: Config, saved: Saved, login: Login, rep: Report) -> None:
+    pinned = saved.pins
     if cfg.matrix.trust != "cross-signed" or not pinned:
         return
-    status, q = call("POST", cfg.matrix.homeserver + C + "/keys/query",
-                     {"device_keys": {u: [] for u in pinned}}, login.token)
+    status, q = call(cfg, "POST", C + "/keys/query", {"device_keys": {u: [] for u in pinned}}, login.token)
     published: dict[str, Any] = (q.get("master_keys") or {}) if status == 200 and isinstance(q, dict) else {}
     for user, master in sorted(pinned.items()):
         now = key_of(published.get(user))

@@ -1,0 +1,60 @@
+"""`permission-bot doctor --config PATH`: check a config against the homeserver, the room and this machine.
+
+Checks, in order: the config, the state folder, encryption support (and the bot's device), the
+homeserver, the login, the bot's cross-signing identity and pinned identities, the room (joined or
+invited, power levels, encryption), the answerers, the API listen address and the watched harnesses.
+One line per check: ``ok   ...``, ``WARN ...`` or ``FAIL ... -> what to do``; exit 0 when nothing
+failed, 1 otherwise. Uses the daemon's saved session when there is one (no new device); else logs in
+with the password and logs that device out again. Secrets are never printed.
+
+Modules: report (the printer), state (the inbox read-only), config (config, state folder, API
+address), homeserver (reachable, login), e2ee, room, answerers; harnesses in bot/harness/check.py.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from bot.cli.doctor.answerers import check_answerers
+from bot.cli.doctor.config import check_config, check_listen, check_state
+from bot.cli.doctor.e2ee import check_cross_signing, check_encryption_support
+from bot.cli.doctor.homeserver import Login, check_homeserver, check_login, logout
+from bot.cli.doctor.report import Report
+from bot.cli.doctor.room import Room, check_room
+from bot.cli.doctor.state import read_saved
+from bot.jsonhttp import Unreachable
+
+__all__ = ["Report", "run"]
+
+
+def run(config_path: str) -> int:
+    """Check the config, the homeserver, the login, the room, the answerers and the API address."""
+    rep = Report()
+    cfg = check_config(config_path, rep)
+    if cfg is None:
+        return 1
+    check_state(cfg, rep)
+    saved = read_saved(cfg)
+    check_encryption_support(cfg, saved, rep)
+    login: Login | None = None
+    room: Room | None = None
+    try:
+        if check_homeserver(cfg, rep):
+            login = check_login(cfg, saved, rep)
+            if login is not None:
+                check_cross_signing(cfg, saved, login, rep)
+                room = check_room(cfg, login, rep)
+            else:
+                rep.warn("room: not checked (no working login)")
+        check_answerers(cfg, login, room, rep)
+    except Unreachable as e:
+        rep.fail(f"homeserver: stopped answering ({e})", "check the homeserver and run doctor again")
+    finally:
+        if login is not None and login.temporary:
+            logout(cfg, login)
+    check_listen(cfg, rep)
+    from bot.harness.check import check_harnesses
+
+    check_harnesses(cfg, rep)
+    sys.stdout.flush()
+    return 1 if rep.failed else 0

@@ -1,0 +1,81 @@
+"""doctor's checks of this machine: the config file, the state folder and the API address."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+
+from bot.cli.doctor.report import Report
+from bot.config import ENV_API_TOKEN, Config, ConfigError, load_config
+from bot.jsonhttp import Unreachable, call
+
+
+def check_config(path: str, rep: Report) -> Config | None:
+    try:
+        cfg = load_config(path)
+    except ConfigError as e:
+        rep.fail(f"config: {e}", f"fix {path} (see config.example.toml)")
+        return None
+    rep.ok(f"config: {path} (homeserver {cfg.matrix.homeserver}, bot {cfg.matrix.user_id}, room {cfg.matrix.room})")
+    if not cfg.api.token:
+        rep.warn(
+            "api.token: not set, so every mutating API route answers 401",
+            f"set api.token or {ENV_API_TOKEN}",
+        )
+    return cfg
+
+
+def check_state(cfg: Config, rep: Report) -> None:
+    path = cfg.state_dir.resolve()
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        rep.fail(f"state: {path}: {probe} is not a folder", "point state.path at a folder")
+    elif not os.access(probe, os.W_OK | os.X_OK):
+        rep.fail(f"state: {path} is not writable by this user", f"fix the permissions of {probe} or state.path")
+    elif probe == path:
+        rep.ok(f"state: {path} (writable)")
+    else:
+        rep.ok(f"state: {path} (created on first start)")
+
+
+def _bind(host: str, port: int) -> OSError | None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as e:
+        return e
+    except UnicodeError as e:  # a host name IDNA cannot encode
+        return OSError(str(e))
+    return None
+
+
+def check_listen(cfg: Config, rep: Report) -> None:
+    host, port = cfg.api.host, cfg.api.port
+    err = _bind(host, port)
+    exposed = host not in ("127.0.0.1", "::1", "localhost")
+    if err is None:
+        rep.ok(f"api: {cfg.api.listen} is free for the daemon to bind")
+    elif err.errno == errno.EADDRINUSE:
+        probe = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+        netloc = f"[{probe}]" if ":" in probe else probe
+        try:
+            status, body = call("GET", f"http://{netloc}:{port}/healthz", timeout=10.0)
+        except Unreachable:
+            status, body = 0, None
+        if status == 200 and isinstance(body, dict) and body.get("ok") is True:
+            state = "connected to Matrix" if body.get("matrix_ready") else "not ready yet"
+            rep.ok(f"api: {cfg.api.listen} is served by a running permission-bot daemon ({state})")
+        else:
+            rep.fail(f"api: {cfg.api.listen} is taken by another program", "stop it or choose another api.listen")
+    else:
+        rep.fail(f"api: cannot bind {cfg.api.listen} ({err.strerror or err})", "use an address of this machine")
+    if exposed:
+        rep.warn(
+            f"api: {cfg.api.listen} is reachable from other machines; reads need no token",
+            "keep it on loopback, or behind a firewall or a TLS proxy (in a container, publish it to 127.0.0.1)",
+        )

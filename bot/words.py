@@ -1,0 +1,23 @@
+"""Words the bot shows people, kept in one place: how a settlement came (``via``) and how text is clipped."""
+
+from __future__ import annotations
+
+VIA_WORDS = {
+    "matrix": "reply",
+    "reaction": "reaction",
+    "structured": "app",
+    "api": "API",
+    "rule": "rule",
+    "timeout": "timeout",
+    "cancel": "cancellation",
+}
+
+
+def via_words(via: str) -> str:
+    """``via`` as people read it (an unknown one as it is)."""
+    return VIA_WORDS.get(via, via)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, ending in "…" when cut."""
+    return text if len(text) <= limit else text[: max(limit - 1, 0)] + "…"
