@@ -4,14 +4,16 @@ Zed's Claude Code adapter and Gemini CLI (``--acp``), pinned in ``tests/agents-n
 APIs are answered on loopback by ``tests.support.model_api``: the model asks to run
 ``touch MARKER``; alice answers in the room; the tool runs or not; a ``session/cancel`` cancels.
 The agent gets a trimmed environment (the SDK client's): no ``IS_SANDBOX`` (which makes the Claude
-adapter ask for bypass mode, refused as root), a fresh ``HOME``, telemetry and updates off.
+adapter ask for bypass mode, refused as root), a fresh ``HOME``, telemetry and updates off, and
+a refusing loopback port as HTTP(S) proxy for all but 127.0.0.1: no DNS lookup, nothing leaves
+the machine (checked with strace: without it Claude Code looks up api.anthropic.com and
+Gemini CLI play.googleapis.com).
 Skipped only when ``tests/agents-npm/node_modules`` is absent and ``PB_REAL_AGENTS`` is not
 ``required`` (``scripts/test`` installs them and sets it, so CI always runs these).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -74,7 +76,8 @@ class Run:
         marker, cancel_file = work / "marker", tmp / "cancel-now"
         cmd, env = _agent(name, api.url)
         flags = ["--cwd", str(work), "--cancel-when", str(cancel_file)]
-        for k, v in {**QUIET, **env, "HOME": str(home)}.items():
+        offline = {"HTTPS_PROXY": api.proxy_url, "HTTP_PROXY": api.proxy_url, "NO_PROXY": "127.0.0.1,localhost"}
+        for k, v in {**QUIET, **offline, **env, "HOME": str(home)}.items():
             flags += ["--env", f"{k}={v}"]
         c = await ClientRun.start(
             f"Please do this.\nRUN: touch {marker}\n",  # type: ignore[arg-type]
@@ -104,6 +107,18 @@ class Run:
             raise AssertionError(f"model calls: {api.requests}; marker: {self.marker.exists()}") from e
 
 
+def assert_agent_sent(name: str, params: dict[str, Any], command: str) -> None:
+    """What each agent puts in its request (as kept in the record): the facts prompts are built from."""
+    assert [o["kind"] for o in params["options"]] == ["allow_always", "allow_once", "reject_once"]
+    tc = params["toolCall"]
+    if name == "claude":  # tool name and kind only in the earlier tool_call updates (_meta.claudeCode.toolName)
+        assert set(tc) == {"toolCallId", "title", "rawInput"}
+        assert tc["title"] == f"`{command}`" and tc["rawInput"]["command"] == command
+    else:  # no rawInput, no _meta, no earlier tool_call: the command is only the title
+        assert "rawInput" not in tc and "_meta" not in tc
+        assert tc["title"] == command and tc["kind"] == "execute"
+
+
 def number_of(content: dict[str, Any], rec: dict[str, Any], kind: str) -> str:
     """The shown number of the agent's option of this kind: its place in the v2 event's options."""
     (agent_id,) = [o["optionId"] for o in rec["params"]["options"] if o["kind"] == kind]
@@ -121,6 +136,7 @@ async def test_real_agent_allow_once_runs_the_tool(
         content = p["content"]
         rec = await record(station, content["request_id"])
         assert rec["state"] == "pending" and not run.marker.exists()
+        assert_agent_sent(name, rec["params"], f"touch {run.marker}")
         await station.alice.text(number_of(content, rec, "allow_once"), reply_to=p["event_id"])
         done = await run.done(model_api)
         assert done["stop_reasons"] == ["end_turn"] and done["client_permission_requests"] == 0
@@ -144,7 +160,7 @@ async def test_real_agent_reject_keeps_the_tool_from_running(
         rec = await record(station, p["content"]["request_id"])
         await station.alice.text(number_of(p["content"], rec, "reject_once"), reply_to=p["event_id"])
         done = await run.done(model_api)
-        assert done["client_permission_requests"] == 0
+        assert done["stop_reasons"] == ["end_turn"] and done["client_permission_requests"] == 0
         got = await record(station, rec["id"])
         assert got["state"] == "resolved"
         assert [o["kind"] for o in rec["params"]["options"] if o["optionId"] == got["outcome"]["option_id"]] == [
@@ -167,7 +183,6 @@ async def test_real_agent_session_cancel_cancels_the_turn(
         assert done["stop_reasons"] == ["cancelled"] and done["client_permission_requests"] == 0
         got = await record(station, p["content"]["request_id"])
         assert got["state"] == "cancelled" and got["outcome"]["option_id"] is None
-        await asyncio.sleep(0.5)
         assert not run.marker.exists(), "cancelled, yet the tool ran"
     finally:
         await run.client.close()

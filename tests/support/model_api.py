@@ -5,12 +5,15 @@ the user's prompt names after ``RUN: `` (to the end of that line); once the tool
 refusal) is in the conversation, a short text answer ends the turn. Side calls (titles,
 quota checks, routing, next-speaker checks) get a short text. Every request is logged in
 ``requests`` (method, path, and whether it was answered with the tool call).
+``proxy_url`` names a loopback port that refuses every connection (bound, never listening):
+agents given it as their HTTP(S) proxy resolve and reach nothing beyond loopback.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +34,9 @@ class ModelApi:
 
     requests: list[dict[str, Any]] = field(default_factory=list)
     url: str = ""
+    proxy_url: str = ""
     _runner: web.AppRunner | None = None
+    _refuser: socket.socket | None = None
 
     async def start(self) -> ModelApi:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -45,11 +50,16 @@ class ModelApi:
         await site.start()
         port = self._runner.addresses[0][1]
         self.url = f"http://127.0.0.1:{port}"
+        self._refuser = socket.socket()
+        self._refuser.bind(("127.0.0.1", 0))
+        self.proxy_url = f"http://127.0.0.1:{self._refuser.getsockname()[1]}"
         return self
 
     async def close(self) -> None:
         if self._runner:
             await self._runner.cleanup()
+        if self._refuser:
+            self._refuser.close()
 
     def _log(self, request: web.Request, answered: str) -> None:
         self.requests.append({"method": request.method, "path": request.path_qs, "answered": answered})
@@ -182,5 +192,13 @@ def _gemini_text(body: dict[str, Any]) -> str:
     """A side call asking for JSON (routing, next speaker) gets JSON that ends the turn."""
     cfg = body.get("generationConfig") or {}
     if cfg.get("responseMimeType") == "application/json":
-        return json.dumps({"reasoning": "done", "next_speaker": "user", "model_choice": "flash"})
+        return json.dumps(
+            {
+                "reasoning": "done",
+                "next_speaker": "user",
+                "model_choice": "flash",
+                "complexity_reasoning": "simple",
+                "complexity_score": 1,
+            }
+        )
     return DONE_TEXT
