@@ -14,6 +14,7 @@ Skipped only when ``tests/agents-npm/node_modules`` is absent and ``PB_REAL_AGEN
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -80,7 +81,7 @@ class Run:
         for k, v in {**QUIET, **offline, **env, "HOME": str(home)}.items():
             flags += ["--env", f"{k}={v}"]
         c = await ClientRun.start(
-            f"Please do this.\nRUN: touch {marker}\n",  # type: ignore[arg-type]
+            f"Please do this.\nRUN: touch {marker}\n",
             ["--url", station.api_url, "--token", station.token, "--label", f"real-{name}"],
             tmp,
             exe=station.exe,
@@ -94,8 +95,13 @@ class Run:
         p = await prompt_for(station, sid, timeout=90)
         assert p, f"no prompt for the real agent's request; stderr:\n{self.client.stderr()}"
         content: dict[str, Any] = p["content"]
-        check = subprocess.run(
-            [station.exe, "check-event", "-"], input=json.dumps(content), capture_output=True, text=True, check=False
+        check = await asyncio.to_thread(
+            subprocess.run,
+            [station.exe, "check-event", "-"],
+            input=json.dumps(content),
+            capture_output=True,
+            text=True,
+            check=False,
         )
         assert check.returncode == 0, check.stderr
         return p
