@@ -5,7 +5,9 @@ Starts AGENT_CMD (here: the proxy), runs one prompt turn per script and prints J
   {"event": "permission_request_reached_client", "options", "tool_call"},
   {"event": "turn_error", "error"}, {"event": "done", ...}, {"event": "exit", "returncode"}.
 Usage: scripted_client.py SCRIPT_JSON [--cancel-after S] [--sequential] [--answer OPTION_ID]
-                          [--exit-after S] [--env K=V]... -- AGENT_CMD...
+                          [--exit-after S] [--env K=V]... [--cwd DIR] [--cancel-when FILE] -- AGENT_CMD...
+--cwd: the session's working directory (default /tmp), and the agent's when given.
+--cancel-when: send session/cancel once FILE exists (the test creates it when it is ready).
 --answer: how to answer permission requests that reach the client (default: cancelled).
 --exit-after: leave after S seconds (closing the agent's stdin) whether the turns ended or not.
 """
@@ -70,6 +72,8 @@ async def main() -> int:
     ap.add_argument("--answer")
     ap.add_argument("--exit-after", type=float)
     ap.add_argument("--env", action="append", default=[])
+    ap.add_argument("--cwd")
+    ap.add_argument("--cancel-when")
     a = ap.parse_args(argv[:sep])
     agent = argv[sep + 1 :]
     script = json.loads(a.script)
@@ -77,7 +81,9 @@ async def main() -> int:
     env = {k: os.environ[k] for k in ("PYTHONPATH", "PERMISSION_BOT_URL", "PERMISSION_BOT_TOKEN") if k in os.environ}
     env.update(kv.split("=", 1) for kv in a.env)
     client = Recorder(a.answer)
-    async with spawn_agent_process(client, agent[0], *agent[1:], env=env, transport_kwargs={"stderr": None}) as (
+    async with spawn_agent_process(
+        client, agent[0], *agent[1:], env=env, cwd=a.cwd, transport_kwargs={"stderr": None}
+    ) as (
         conn,
         proc,
     ):
@@ -88,7 +94,7 @@ async def main() -> int:
             ),
             client_info=Implementation(name="scripted-client", version="1"),
         )
-        sess = await conn.new_session(cwd="/tmp", mcp_servers=[])
+        sess = await conn.new_session(cwd=a.cwd or "/tmp", mcp_servers=[])
         emit(event="session", session_id=sess.session_id)
 
         async def turn(s: Any) -> str | None:
@@ -106,7 +112,17 @@ async def main() -> int:
             if a.cancel_after is not None:
                 await asyncio.sleep(a.cancel_after)
                 await conn.cancel(session_id=sess.session_id)
-            return list(await asyncio.gather(*tasks))
+            watch = asyncio.create_task(cancel_when(a.cancel_when)) if a.cancel_when else None
+            try:
+                return list(await asyncio.gather(*tasks))
+            finally:
+                if watch:
+                    watch.cancel()
+
+        async def cancel_when(path: str) -> None:
+            while not os.path.exists(path):
+                await asyncio.sleep(0.05)
+            await conn.cancel(session_id=sess.session_id)
 
         all_turns = asyncio.ensure_future(turns())
         done, _ = await asyncio.wait({all_turns}, timeout=a.exit_after)

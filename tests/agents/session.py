@@ -69,7 +69,7 @@ class ClientRun:
     @classmethod
     async def start(
         cls,
-        scripts: list[dict[str, Any]] | dict[str, Any],
+        scripts: list[dict[str, Any]] | dict[str, Any] | str,
         proxy_flags: list[str],
         tmp: Path,
         *,

@@ -1,0 +1,204 @@
+"""A scripted model API on loopback for real agents: Anthropic Messages and Google Gemini.
+
+One turn: the first model call of a turn answers with a shell tool call running the command
+the user's prompt names after ``RUN: `` (to the end of that line); once the tool's result (or
+refusal) is in the conversation, a short text answer ends the turn. Side calls (titles,
+quota checks, routing, next-speaker checks) get a short text. Every request is logged in
+``requests`` (method, path, and whether it was answered with the tool call).
+``proxy_url`` names a loopback port that refuses every connection (bound, never listening):
+agents given it as their HTTP(S) proxy resolve and reach nothing beyond loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+RUN = re.compile(r"RUN: ([^\n\"\\]+)")
+DONE_TEXT = "Done."
+
+
+def _command(text: str) -> str | None:
+    m = RUN.search(text)
+    return m.group(1).strip() if m else None
+
+
+@dataclass
+class ModelApi:
+    """The server; ``url`` once started."""
+
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    url: str = ""
+    proxy_url: str = ""
+    _runner: web.AppRunner | None = None
+    _refuser: socket.socket | None = None
+
+    async def start(self) -> ModelApi:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/messages", self._messages)
+        app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
+        app.router.add_post("/v1beta/models/{model_action}", self._gemini)
+        app.router.add_route("*", "/{tail:.*}", self._other)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        self._refuser = socket.socket()
+        self._refuser.bind(("127.0.0.1", 0))
+        self.proxy_url = f"http://127.0.0.1:{self._refuser.getsockname()[1]}"
+        return self
+
+    async def close(self) -> None:
+        if self._runner:
+            await self._runner.cleanup()
+        if self._refuser:
+            self._refuser.close()
+
+    def _log(self, request: web.Request, answered: str) -> None:
+        self.requests.append({"method": request.method, "path": request.path_qs, "answered": answered})
+
+    async def _other(self, request: web.Request) -> web.Response:
+        self._log(request, "404")
+        return web.json_response({"error": {"type": "not_found", "message": "not scripted"}}, status=404)
+
+    # Anthropic -----------------------------------------------------------------------------
+
+    async def _count_tokens(self, request: web.Request) -> web.Response:
+        self._log(request, "count")
+        return web.json_response({"input_tokens": 10})
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        messages = body.get("messages") or []
+        tools = {t.get("name") for t in body.get("tools") or []}
+        last = messages[-1] if messages else {}
+        last_content = last.get("content")
+        has_result = isinstance(last_content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in last_content
+        )
+        cmd = _command(json.dumps(messages[:1]))
+        if "Bash" in tools and cmd and not has_result and not _anthropic_tool_used(messages):
+            blocks: list[dict[str, Any]] = [
+                {"type": "tool_use", "id": f"toolu_{len(self.requests)}", "name": "Bash", "input": {}}
+            ]
+            deltas = [
+                {"type": "input_json_delta", "partial_json": json.dumps({"command": cmd, "description": "Touch"})}
+            ]
+            stop = "tool_use"
+            self._log(request, "tool_use")
+        else:
+            blocks = [{"type": "text", "text": ""}]
+            deltas = [{"type": "text_delta", "text": DONE_TEXT}]
+            stop = "end_turn"
+            self._log(request, "text")
+        model = body.get("model", "claude")
+        if not body.get("stream"):
+            content = [
+                {**blocks[0], "input": {"command": cmd}} if stop == "tool_use" else {"type": "text", "text": DONE_TEXT}
+            ]
+            return web.json_response(
+                {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": content,
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 10, "output_tokens": 5},
+                }
+            )
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+
+        async def send(kind: str, data: dict[str, Any]) -> None:
+            await resp.write(f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode())
+
+        await send(
+            "message_start",
+            {
+                "message": {
+                    "id": "msg_1",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 10, "output_tokens": 1},
+                }
+            },
+        )
+        await send("content_block_start", {"index": 0, "content_block": blocks[0]})
+        for d in deltas:
+            await send("content_block_delta", {"index": 0, "delta": d})
+        await send("content_block_stop", {"index": 0})
+        await send(
+            "message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}}
+        )
+        await send("message_stop", {})
+        await resp.write_eof()
+        return resp
+
+    # Gemini --------------------------------------------------------------------------------
+
+    async def _gemini(self, request: web.Request) -> web.StreamResponse:
+        model, _, action = request.match_info["model_action"].partition(":")
+        body = await request.json()
+        if action == "countTokens":
+            self._log(request, "count")
+            return web.json_response({"totalTokens": 10})
+        contents = body.get("contents") or []
+        decls = {d.get("name") for t in body.get("tools") or [] for d in (t.get("functionDeclarations") or [])}
+        cmd = _command(json.dumps(contents[:1]) + json.dumps(contents))
+        used = any("functionCall" in p for c in contents for p in c.get("parts") or [])
+        if "run_shell_command" in decls and cmd and not used:
+            parts: list[dict[str, Any]] = [{"functionCall": {"name": "run_shell_command", "args": {"command": cmd}}}]
+            self._log(request, "tool_use")
+        else:
+            parts = [{"text": _gemini_text(body)}]
+            self._log(request, "text")
+        chunk = {
+            "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+            "modelVersion": model,
+        }
+        if action != "streamGenerateContent":
+            return web.json_response(chunk)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
+        await resp.write_eof()
+        return resp
+
+
+def _anthropic_tool_used(messages: list[Any]) -> bool:
+    return any(
+        m.get("role") == "assistant"
+        and isinstance(m.get("content"), list)
+        and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in m["content"])
+        for m in messages
+    )
+
+
+def _gemini_text(body: dict[str, Any]) -> str:
+    """A side call asking for JSON (routing, next speaker) gets JSON that ends the turn."""
+    cfg = body.get("generationConfig") or {}
+    if cfg.get("responseMimeType") == "application/json":
+        return json.dumps(
+            {
+                "reasoning": "done",
+                "next_speaker": "user",
+                "model_choice": "flash",
+                "complexity_reasoning": "simple",
+                "complexity_score": 1,
+            }
+        )
+    return DONE_TEXT
