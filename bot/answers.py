@@ -5,8 +5,10 @@ Two steps so the daemon can look things up in between:
 1. :func:`classify` reads one raw room event (``event.source`` from nio) and
    says what it could be an answer to (a :class:`Candidate`), or ``None``.
 2. The daemon finds the prompt the candidate addresses (by ``prompt_event_id``
-   for replies, threads and reactions; by ``request_id`` for structured
-   answers) and the pending prompts, then :func:`resolve` turns them into an
+   for replies, threads, reactions and addressed structured answers; by
+   ``request_id`` for other structured answers; by the room timeline,
+   :mod:`bot.timeline`, for plain messages) and the pending prompts, then
+   :func:`resolve` turns them into an
    :class:`Answer`, a :class:`Refusal` (a notice to post) or ``None`` (ignore).
 
 Neither function decides *who* may answer, and neither raises on bad input.
@@ -14,12 +16,11 @@ Neither function decides *who* may answer, and neither raises on bad input.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from bot.answer_text import KEYCAPS, NoSuchNumber, Pick, keycap_index, parse
 from bot.prompts.text import prose
 
 __all__ = [
@@ -33,24 +34,15 @@ __all__ = [
     "classify",
     "keycap_index",
     "resolve",
+    "strip_reply_fallback",
 ]
 
 ANSWER_KEY = "dev.agentpod.permission.answer"
 """The content key of a structured answer."""
 
-KEYCAPS: tuple[str, ...] = (*(f"{n}\ufe0f\u20e3" for n in range(1, 10)), "\U0001f51f")
-"""Keycap reactions 1️⃣ … 9️⃣, 🔟 as clients send them; ``KEYCAPS[i]`` picks option ``i + 1``."""
-
-_KEYCAP_INDEX = {**{f"{n}\u20e3": n for n in range(1, 10)}, "\U0001f51f": 10}
 SHORTCUTS = {"\u2705": "allow_once", "\u274c": "reject_once"}
 """Reactions that pick an option by its ACP kind: ✅ allow once, ❌ reject once."""
 
-# What may follow a number or an option name before the feedback.
-_SEP = ".):,-\u2013\u2014"  # . ) : , - – —
-_BOUNDARY = re.compile(f"[{re.escape(_SEP)}]*(?:\\s+|$)")
-_LEAD = re.compile(f"\\s*[{re.escape(_SEP)}]*\\s*")
-_NUMBER = re.compile("#?([0-9]+)", re.ASCII)
-_MAX_DIGITS = 6  # int() of very long digit strings raises in 3.11; no prompt has that many options
 
 Via = Literal["matrix", "reaction", "structured"]
 
@@ -236,7 +228,7 @@ def _classify_message(content: Mapping[Any, Any], sender: str, event_id: str) ->
         return _classify_structured(content[ANSWER_KEY], sender, event_id, addressed)
     if msgtype != "m.text" or not isinstance(body, str):
         return None
-    text = _strip_reply_fallback(body) if rel.in_reply_to is not None else body
+    text = strip_reply_fallback(body) if rel.in_reply_to is not None else body
     return Candidate(
         event_id=event_id,
         sender=sender,
@@ -305,7 +297,7 @@ def _classify_structured(
     )
 
 
-def _strip_reply_fallback(body: str) -> str:
+def strip_reply_fallback(body: str) -> str:
     """Drop the leading ``> `` quote lines (and the blank line after them) of a reply."""
     lines = body.split("\n")
     i = 0
@@ -316,90 +308,6 @@ def _strip_reply_fallback(body: str) -> str:
     if i < len(lines) and not lines[i].strip():
         i += 1
     return "\n".join(lines[i:])
-
-
-# --------------------------------------------------------------------------- parsing text
-
-
-def keycap_index(key: str) -> int | None:
-    """1–10 for a keycap reaction (with or without U+FE0F), else ``None``."""
-    if not isinstance(key, str):
-        return None
-    return _KEYCAP_INDEX.get(key.replace("\ufe0f", "").replace("\ufe0e", ""))
-
-
-def _norm(text: str) -> str:
-    """Compare key: NFKC, Unicode casefold, whitespace collapsed and trimmed."""
-    return " ".join(unicodedata.normalize("NFKC", text).casefold().split())
-
-
-@dataclass(frozen=True)
-class _Pick:
-    index: int  # 0-based
-    feedback: str | None
-
-
-@dataclass(frozen=True)
-class _NoSuchNumber:
-    number: int
-
-
-def _feedback(text: str, end: int) -> str | None:
-    rest = text[end:]
-    lead = _LEAD.match(rest)
-    rest = rest[lead.end() :] if lead else rest
-    return rest.strip() or None
-
-
-def _parse(text: str, options: Sequence[tuple[str, str]]) -> _Pick | _NoSuchNumber | None:
-    """Read a choice: a number (1-based) or the longest option label/id prefix, then feedback.
-
-    A number wins over a label that happens to be a number. What follows the choice
-    must be the end, whitespace, or a run of ``. ) : , - – —`` then end or whitespace
-    (so ``3:30`` and ``2.5`` are not answers).
-    """
-    text = text.strip()
-    m = _NUMBER.match(text)
-    if m and _BOUNDARY.match(text, m.end()):
-        digits = m.group(1).lstrip("0") or "0"
-        number = int(digits) if len(digits) <= _MAX_DIGITS else 10**_MAX_DIGITS
-        if 1 <= number <= len(options):
-            return _Pick(number - 1, _feedback(text, m.end()))
-        return _NoSuchNumber(number)
-    keys: dict[str, list[tuple[int, int]]] = {}  # norm -> [(rank: 0 label / 1 id, index)]
-    for index, option in enumerate(options):
-        for rank, raw in ((0, option[1]), (1, option[0])):
-            key = _norm(raw) if isinstance(raw, str) else ""
-            if key:
-                keys.setdefault(key, []).append((rank, index))
-    if not keys:
-        return None
-    longest = max(len(k) for k in keys)
-    best: tuple[int, list[tuple[int, int]]] | None = None
-    for end in _cuts(text):
-        prefix = _norm(text[:end])
-        if len(prefix) > longest:
-            break  # normalised prefixes only grow
-        if prefix in keys and _BOUNDARY.match(text, end):
-            best = (end, keys[prefix])
-    if best is None:
-        return None
-    end, hits = best
-    top = min(rank for rank, _ in hits)
-    chosen = {index for rank, index in hits if rank == top}
-    if len(chosen) != 1:
-        return None  # two options share this name: not predictable, so not an answer
-    return _Pick(chosen.pop(), _feedback(text, end))
-
-
-def _cuts(text: str) -> list[int]:
-    """Where an option name could end: before a separator, at a word's end, at the end."""
-    cuts = [
-        i for i in range(1, len(text)) if (text[i] in _SEP or text[i].isspace()) and not text[i - 1].isspace()
-    ]
-    if text:
-        cuts.append(len(text))
-    return cuts
 
 
 # --------------------------------------------------------------------------- resolve
@@ -437,7 +345,9 @@ def _answer(c: Candidate, target: Target, index: int, feedback: str | None) -> A
 def resolve(c: Candidate, target: Target | None, pending: Sequence[Target]) -> Answer | Refusal | None:
     """Decide what ``c`` does.
 
-    ``target`` is the prompt ``c`` addresses (``None`` if it addresses nothing known);
+    ``target`` is the prompt ``c`` addresses (``None`` if it addresses nothing known); for a
+    plain message, the one prompt its sender could have meant (:func:`bot.timeline.bind`) or
+    ``None`` (then the bot asks which, if the text answers any of ``pending``).
     ``pending`` all pending prompts, oldest first. ``None`` means: not an answer, stay quiet.
     """
     if c.via == "structured":
@@ -454,31 +364,42 @@ def _resolve_text(c: Candidate, target: Target | None, live: Sequence[Target]) -
     if c.explicit:
         if target is None:
             return None  # a reply to something that is not a prompt: ordinary chat
-        parsed = _parse(text, target.options)
+        parsed = parse(text, target.options)
         if not target.pending:
             # Only answer-like text gets the notice; talk under a settled prompt is left alone.
             return _not_pending(target) if parsed is not None else None
-        if isinstance(parsed, _Pick):
+        if isinstance(parsed, Pick):
             return _answer(c, target, parsed.index, parsed.feedback)
-        if isinstance(parsed, _NoSuchNumber):
+        if isinstance(parsed, NoSuchNumber):
             return _unparsable(target, f"There is no option {parsed.number}. ")
-        return _unparsable(target)
-    if not live:
-        return None
-    if len(live) == 1:
-        parsed = _parse(text, live[0].options)
-        if isinstance(parsed, _Pick) and not live[0].complete:
-            return _incomplete(live[0])
-        return _answer(c, live[0], parsed.index, parsed.feedback) if isinstance(parsed, _Pick) else None
-    if any(isinstance(_parse(text, t.options), _Pick) for t in live):
-        ids = [_show(t.request_id, 60) for t in live]
-        shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-        return Refusal(
-            "ambiguous",
-            f"{len(live)} requests are waiting ({shown}). Reply to the prompt you mean.",
-            None,
-        )
+        if len(text.split()) > 1:
+            return None  # conversation ("1 sec, let me check"): left alone, no notice
+        return _unparsable(target)  # one word that is no option ("yes"): say what the answers are
+    if target is not None:  # the one prompt the sender could have meant (bot.timeline.bind)
+        parsed = parse(text, target.options)
+        if not isinstance(parsed, Pick):
+            return None
+        if not target.pending:
+            return _not_pending(target)
+        if not target.complete:
+            return _incomplete(target)
+        return _answer(c, target, parsed.index, parsed.feedback)
+    if any(isinstance(parse(text, t.options), Pick) for t in live):
+        return _ask(live)
     return None
+
+
+def _ask(live: Sequence[Target]) -> Refusal:
+    """Which prompt does a plain answer mean? Resolves nothing."""
+    ids = [_show(t.request_id, 60) for t in live]
+    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+    waiting = f"{len(live)} requests are waiting ({shown})" if len(live) > 1 else f"Request {shown} is waiting"
+    return Refusal(
+        "ambiguous",
+        f"Which request do you mean? {waiting}. Reply to the prompt you mean: a plain answer counts only "
+        "for the one open prompt just above it.",
+        None,
+    )
 
 
 def _incomplete(target: Target) -> Refusal:
@@ -509,6 +430,12 @@ def _resolve_reaction(c: Candidate, target: Target | None) -> Answer | Refusal |
 
 def _resolve_structured(c: Candidate, target: Target | None) -> Answer | Refusal | None:
     rid = c.request_id if isinstance(c.request_id, str) else None
+    if target is None and c.prompt_event_id is not None:
+        return Refusal(
+            "unknown_request",
+            f"The structured answer for {_show(rid or '', 80)} replies to an event that is not its prompt.",
+            rid,
+        )
     if target is None:
         if not rid:
             return Refusal("unknown_request", "The structured answer names no request.", None)

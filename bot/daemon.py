@@ -17,50 +17,26 @@ from typing import Any
 
 import structlog
 
-from bot import answers, health
+from bot import health
 from bot.aio import wait_any
 from bot.config import Config
 from bot.event_size import check_submission
 from bot.harness import Harnesses
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
-from bot.inbox.options import by_meaning
 from bot.inbox.record import EXPIRED, Record
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
-from bot.matrix.room import may_answer
 from bot.metrics import Metrics, export_figures
 from bot.notices import Notices
 from bot.outbox import NOT_POSTED, Outbox
-from bot.posts import prompt_complete
-from bot.prompts.text import prose
-from bot.timeutil import iso_ms
+from bot.room_answers import RoomAnswers
 from bot.webhooks import Webhooks
 
 log = structlog.get_logger("daemon")
 
-VIA_WORDS = {
-    "matrix": "reply",
-    "reaction": "reaction",
-    "structured": "structured answer",
-    "api": "the HTTP API",
-    "rule": "a rule",
-    "timeout": "timeout",
-    "cancel": "cancellation",
-}
-
-
 class NotFound(Exception):
     """No pending request by that id."""
-
-
-def describe_outcome(rec: Record) -> str:
-    """``Allow once, by @alice:hs via reply at 2026-...Z``."""
-    o = rec.outcome
-    if o is None:
-        return "still pending"
-    what = prose(rec.option_name(o.option_id) or "") if o.option_id else "cancelled"  # agent text
-    return f"{what}, by {o.answered_by} via {VIA_WORDS.get(o.via, o.via)} at {iso_ms(o.decided_at)}"
 
 
 class Daemon:
@@ -80,6 +56,9 @@ class Daemon:
         self.wake_timer = asyncio.Event()
         self.outbox = Outbox(self.inbox, self.matrix, self.metrics, cfg.prompts, self.stop, self.now,
                              self.on_room_event)
+        self.room_answers = RoomAnswers(self.inbox, self.matrix, self.notices, cfg.answerers, self.now,
+                                        self.outbox.wake_post.set)
+        self.matrix.trust.refused = self.room_answers.refused  # a refused look-alike prompt still counts
         self.rules: list[Any] = []
         if cfg.rules:
             from bot.rules import parse_rules
@@ -176,84 +155,8 @@ class Daemon:
 
     # -- room events ----------------------------------------------------------
     async def on_room_event(self, source: dict[str, Any]) -> None:
-        """One station-room event: maybe an answer."""
-        cand = answers.classify(source, bot_user_id=self.matrix.user_id)  # pure: most events stop here
-        if cand is None or await self.inbox.is_handled(cand.event_id):
-            return
-        event_id = cand.event_id
-        target_rec: Record | None = None
-        if cand.request_id:
-            target_rec = await self.inbox.get(cand.request_id)
-        elif cand.prompt_event_id:
-            target_rec = await self.inbox.by_prompt_event(cand.prompt_event_id)
-        if target_rec is None and cand.prompt_event_id and await self.inbox.needing_post(limit=1):
-            # It may answer a prompt that reached the room before a crash kept its event id:
-            # keep it until the outbox has (re)posted, which recovers that id.
-            await self.inbox.park(event_id, source, self.now())
-            self.outbox.wake_post.set()
-            return
-        pending = [] if cand.explicit else await self.inbox.pending()
-        verdict = answers.resolve(cand, _target(target_rec) if target_rec else None, [_target(r) for r in pending])
-        if verdict is None:
-            return
-        now = self.now()
-        thread_root = target_rec.prompt_event_id if target_rec else None
-        if isinstance(verdict, answers.Answer):  # a plain message answers a prompt from ``pending``
-            answered = next((r for r in (target_rec, *pending) if r and r.id == verdict.request_id), None)
-            thread_root = (answered.prompt_event_id if answered else None) or thread_root
-        if not may_answer(
-            cand.sender,
-            users=self.cfg.answerers.users,
-            min_power_level=self.cfg.answerers.min_power_level,
-            room=self.matrix.room,
-        ):
-            await self.inbox.mark_handled(event_id, now)
-            await self._tell_not_answerer(cand.sender, event_id, thread_root)
-            log.info("answer_refused", event_id=event_id, sender=cand.sender, reason="not an answerer")
-            return
-        if isinstance(verdict, answers.Refusal):
-            await self.inbox.mark_handled(event_id, now)
-            msg = verdict.message
-            if verdict.kind == "not_pending" and target_rec is not None:
-                msg = f"Already settled: {describe_outcome(target_rec)}."
-            self.notices.post(msg, reply_to=event_id, thread_root=thread_root)
-            log.info("answer_refused", event_id=event_id, sender=cand.sender, reason=verdict.kind)
-            return
-        settled = await self.inbox.settle(
-            verdict.request_id,
-            option_id=verdict.option_id,
-            by=verdict.sender,
-            via=verdict.via,
-            feedback=verdict.feedback,
-            now=now,
-            event_id=event_id,
-        )
-        if settled is None:
-            await self.inbox.mark_handled(event_id, now)
-            late = await self.inbox.get(verdict.request_id)
-            if late is not None:
-                self.notices.post(
-                    f"Already settled: {describe_outcome(late)}. Your answer changed nothing.",
-                    reply_to=event_id,
-                    thread_root=late.prompt_event_id or None,
-                )
-            return
-        log.info(
-            "request_answered", request_id=settled.id, option_id=verdict.option_id, via=verdict.via,
-            by=verdict.sender,
-        )
-
-    async def _tell_not_answerer(self, user: str, event_id: str, thread_root: str | None) -> None:
-        key = f"told.not_answerer.{user}"
-        if await self.inbox.get_kv(key):
-            return
-        await self.inbox.set_kv(key, iso_ms(self.now()))
-        self.notices.post(
-            f"Sorry {user}, you are not on the list of people who may answer permission prompts here, "
-            "so your answer changed nothing.",
-            reply_to=event_id,
-            thread_root=thread_root,
-        )
+        """One station-room event, in timeline order: maybe an answer (bot.room_answers)."""
+        await self.room_answers.handle(source)
 
     # -- timeouts ------------------------------------------------------------
     async def timer_loop(self) -> None:
@@ -313,21 +216,6 @@ class Daemon:
         await self.harnesses.close()
         await self.matrix.close()
         await self.inbox.close()
-
-
-def _target(rec: Record) -> answers.Target:
-    """What an answer can pick: the options numbered as the prompt numbers them (by meaning)."""
-    shown = by_meaning(rec.options)
-    return answers.Target(
-        request_id=rec.id,
-        prompt_event_id=rec.prompt_event_id or None,
-        options=[(str(o["optionId"]), str(o["name"])) for o in shown],
-        digest=rec.digest,
-        revision=rec.revision,
-        pending=rec.pending,
-        kinds=[str(o.get("kind", "")) for o in shown],
-        complete=prompt_complete(rec),
-    )
 
 
 def install_signal_handlers(stop: asyncio.Event) -> None:

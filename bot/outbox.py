@@ -295,13 +295,14 @@ class Outbox:
         o = rec.outcome
         amended = () if o is None or not o.answered_by.startswith("harness:") else (o.answered_by, o.via, rec.state)
         try:
-            await self.matrix.send(settled_content(rec), txn_id("e", self.install_id, rec.id, *amended))
+            event_id = await self.matrix.send(settled_content(rec), txn_id("e", self.install_id, rec.id, *amended))
         except SendFailed as e:
             if not e.too_large:
                 raise
             log.warning("edit_too_large", request_id=rec.id, fallback="outcome line only")
-            await self.matrix.send(short_settled_content(rec), txn_id("es", self.install_id, rec.id, *amended))
-        await self.inbox.mark_edited(rec.id)
+            short = short_settled_content(rec)
+            event_id = await self.matrix.send(short, txn_id("es", self.install_id, rec.id, *amended))
+        await self.inbox.mark_edited(rec.id, event_id)
         log.info("prompt_edited", request_id=rec.id, state=rec.state)
 
     async def _still_pending(self, request_id: str) -> bool:

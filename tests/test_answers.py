@@ -392,16 +392,18 @@ def test_keycaps() -> None:
         ("#2", "allow_always", None),
         ("2)", "allow_always", None),
         ("02", "allow_always", None),
-        ("3 because the tests are flaky", "reject_once", "because the tests are flaky"),
+        ("3 - because the tests are flaky", "reject_once", "because the tests are flaky"),
         ("2 - fine", "allow_always", "fine"),
         ("2: fine", "allow_always", "fine"),
-        ("2, fine", "allow_always", "fine"),
         ("2 — fine", "allow_always", "fine"),
+        ("2 – fine: really", "allow_always", "fine: really"),
+        ("2\nfine", "allow_always", "fine"),
+        ("2 -", "allow_always", None),
         ("2.\nline two", "allow_always", "line two"),
         ("Allow once", "allow_once", None),
         ("allow   ONCE", "allow_once", None),
-        ("Allow once, but be careful", "allow_once", "but be careful"),
-        ("Allow once but be careful", "allow_once", "but be careful"),
+        ("Allow once: but be careful", "allow_once", "but be careful"),
+        ("Allow once - but be careful", "allow_once", "but be careful"),
         ("never allow.", "reject_always", None),
         ("reject_always", "reject_always", None),
         ("REJECT_ONCE: no network please", "reject_once", "no network please"),
@@ -416,8 +418,10 @@ def test_text_answers(text: str, option: str, feedback: str | None) -> None:
 
 def test_longest_label_wins_and_casefold() -> None:
     t = target(request_id="r", options=(("a", "Allow"), ("b", "Allow always"), ("c", "STRASSE")))
-    assert resolve(plain("allow always please"), t, [t]) == Answer("r", "b", "matrix", "please", ALICE, "$e")
-    assert resolve(plain("Allow, always"), t, [t]) == Answer("r", "a", "matrix", "always", ALICE, "$e")
+    assert resolve(plain("allow always - please"), t, [t]) == Answer("r", "b", "matrix", "please", ALICE, "$e")
+    assert resolve(plain("Allow: always"), t, [t]) == Answer("r", "a", "matrix", "always", ALICE, "$e")
+    dashed = target(request_id="r", options=(("a", "Allow"), ("b", "Allow - once")))
+    assert resolve(plain("allow - once: ok"), dashed, [dashed]) == Answer("r", "b", "matrix", "ok", ALICE, "$e")
     assert resolve(plain("straße"), t, [t]) == Answer("r", "c", "matrix", None, ALICE, "$e")
 
 
@@ -427,9 +431,7 @@ def test_number_wins_over_numeric_label_and_label_over_id() -> None:
     assert resolve(plain("yes"), t, [t]) == Answer("r", "y", "matrix", None, ALICE, "$e")
 
 
-@pytest.mark.parametrize(
-    "text", ["3:30 works for me", "2.5", "2-fine", "2)x", "#", "hello", "(2)", "two", ""]
-)
+@pytest.mark.parametrize("text", ["2.5", "2-fine", "2)x", "#", "hello", "(2)", "two", "", "yes"])
 def test_not_an_answer(text: str) -> None:
     t = target()
     assert resolve(plain(text), t, [t]) is None
@@ -437,9 +439,22 @@ def test_not_an_answer(text: str) -> None:
     assert isinstance(r, Refusal) and r.kind == "unparsable" and r.request_id == "acps_3f0c:12"
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["1 sec, let me check…", "allow me to look first", "2, fine", "Allow once but be careful",
+     "3 because the tests are flaky", "reject the idea? no", "1 2", "3:30 works for me", "what does this do?"],
+)
+def test_conversation_is_left_alone(text: str) -> None:
+    """CONTRACT: the whole text is the answer; a number or name followed by other words is conversation."""
+    t = target()
+    assert resolve(plain(text), t, [t]) is None
+    assert resolve(explicit(text), t, [t]) is None  # in a thread or a reply too: no answer, no notice
+    assert resolve(plain(text), None, [t]) is None  # and no "which one?" either
+
+
 def test_unparsable_message_lists_choices() -> None:
     t = target()
-    r = resolve(explicit("what does this do?"), t, [t])
+    r = resolve(explicit("approve?"), t, [t])
     assert r == Refusal(
         "unparsable",
         "Answer with a number 1–4 or an option's name: "
@@ -486,7 +501,10 @@ def test_plain_with_several_pending() -> None:
     b = target(request_id="s2:7", options=(("go", "Go ahead"),))
     r = resolve(plain("2"), None, [a, b])
     assert r == Refusal(
-        "ambiguous", "2 requests are waiting (s1:1, s2:7). Reply to the prompt you mean.", None
+        "ambiguous",
+        "Which request do you mean? 2 requests are waiting (s1:1, s2:7). Reply to the prompt you mean: "
+        "a plain answer counts only for the one open prompt just above it.",
+        None,
     )
     r = resolve(plain("go ahead"), None, [a, b])
     assert isinstance(r, Refusal) and r.kind == "ambiguous"
@@ -497,10 +515,28 @@ def test_plain_with_several_pending() -> None:
     assert isinstance(r, Refusal) and "s:0, s:1, s:2, s:3, s:4 and 3 more" in r.message
 
 
-def test_settled_prompts_in_pending_are_skipped() -> None:
+def test_plain_unbound_asks_even_with_one_pending() -> None:
+    """A plain answer no prompt is bound to (bot.timeline) never guesses, even when one is pending."""
     live = target(request_id="live:1")
     r = resolve(plain("1"), None, [target(request_id="old:1", pending=False), live])
-    assert isinstance(r, Answer) and r.request_id == "live:1"
+    assert isinstance(r, Refusal) and r.kind == "ambiguous" and "Request live:1 is waiting" in r.message
+    assert resolve(plain("1 sec, let me check"), None, [live]) is None  # conversation: no notice
+
+
+def test_plain_bound_to_a_settled_prompt() -> None:
+    r = resolve(plain("1"), target(pending=False), [target(request_id="b:1")])
+    assert isinstance(r, Refusal) and r.kind == "not_pending" and r.request_id == "acps_3f0c:12"
+    assert resolve(plain("thanks"), target(pending=False), []) is None
+
+
+def test_structured_answer_checks_the_prompt_it_replies_to() -> None:
+    c = cand(reply_event("x") | {"content": {**reply_event("x")["content"],
+                                             ANSWER_KEY: {"request_id": "other:1", "option_id": "allow_once"}}})
+    assert c.via == "structured" and c.prompt_event_id == PROMPT
+    r = resolve(c, target(), [])
+    assert isinstance(r, Refusal) and "other:1" in r.message and "acps_3f0c:12" in r.message
+    r = resolve(c, None, [])  # replies to something that is not a prompt (or someone else's fake one)
+    assert isinstance(r, Refusal) and r.kind == "unknown_request" and "not its prompt" in r.message
 
 
 def test_end_to_end_reply_and_thread() -> None:
@@ -768,4 +804,6 @@ def test_long_input_is_fast() -> None:
     t = target(options=[(f"id{i}", "word " * 40) for i in range(20)])
     text = ("a" + " " * 5000) * 20 + "-" * 20000
     assert resolve(plain(text), t, [t]) is None
-    assert isinstance(resolve(explicit(text), t, [t]), Refusal)
+    assert resolve(explicit(text), t, [t]) is None  # many words: conversation
+    r = resolve(plain("1" + " -" * 20000), t, [t])
+    assert isinstance(r, Answer) and r.option_id == "id0"

@@ -256,3 +256,39 @@ async def test_identity_made_elsewhere_needs_the_recovery_key(xs: XSStation) -> 
     q = xs.keys(bot)
     assert key_of(q["master_keys"][bot]) not in (ss["master"], None)
     assert (state / "cross_signing.json").exists()
+
+
+async def _cancel_and_show(xs: XSStation, recs: list[dict[str, Any]]) -> None:
+    """Cancel ``recs`` and wait until alice's js-sdk device shows each one's settled edit."""
+    for rec in recs:
+        mark = int(time.time() * 1000) - 200
+        await xs.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "cancel"})
+        got = await xs.js.call("wait_event", name="alice", room=xs.room_id, body=rec["title"], sender=xs.bot_id,
+                               after=mark, timeout=40)  # the driver waits 30 s
+        assert got["event_id"], "the cancelled prompt was never edited"
+
+
+async def _submit_titled(xs: XSStation, sid: str, title: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    code, rec = await xs.ahttp("POST", "/permissions", request_body(sid, title=title))
+    assert code == 201, rec
+    return rec, await xs.js_prompt(sid, rec["request_seq"])
+
+
+async def test_a_refused_devices_fake_prompt_still_makes_a_plain_answer_ask(xs: XSStation, sid: str) -> None:
+    """bob's nio device is not cross-signed, so nothing it sends is an answer; but his copy of the prompt,
+    posted after the real one, is on alice's screen too: her plain `1` settles nothing, the bot asks (issue 12)."""
+    _, pending = await xs.ahttp("GET", "/permissions")
+    await _cancel_and_show(xs, pending)
+    rec, prompt = await _submit_titled(xs, sid, f"Run the tests ({sid} 1)")
+    await xs.bob.send({**prompt["content"], "request_id": "evil:1"})
+    mark = int(time.time() * 1000) - 2000
+    await xs.js.call("send", name="alice", room=xs.room_id, body="1")
+    told = await xs.js.call("wait_event", name="alice", room=xs.room_id, body="Which request do you mean?",
+                            sender=xs.bot_id, after=mark, timeout=40)  # the driver waits 30 s
+    assert (await _state(xs, rec["id"], wait=1))["state"] == "pending", "the plain `1` settled it"
+    assert told["event_id"] and rec["id"] in told["content"]["body"]
+    await _cancel_and_show(xs, [rec])
+    again, _ = await _submit_titled(xs, sid, f"Run the tests ({sid} 2)")  # no look-alike after it: `1` answers
+    await xs.js.call("send", name="alice", room=xs.room_id, body="1")
+    got = await _state(xs, again["id"])
+    assert got["state"] == "resolved" and got["outcome"]["option_id"] == "allow_once", got

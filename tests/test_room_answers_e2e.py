@@ -44,7 +44,7 @@ async def test_reply_by_number_label_or_id(station: Station, sid: str, answer: s
 
 async def test_thread_message_answers_with_feedback(station: Station, sid: str) -> None:
     rec, prompt = await _submit(station, sid)
-    await station.alice.text("3 because the tests are flaky", thread=prompt["event_id"])
+    await station.alice.text("3 - because the tests are flaky", thread=prompt["event_id"])
     got = await _outcome(station, rec["id"])
     assert got["outcome"]["option_id"] == "reject_once"
     assert got["outcome"]["feedback"] == "because the tests are flaky"
@@ -85,7 +85,7 @@ async def test_structured_answer_and_stale_refusal(station: Station, sid: str) -
 
 async def test_two_pending_plain_number_resolves_neither(station: Station, sid: str) -> None:
     await _drain(station)
-    r1, _p1 = await _submit(station, sid)
+    r1, p1 = await _submit(station, sid)
     r2, p2 = await _submit(station, sid)
     mark = station.alice.mark()
     await station.alice.text("1")
@@ -96,7 +96,15 @@ async def test_two_pending_plain_number_resolves_neither(station: Station, sid: 
     await station.alice.text("1", reply_to=p2["event_id"])
     assert (await _outcome(station, r2["id"]))["outcome"]["option_id"] == "allow_once"
     assert (await _outcome(station, r1["id"], 1))["state"] == "pending"
-    await station.alice.text("4")  # now the only pending one
+    assert await station.edit_of(p2["event_id"])
+    # r1 is now the only one pending, but the room changed since its prompt (r2 was posted and
+    # settled after it): a plain answer is not guessed (CONTRACT: plain-answer binding)
+    mark = station.alice.mark()
+    await station.alice.text("4")
+    notice = await station.notice_after(mark, contains="Which request do you mean?")
+    assert notice and r1["id"] in content(notice)["body"]
+    assert (await _outcome(station, r1["id"], 1))["state"] == "pending"
+    await station.alice.text("4", reply_to=p1["event_id"])
     assert (await _outcome(station, r1["id"]))["outcome"]["option_id"] == "reject_always"
 
 
@@ -145,7 +153,7 @@ async def test_edits_are_not_answers(station: Station, sid: str) -> None:
 async def test_unparsable_reply_gets_the_valid_answers(station: Station, sid: str) -> None:
     rec, prompt = await _submit(station, sid)
     mark = station.alice.mark()
-    await station.alice.text("what does this do?", reply_to=prompt["event_id"])
+    await station.alice.text("approve?", reply_to=prompt["event_id"])  # one word, no option: the answers
     notice = await station.notice_after(mark)
     assert notice and "Allow once" in content(notice)["body"]
     assert (await _outcome(station, rec["id"], 1))["state"] == "pending"

@@ -105,11 +105,25 @@ async def _v4_cwd(db: aiosqlite.Connection) -> None:
     await db.execute("ALTER TABLE requests ADD COLUMN cwd TEXT")  # the asking session's working directory
 
 
+async def _v5_timeline(db: aiosqlite.Connection) -> None:
+    # Positions in the station room's timeline (bot.timeline): plain answers bind by them.
+    await db.execute(
+        "CREATE TABLE IF NOT EXISTS timeline (pos INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " event_id TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, request_id TEXT)"
+    )
+    await db.execute("CREATE INDEX IF NOT EXISTS timeline_request ON timeline (request_id, kind)")
+    await db.execute("CREATE INDEX IF NOT EXISTS timeline_kind ON timeline (kind, pos)")
+    # The settled edit's event id: the bot's own events it cannot decrypt (a new device) still find their mark.
+    await db.execute("ALTER TABLE requests ADD COLUMN edit_event_id TEXT")
+    await db.execute("CREATE INDEX IF NOT EXISTS requests_edit ON requests (edit_event_id)")
+
+
 STEPS: list[Step] = [
     _v1_first_release,
     _v2_posted_at_and_parking,
     _v3_harness_links,
     _v4_cwd,
+    _v5_timeline,
 ]
 LATEST = len(STEPS)
 

@@ -18,8 +18,12 @@ import aiosqlite
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Outcome, Record, dumps
 from bot.inbox.schema import upgrade
 from bot.inbox.submission import Submission
+from bot.timeline import Kind, Mark
 
 Listener = Callable[[str, Record], None]
+
+ANSWERS_KEPT = 50_000
+"""Timeline positions of plain messages kept for redelivery (a backfill reaches 20,000 events back)."""
 
 
 def _row_to_record(r: aiosqlite.Row) -> Record:
@@ -286,9 +290,12 @@ class Inbox:
                 "UPDATE requests SET prompt_event_id=?, posted_at=? WHERE id=?", (event_id, now, request_id)
             )
 
-    async def mark_edited(self, request_id: str) -> None:
+    async def mark_edited(self, request_id: str, event_id: str | None = None) -> None:
         async with self._tx() as db:
-            await db.execute("UPDATE requests SET prompt_edited=1 WHERE id=?", (request_id,))
+            await db.execute(
+                "UPDATE requests SET prompt_edited=1, edit_event_id=COALESCE(?, edit_event_id) WHERE id=?",
+                (event_id, request_id),
+            )
 
     async def needing_post(self, limit: int = 100) -> list[Record]:
         """Records whose prompt is not in the room yet, oldest first."""
@@ -376,6 +383,52 @@ class Inbox:
     async def mark_reaction_redacted(self, request_id: str, key: str) -> None:
         async with self._tx() as db:
             await db.execute("UPDATE reactions SET redacted=1 WHERE request_id=? AND key=?", (request_id, key))
+
+    # -- the room timeline (bot.timeline) ----------------------------------
+    async def place(self, event_id: str, kind: str, request_id: str | None = None) -> int:
+        """The event's position in the room timeline: a new one, or the one it got when first seen.
+
+        A position reserved as ``answer`` (an event not decrypted yet) takes the kind it turns out to have.
+        """
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT INTO timeline (event_id, kind, request_id) VALUES (?, ?, ?) ON CONFLICT(event_id)"
+                " DO UPDATE SET kind=excluded.kind, request_id=excluded.request_id WHERE timeline.kind='answer'",
+                (event_id, kind, request_id),
+            )
+            cur = await db.execute("SELECT pos FROM timeline WHERE event_id=?", (event_id,))
+            row = await cur.fetchone()
+            assert row is not None
+            pos = int(row[0])
+            if kind == "answer" and pos % 1000 == 0:  # chat need not be kept long: only a redelivery reads it
+                await db.execute("DELETE FROM timeline WHERE kind='answer' AND pos<?", (pos - ANSWERS_KEPT,))
+        return pos
+
+    async def own_event(self, event_id: str) -> tuple[Kind, str] | None:
+        """("posted" | "settled", request_id) when ``event_id`` is one of the bot's prompts or settled edits."""
+        cur = await self.db.execute(
+            "SELECT 'posted', id FROM requests WHERE prompt_event_id=?"
+            " UNION ALL SELECT 'settled', id FROM requests WHERE edit_event_id=? LIMIT 1",
+            (event_id, event_id),
+        )
+        row = await cur.fetchone()
+        if row is None:
+            return None
+        return ("posted" if row[0] == "posted" else "settled"), str(row[1])
+
+    async def marks_before(self, at: int) -> list[Mark]:
+        """What :func:`bot.timeline.bind` needs at ``at``: the postings not settled before it, the last mark
+        (and its request's settles)."""
+        cur = await self.db.execute(
+            "SELECT pos, kind, request_id FROM timeline p WHERE kind='posted' AND pos<? AND NOT EXISTS"
+            " (SELECT 1 FROM timeline s WHERE s.kind='settled' AND s.request_id=p.request_id AND s.pos<?)"
+            " UNION SELECT * FROM (SELECT pos, kind, request_id FROM timeline WHERE kind!='answer' AND pos<?"
+            " ORDER BY pos DESC LIMIT 1)"
+            " UNION SELECT pos, kind, request_id FROM timeline WHERE kind='settled' AND pos<? AND request_id ="
+            " (SELECT request_id FROM timeline WHERE kind!='answer' AND pos<? ORDER BY pos DESC LIMIT 1)",
+            (at, at, at, at, at),
+        )
+        return [Mark(int(r[0]), r[1], r[2]) for r in await cur.fetchall()]
 
     # -- handled events and key/value -------------------------------------
     async def is_handled(self, event_id: str) -> bool:

@@ -2,7 +2,8 @@
 
 ``next_batch`` is saved only after its batch is handled. Invites to other rooms are
 refused; a limited timeline is backfilled; encrypted events that cannot be decrypted
-yet go to the undecryptable queue.
+yet go to the undecryptable queue (the handler sees them first, still encrypted, so it
+can keep their place in the timeline for when they are decrypted).
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ class Syncer:
                 continue
             st.room.apply(source)
             if isinstance(ev, MegolmEvent):
+                await deliver(source)  # still encrypted: the handler keeps its place in the timeline
                 await self.undecryptable.keep_aside(ev, initial=since is None)
                 continue
             if source.get("type") == "m.room.redaction":

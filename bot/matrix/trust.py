@@ -9,7 +9,7 @@ import structlog
 from bot.matrix.cross_signing import Api
 from bot.matrix.crypto import ANSWER_TYPES, fingerprint, plain_event
 from bot.matrix.identities import Identities
-from bot.matrix.station import Say, Station
+from bot.matrix.station import EventHandler, Say, Station
 
 log = structlog.get_logger("matrix")
 
@@ -38,6 +38,8 @@ class Trust:
         self._pins = {(d.user_id, d.device_id): d.ed25519 for d in st.cfg.verified_devices}
         self._logged_mismatch: set[tuple[str, str, str]] = set()
         self.identities = Identities(st.kv)
+        # Set by the daemon: sees each event the policy refuses (never an answer, but a reader still sees it).
+        self.refused: EventHandler | None = None
 
     @property
     def cross_signed(self) -> bool:
@@ -119,6 +121,12 @@ class Trust:
         decrypted = bool(getattr(ev, "decrypted", False))
         if decrypted:
             source = plain_event(source, wrapper)
+        admitted = await self._admit(ev, source, decrypted)
+        if admitted is None and self.refused is not None:
+            await self.refused(source)
+        return admitted
+
+    async def _admit(self, ev: Any, source: dict[str, Any], decrypted: bool) -> dict[str, Any] | None:
         if self.st.cfg.trust == "tofu" or self.st.client.olm is None:
             return source
         if source.get("type") not in ANSWER_TYPES or source.get("sender") == self.st.user_id:

@@ -268,11 +268,19 @@ level = "debug"
         assert st == 200
         return dict(rec)
 
-    async def drain(self) -> None:
-        """Cancel whatever is pending, so a plain answer has one prompt to go to."""
+    async def drain(self, timeout: float = 30) -> None:
+        """Cancel whatever is pending, so a plain answer has one prompt to go to; then wait until the
+        room shows every prompt settled (a plain answer binds only when nothing changed above it)."""
         _, pending = await self.ahttp("GET", "/permissions")
         for r in pending:
             await self.ahttp("POST", f"/permissions/{r['id']}", {"decision": "cancel"})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            edited = {rel(e).get("event_id") for e in self.alice.events
+                      if e.get("sender") == self.bot_id and rel(e).get("rel_type") == "m.replace"}
+            if all(e["event_id"] in edited for e in self.alice.events if self.is_prompt(e)):
+                return
+            await asyncio.sleep(0.1)
 
     async def teardown(self) -> None:
         for h in (getattr(self, "alice", None), getattr(self, "bob", None), getattr(self, "carol", None)):

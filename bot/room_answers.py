@@ -1,0 +1,189 @@
+"""Room events -> settled requests: the daemon's answer handling over the pure cores.
+
+:mod:`bot.timeline` places the events that matter in the room's order (the bot's prompts and
+settled edits, look-alike prompts, plain answers); :mod:`bot.answers` classifies and resolves;
+this module looks records up in the inbox in between, checks the sender, settles, and posts the
+notices. Events arrive in the order sync delivers them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from bot import answers, timeline
+from bot.config import AnswerersConfig
+from bot.inbox.options import by_meaning
+from bot.inbox.record import Record
+from bot.inbox.store import Inbox
+from bot.matrix.client import Matrix
+from bot.matrix.room import may_answer
+from bot.notices import Notices
+from bot.posts import prompt_complete
+from bot.prompts.text import prose
+from bot.timeutil import iso_ms
+
+log = structlog.get_logger("daemon")
+
+VIA_WORDS = {
+    "matrix": "reply",
+    "reaction": "reaction",
+    "structured": "structured answer",
+    "api": "the HTTP API",
+    "rule": "a rule",
+    "timeout": "timeout",
+    "cancel": "cancellation",
+}
+
+
+def describe_outcome(rec: Record) -> str:
+    """``Allow once, by @alice:hs via reply at 2026-...Z``."""
+    o = rec.outcome
+    if o is None:
+        return "still pending"
+    what = prose(rec.option_name(o.option_id) or "") if o.option_id else "cancelled"  # agent text
+    return f"{what}, by {o.answered_by} via {VIA_WORDS.get(o.via, o.via)} at {iso_ms(o.decided_at)}"
+
+
+def as_target(rec: Record) -> answers.Target:
+    """What an answer can pick: the options numbered as the prompt numbers them (by meaning)."""
+    shown = by_meaning(rec.options)
+    return answers.Target(
+        request_id=rec.id,
+        prompt_event_id=rec.prompt_event_id or None,
+        options=[(str(o["optionId"]), str(o["name"])) for o in shown],
+        digest=rec.digest,
+        revision=rec.revision,
+        pending=rec.pending,
+        kinds=[str(o.get("kind", "")) for o in shown],
+        complete=prompt_complete(rec),
+    )
+
+
+class RoomAnswers:
+    """Handles one station-room event at a time, in timeline order."""
+
+    def __init__(
+        self,
+        inbox: Inbox,
+        matrix: Matrix,
+        notices: Notices,
+        answerers: AnswerersConfig,
+        now: Callable[[], float],
+        wake_post: Callable[[], None],
+    ) -> None:
+        self.inbox = inbox
+        self.matrix = matrix
+        self.notices = notices
+        self.answerers = answerers
+        self.now = now
+        self.wake_post = wake_post
+
+    async def handle(self, source: dict[str, Any]) -> None:
+        """One station-room event: a timeline mark, maybe an answer."""
+        seen = timeline.sighting(source, bot_user_id=self.matrix.user_id)
+        if seen is not None:
+            kind, rid = seen.kind, seen.request_id
+            if kind == "answer" and source.get("sender") == self.matrix.user_id:
+                # The bot's own event it cannot decrypt (sent by an earlier device): known by its event id.
+                kind, rid = await self.inbox.own_event(seen.event_id) or (kind, rid)
+            await self.inbox.place(seen.event_id, kind, rid)
+            if kind != "lookalike":
+                return  # the bot's own events and still-encrypted ones are never answers
+        cand = answers.classify(source, bot_user_id=self.matrix.user_id)  # pure: most events stop here
+        if cand is None or await self.inbox.is_handled(cand.event_id):
+            return
+        target_rec = await self._addressed(cand)
+        if target_rec is None and cand.prompt_event_id and await self.inbox.needing_post(limit=1):
+            # It may answer a prompt that reached the room before a crash kept its event id:
+            # keep it until the outbox has (re)posted, which recovers that id.
+            await self.inbox.park(cand.event_id, source, self.now())
+            self.wake_post()
+            return
+        pending: list[Record] = []
+        if not cand.explicit:  # a plain message: only the prompt its sender could have meant
+            pos = await self.inbox.place(cand.event_id, "answer")
+            bound = timeline.bind(await self.inbox.marks_before(pos), pos)
+            if isinstance(bound, timeline.Bound):
+                target_rec = await self.inbox.get(bound.request_id)
+            else:
+                log.debug("plain_answer_unbound", event_id=cand.event_id, reason=bound.reason)
+            pending = await self.inbox.pending()
+        verdict = answers.resolve(cand, as_target(target_rec) if target_rec else None, [as_target(r) for r in pending])
+        if verdict is not None:
+            await self._act(cand, verdict, target_rec)
+
+    async def refused(self, source: dict[str, Any]) -> None:
+        """An event the trust policy kept from :meth:`handle`: never an answer, but a look-alike still counts."""
+        seen = timeline.sighting(source, bot_user_id=self.matrix.user_id)
+        if seen is not None and seen.kind == "lookalike":
+            await self.inbox.place(seen.event_id, seen.kind)
+
+    async def _addressed(self, cand: answers.Candidate) -> Record | None:
+        """The prompt a reply, thread message, reaction or structured answer addresses."""
+        if cand.prompt_event_id:  # a structured answer too: it must reply to its own prompt
+            return await self.inbox.by_prompt_event(cand.prompt_event_id)
+        if cand.request_id:
+            return await self.inbox.get(cand.request_id)
+        return None
+
+    async def _act(
+        self, cand: answers.Candidate, verdict: answers.Answer | answers.Refusal, target_rec: Record | None
+    ) -> None:
+        event_id, now = cand.event_id, self.now()
+        thread_root = target_rec.prompt_event_id if target_rec else None
+        if not may_answer(
+            cand.sender,
+            users=self.answerers.users,
+            min_power_level=self.answerers.min_power_level,
+            room=self.matrix.room,
+        ):
+            await self.inbox.mark_handled(event_id, now)
+            await self._tell_not_answerer(cand.sender, event_id, thread_root)
+            log.info("answer_refused", event_id=event_id, sender=cand.sender, reason="not an answerer")
+            return
+        if isinstance(verdict, answers.Refusal):
+            await self.inbox.mark_handled(event_id, now)
+            msg = verdict.message
+            if verdict.kind == "not_pending" and target_rec is not None:
+                msg = f"Already settled: {describe_outcome(target_rec)}."
+            self.notices.post(msg, reply_to=event_id, thread_root=thread_root)
+            log.info("answer_refused", event_id=event_id, sender=cand.sender, reason=verdict.kind)
+            return
+        settled = await self.inbox.settle(
+            verdict.request_id,
+            option_id=verdict.option_id,
+            by=verdict.sender,
+            via=verdict.via,
+            feedback=verdict.feedback,
+            now=now,
+            event_id=event_id,
+        )
+        if settled is None:
+            await self.inbox.mark_handled(event_id, now)
+            late = await self.inbox.get(verdict.request_id)
+            if late is not None:
+                self.notices.post(
+                    f"Already settled: {describe_outcome(late)}. Your answer changed nothing.",
+                    reply_to=event_id,
+                    thread_root=late.prompt_event_id or None,
+                )
+            return
+        log.info(
+            "request_answered", request_id=settled.id, option_id=verdict.option_id, via=verdict.via,
+            by=verdict.sender,
+        )
+
+    async def _tell_not_answerer(self, user: str, event_id: str, thread_root: str | None) -> None:
+        key = f"told.not_answerer.{user}"
+        if await self.inbox.get_kv(key):
+            return
+        await self.inbox.set_kv(key, iso_ms(self.now()))
+        self.notices.post(
+            f"Sorry {user}, you are not on the list of people who may answer permission prompts here, "
+            "so your answer changed nothing.",
+            reply_to=event_id,
+            thread_root=thread_root,
+        )

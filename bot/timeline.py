@@ -1,0 +1,145 @@
+"""Plain answers bind to what the sender saw: the room timeline, as marks. Pure: no I/O, no clock.
+
+The daemon handles the station room's events in the order sync delivers them (backfilled gaps
+included) and gives each event that matters a position (kept in the inbox, so positions survive
+restarts and a redelivered event keeps its first one):
+
+- ``posted``: the bot's prompt for a request (sender checked: anyone else's is never a prompt);
+- ``settled``: the bot's edit that shows a request's outcome;
+- ``lookalike``: a message from anyone else that looks like a prompt (it could fool a reader);
+- ``answer``: a plain message that may be an answer (or an event not decrypted yet, whose
+  position is kept for when it is).
+
+:func:`bind` then says which request a plain answer at position ``at`` may settle: exactly one
+prompt appears pending there (posted before it, not settled before it), and the last mark before
+the answer is that prompt's posting. Anything posted, settled or faked in between: the bot asks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from bot.answers import strip_reply_fallback
+
+__all__ = ["Bound", "Kind", "Mark", "Sighting", "Unbound", "bind", "sighting"]
+
+Kind = Literal["posted", "settled", "lookalike", "answer"]
+
+V2_KEY = "suite_event_type"
+CARD_KEY = "dev.agentpod.permission"
+BANNER = "permission needed"  # how the bot's prompt body begins (case ignored)
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """What one room event is for the timeline."""
+
+    event_id: str
+    kind: Kind
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A sighting with its position in the room timeline."""
+
+    pos: int
+    kind: Kind
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The plain answer may settle ``request_id`` (if it is still pending)."""
+
+    request_id: str
+
+
+@dataclass(frozen=True)
+class Unbound:
+    """No single prompt: ``none`` open, ``several`` open, or prompts ``moved`` since the last one."""
+
+    reason: Literal["none", "several", "moved"]
+
+
+_MX_REPLY = re.compile("<mx-reply>.*?</mx-reply>", re.DOTALL | re.IGNORECASE)
+
+
+def _looks_like_prompt(content: Mapping[Any, Any]) -> bool:
+    """The v2 key, the v1 card, or the bot's banner in what a client shows (a reply's quote left out)."""
+    for c in (content, content.get("m.new_content")):
+        if not isinstance(c, Mapping):
+            continue
+        if V2_KEY in c or CARD_KEY in c:
+            return True
+        body, html = c.get("body"), c.get("formatted_body")
+        shown = [strip_reply_fallback(body) if isinstance(body, str) else "",
+                 _MX_REPLY.sub("", html) if isinstance(html, str) else ""]
+        if any(BANNER in text.casefold() for text in shown):
+            return True
+    return False
+
+
+def _request_id(content: object) -> str | None:
+    if not isinstance(content, Mapping):
+        return None
+    rid = content.get("request_id")
+    return rid if isinstance(rid, str) and rid else None
+
+
+def sighting(event: Mapping[str, Any], *, bot_user_id: str) -> Sighting | None:
+    """The timeline mark ``event`` makes, or ``None``.
+
+    Plain messages that may be answers are marked by the daemon itself (``answer``), after
+    :func:`bot.answers.classify`; here only encrypted events reserve their position.
+    """
+    if not isinstance(event, Mapping):
+        return None
+    etype, sender, event_id, content = (event.get(k) for k in ("type", "sender", "event_id", "content"))
+    if not (isinstance(event_id, str) and event_id and isinstance(sender, str) and isinstance(content, Mapping)):
+        return None
+    if "state_key" in event:
+        return None
+    if etype == "m.room.encrypted":
+        return Sighting(event_id, "answer")
+    if etype != "m.room.message":
+        return None
+    rel = content.get("m.relates_to")
+    replaces = isinstance(rel, Mapping) and rel.get("rel_type") == "m.replace"
+    if sender == bot_user_id:
+        if replaces:
+            new = content.get("m.new_content")
+            if isinstance(new, Mapping) and isinstance(new.get("resolution"), Mapping):
+                rid = _request_id(new)
+                return Sighting(event_id, "settled", rid) if rid else None
+            return None
+        if content.get(V2_KEY) is not None:
+            rid = _request_id(content)
+            return Sighting(event_id, "posted", rid) if rid else None
+        return None
+    if _looks_like_prompt(content):
+        return Sighting(event_id, "lookalike")
+    return None
+
+
+def bind(marks: Sequence[Mark], at: int) -> Bound | Unbound:
+    """Which request a plain answer at position ``at`` may settle, from the marks before it.
+
+    ``marks`` may hold anything; only ``posted``/``settled``/``lookalike`` marks before ``at`` count.
+    """
+    before = sorted((m for m in marks if m.pos < at and m.kind != "answer"), key=lambda m: m.pos)
+    posted = {m.request_id for m in before if m.kind == "posted"}
+    settled = {m.request_id for m in before if m.kind == "settled"}
+    open_ = posted - settled
+    if not open_:
+        return Unbound("none")
+    if len(open_) > 1:
+        return Unbound("several")
+    (rid,) = open_
+    last = before[-1]
+    if last.kind != "posted" or last.request_id != rid or rid is None:
+        return Unbound("moved")
+    return Bound(rid)

@@ -1,0 +1,237 @@
+"""bot.timeline: plain answers bind to what the sender saw (pure), and the inbox keeps the positions."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bot.inbox.store import Inbox
+from bot.timeline import Bound, Mark, Sighting, Unbound, bind, sighting
+
+BOT = "@permbot:example.org"
+BOB = "@bob:example.org"
+V2 = {"msgtype": "m.text", "body": "Permission needed: rm -rf /", "suite_event_type": "dev.agentpod.permission.v2",
+      "request_id": "s:1"}
+
+
+def ev(content: dict[str, Any], sender: str = BOT, etype: str = "m.room.message", eid: str = "$e") -> dict[str, Any]:
+    return {"type": etype, "sender": sender, "event_id": eid, "content": content}
+
+
+def edit(rid: str, resolution: bool = True) -> dict[str, Any]:
+    new = {**V2, "request_id": rid, **({"resolution": {"state": "resolved"}} if resolution else {})}
+    return {"msgtype": "m.text", "body": "* x", "m.new_content": new,
+            "m.relates_to": {"rel_type": "m.replace", "event_id": "$p"}}
+
+
+# --------------------------------------------------------------------------- sighting
+
+
+def test_the_bots_prompt_and_settled_edit() -> None:
+    assert sighting(ev(V2), bot_user_id=BOT) == Sighting("$e", "posted", "s:1")
+    assert sighting(ev(edit("s:1")), bot_user_id=BOT) == Sighting("$e", "settled", "s:1")
+    assert sighting(ev(edit("s:1", resolution=False)), bot_user_id=BOT) is None
+    assert sighting(ev({"msgtype": "m.notice", "body": "Already settled"}), bot_user_id=BOT) is None
+
+
+def test_anyone_elses_prompt_is_only_a_lookalike() -> None:
+    """Fake prompts: not sent by the bot, never a prompt, but they make plain answers ambiguous."""
+    for content in (
+        V2,
+        {"msgtype": "m.text", "body": "hi", "dev.agentpod.permission": {}},
+        {"msgtype": "m.text", "body": "PERMISSION NEEDED: deploy"},
+        {"msgtype": "m.text", "body": "x", "formatted_body": "<b>Permission needed</b>"},
+        edit("s:1"),  # an edit that turns a message into a prompt
+    ):
+        assert sighting(ev(content, sender=BOB), bot_user_id=BOT) == Sighting("$e", "lookalike")
+    assert sighting(ev({"msgtype": "m.text", "body": "1"}, sender=BOB), bot_user_id=BOT) is None
+
+
+def test_encrypted_events_keep_their_place() -> None:
+    assert sighting(ev({"algorithm": "m.megolm.v1.aes-sha2"}, sender=BOB, etype="m.room.encrypted"),
+                    bot_user_id=BOT) == Sighting("$e", "answer")
+
+
+def test_not_marks() -> None:
+    for e in (
+        {"type": "m.room.member", "sender": BOT, "event_id": "$e", "state_key": BOT, "content": {}},
+        ev({**V2, "request_id": 5}),
+        {"type": "m.room.message", "sender": BOT, "content": V2},
+        "not an event",
+        ev(V2, etype="m.reaction"),
+    ):
+        assert sighting(e, bot_user_id=BOT) is None  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- bind
+
+
+def P(pos: int, rid: str) -> Mark:
+    return Mark(pos, "posted", rid)
+
+
+def S(pos: int, rid: str) -> Mark:
+    return Mark(pos, "settled", rid)
+
+
+def test_the_one_open_prompt_just_above() -> None:
+    assert bind([P(1, "a")], 2) == Bound("a")
+    assert bind([P(1, "a"), Mark(2, "answer"), Mark(3, "answer")], 4) == Bound("a")
+
+
+def test_nothing_open_when_written() -> None:
+    assert bind([], 1) == Unbound("none")
+    assert bind([P(1, "a"), S(2, "a")], 3) == Unbound("none")
+    assert bind([P(2, "b")], 1) == Unbound("none")  # posted after the answer: not seen
+
+
+def test_a_settle_and_a_new_prompt_race_the_answer() -> None:
+    """`1` written for A, while A was settled and B (rm -rf) posted."""
+    assert bind([P(1, "a"), S(3, "a"), P(4, "b")], 2) == Bound("a")  # A (the daemon then says: already settled)
+    assert bind([P(1, "a"), S(2, "a"), P(4, "b")], 3) == Unbound("none")  # B not posted yet
+    assert bind([P(1, "a"), P(2, "b"), S(4, "a")], 3) == Unbound("several")
+    assert bind([P(1, "a"), P(2, "b"), S(3, "a")], 4) == Unbound("moved")  # A's settle after B's posting
+    assert bind([P(1, "a"), S(2, "a"), P(3, "b")], 4) == Bound("b")  # the sender saw B, and only B
+
+
+def test_a_lookalike_after_the_prompt() -> None:
+    assert bind([P(1, "a"), Mark(2, "lookalike")], 3) == Unbound("moved")
+    assert bind([Mark(1, "lookalike"), P(2, "a")], 3) == Bound("a")
+
+
+def test_an_older_settle_after_the_prompt() -> None:
+    assert bind([P(1, "z"), P(2, "a"), S(3, "z")], 4) == Unbound("moved")
+
+
+EVENTS = st.lists(
+    st.tuples(st.sampled_from(["posted", "settled", "lookalike", "answer"]), st.sampled_from(["a", "b", "c"])),
+    max_size=14,
+)
+
+
+def _reference(seq: list[tuple[str, str]], at: int) -> str | None:
+    """The rule as the contract words it, walked over the room as a person would read it."""
+    shown = seq[:at]
+    posted = {r for k, r in shown if k == "posted"}
+    settled = {r for k, r in shown if k == "settled"}
+    open_ = posted - settled
+    if len(open_) != 1:
+        return None
+    (rid,) = open_
+    last_post = max(i for i, (k, r) in enumerate(shown) if k == "posted" and r == rid)
+    between = [k for k, _ in shown[last_post + 1 :] if k != "answer"]
+    return None if between else rid
+
+
+def _marks(seq: list[tuple[str, str]]) -> list[Mark]:
+    return [Mark(i, k, r if k in ("posted", "settled") else None) for i, (k, r) in enumerate(seq)]  # type: ignore[arg-type]
+
+
+@settings(max_examples=300, deadline=None)
+@given(EVENTS, st.data())
+def test_bind_follows_the_rule(seq: list[tuple[str, str]], data: st.DataObject) -> None:
+    at = data.draw(st.integers(0, len(seq)))
+    got = bind(_marks(seq), at)
+    want = _reference(seq, at)
+    assert (got == Bound(want)) if want else isinstance(got, Unbound)
+    # Nothing that comes later in the room changes what an answer at ``at`` binds to.
+    assert bind(_marks(seq)[:at], at) == got
+
+
+# --------------------------------------------------------------------------- the inbox keeps them
+
+
+async def test_positions_survive_a_restart_and_redelivery(tmp_path: Path) -> None:
+    ib = Inbox(tmp_path / "inbox.sqlite3")
+    await ib.open()
+    a = await ib.place("$pa", "posted", "a")
+    one = await ib.place("$one", "answer")
+    await ib.close()
+    ib = Inbox(tmp_path / "inbox.sqlite3")
+    await ib.open()
+    try:
+        b = await ib.place("$pb", "posted", "b")  # B is posted after the `1`...
+        assert await ib.place("$one", "answer") == one  # ...which, redelivered, keeps its place
+        assert await ib.place("$pa", "posted", "a") == a
+        assert a < one < b
+        assert bind(await ib.marks_before(one), one) == Bound("a")
+        late = await ib.place("$late", "answer")
+        assert bind(await ib.marks_before(late), late) == Unbound("several")
+        # an event reserved while still encrypted takes its kind when decrypted, keeping its place
+        enc = await ib.place("$enc", "answer")
+        assert await ib.place("$enc", "settled", "a") == enc
+        after = await ib.place("$after", "answer")
+        assert bind(await ib.marks_before(after), after) == Unbound("moved")
+    finally:
+        await ib.close()
+
+
+@settings(max_examples=30, deadline=None)
+@given(EVENTS)
+def test_the_inbox_gives_bind_what_it_needs(seq: list[tuple[str, str]]) -> None:
+    """``marks_before`` (a bounded query) gives bind the same answer as the whole timeline would."""
+
+    async def run(path: Path) -> None:
+        ib = Inbox(path)
+        await ib.open()
+        try:
+            full = []
+            for i, (kind, rid) in enumerate(seq):
+                r = rid if kind in ("posted", "settled") else None
+                full.append(Mark(await ib.place(f"$e{i}", kind, r), kind, r))  # type: ignore[arg-type]
+            for m in full:
+                assert bind(await ib.marks_before(m.pos), m.pos) == bind(full, m.pos)
+        finally:
+            await ib.close()
+
+    with tempfile.TemporaryDirectory() as d:
+        asyncio.run(run(Path(d) / "inbox.sqlite3"))
+
+
+async def test_old_chat_positions_are_pruned_but_prompts_kept(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr("bot.inbox.store.ANSWERS_KEPT", 10)
+    ib = Inbox(tmp_path / "inbox.sqlite3")
+    await ib.open()
+    try:
+        a = await ib.place("$pa", "posted", "a")
+        first = await ib.place("$chat0", "answer")
+        for i in range(1, 1000):
+            await ib.place(f"$chat{i}", "answer")
+        assert await ib.place("$chat0", "answer") > first  # forgotten: it would get a new place
+        assert await ib.place("$pa", "posted", "a") == a
+    finally:
+        await ib.close()
+
+
+def test_a_reply_quoting_the_prompt_is_no_lookalike() -> None:
+    quoted = {"msgtype": "m.text", "body": f"> <{BOT}> Permission needed: rm -rf /\n\n1",
+              "format": "org.matrix.custom.html",
+              "formatted_body": "<mx-reply><blockquote>Permission needed: rm</blockquote></mx-reply>1",
+              "m.relates_to": {"m.in_reply_to": {"event_id": "$p"}}}
+    assert sighting(ev(quoted, sender=BOB), bot_user_id=BOT) is None
+    quoted["body"] = f"> <{BOT}> hi\n\nPermission needed: deploy"
+    assert sighting(ev(quoted, sender=BOB), bot_user_id=BOT) == Sighting("$e", "lookalike")
+
+
+async def test_the_bots_own_events_are_known_by_their_ids(tmp_path: Path) -> None:
+    """A new device cannot decrypt what an earlier one sent: the prompt and the edit are still found."""
+    from bot.inbox.submission import parse_submission
+    from tests.support.station import request_body
+
+    ib = Inbox(tmp_path / "inbox.sqlite3")
+    await ib.open()
+    try:
+        rec, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)
+        await ib.set_prompt_event(rec.id, "$prompt", 2.0)
+        await ib.settle(rec.id, option_id="allow_once", by="@a:hs", via="matrix", feedback=None, now=3.0)
+        await ib.mark_edited(rec.id, "$edit")
+        assert await ib.own_event("$prompt") == ("posted", rec.id)
+        assert await ib.own_event("$edit") == ("settled", rec.id)
+        assert await ib.own_event("$other") is None
+    finally:
+        await ib.close()
