@@ -25,15 +25,24 @@ async def _answer_all_and_check(station: Station, sid: str, ids: list[str]) -> N
     for rid in ids:
         _, rec = await station.ahttp("GET", f"/permissions/{rid}?wait=30")
         assert rec["state"] == "resolved" and rec["outcome"]["option_id"] == "allow_once", rec
-    await asyncio.sleep(3)
-    evs = station.alice.events
-    posted = Counter(content(e)["request_id"] for e in evs
+    wanted = set(prompts.values())
+
+    def edits() -> Counter[str]:
+        return Counter(rel(e)["event_id"] for e in station.alice.events if e.get("sender") == station.bot_id
+                       and rel(e).get("rel_type") == "m.replace" and rel(e).get("event_id") in wanted)
+
+    # Every settled prompt is edited (none lost): wait for the room to show them all, then a little
+    # longer so that a second edit or a second prompt would be seen too.
+    for _ in range(300):
+        if set(edits()) == wanted:
+            break
+        await asyncio.sleep(0.1)
+    await asyncio.sleep(2)
+    posted = Counter(content(e)["request_id"] for e in station.alice.events
                      if station.is_prompt(e) and content(e).get("session_id") == sid)
     assert set(posted) == set(ids) and set(posted.values()) == {1}, posted
-    wanted = set(prompts.values())
-    edits = Counter(rel(e)["event_id"] for e in evs if e.get("sender") == station.bot_id
-                    and rel(e).get("rel_type") == "m.replace" and rel(e).get("event_id") in wanted)
-    assert set(edits) == wanted and set(edits.values()) == {1}, edits
+    got = edits()
+    assert set(got) == wanted and set(got.values()) == {1}, got
 
 
 async def test_kill_9_mid_flight_with_50_pending(station: Station, sid: str) -> None:
