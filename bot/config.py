@@ -7,6 +7,7 @@ Every problem becomes one ``ConfigError`` line naming the key, e.g.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +23,7 @@ from pydantic import (
 )
 
 from bot.durations import DurationError, parse_duration
+from bot.ids import SAFE_ID_RULE, is_safe_id
 
 ENV_PASSWORD = "PERMISSION_BOT_MATRIX_PASSWORD"
 ENV_ACCESS_TOKEN = "PERMISSION_BOT_MATRIX_ACCESS_TOKEN"
@@ -113,11 +115,60 @@ class AnswerersConfig(_Section):
     min_power_level: int | None = None
 
 
+MIN_SECRET = 16
+
+
+class ApiTokenConfig(_Section):
+    """One [[api.tokens]] entry: a named secret with one role."""
+
+    name: str
+    role: Literal["agent", "decider"]
+    secret: str | None = Field(default=None, repr=False)
+    secret_env: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not is_safe_id(v):
+            raise ValueError(f"{SAFE_ID_RULE} (records show it as api:NAME)")
+        return v
+
+    @field_validator("secret")
+    @classmethod
+    def _secret(cls, v: str | None) -> str | None:
+        if v is not None and len(v.strip()) < MIN_SECRET:
+            raise ValueError(f"at least {MIN_SECRET} characters (the value is not shown)")
+        return v.strip() if v is not None else None
+
+    @model_validator(mode="after")
+    def _has_secret(self) -> ApiTokenConfig:
+        if self.secret is None:
+            raise ValueError("secret: required (or secret_env = \"VAR\")")
+        return self
+
+
 class ApiConfig(_Section):
     """[api]: the HTTP API."""
 
     listen: str = "127.0.0.1:8750"
     token: str | None = Field(default=None, repr=False)
+    tokens: list[ApiTokenConfig] = []
+
+    @field_validator("tokens")
+    @classmethod
+    def _distinct(cls, v: list[ApiTokenConfig], info: ValidationInfo) -> list[ApiTokenConfig]:
+        names: set[str] = set()
+        secrets: dict[str, int] = {}
+        legacy = info.data.get("token")
+        for i, t in enumerate(v):
+            if t.name in names:
+                raise ValueError(f"{i}.name: repeats another token's name")
+            names.add(t.name)
+            assert t.secret is not None
+            if t.secret in secrets or t.secret == legacy:
+                raise ValueError(f"{i}.secret: the same secret as another token (each needs its own)")
+            secrets[t.secret] = i
+        return v
 
     @field_validator("listen")
     @classmethod
@@ -281,6 +332,14 @@ _TYPE_WORDS = {
 }
 
 
+_SUBKEY = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
+
+
+def _type_name(v: Any) -> str:
+    return {str: "a string", int: "an integer", float: "a number", bool: "true/false", list: "a list",
+            dict: "a table"}.get(type(v), type(v).__name__)
+
+
 def _one_line(err: ValidationError) -> str:
     """The first validation error as ``key.path: what is wrong``."""
     e = err.errors()[0]
@@ -291,10 +350,33 @@ def _one_line(err: ValidationError) -> str:
     elif kind == "extra_forbidden":
         msg = "unknown key"
     elif kind in _TYPE_WORDS:
-        msg = f"{_TYPE_WORDS[kind]} (got {type(e['input']).__name__} {e['input']!r})"[:200]
+        msg = f"{_TYPE_WORDS[kind]} (got {_type_name(e['input'])})"  # never the value: it may be a secret
     else:
         msg = e["msg"].removeprefix("Value error, ")
+        # a validator may name the key below its own: "3.name: ..." after "api.tokens"
+        head, sep, rest = msg.partition(": ")
+        if sep and _SUBKEY.fullmatch(head):
+            loc, msg = f"{loc}.{head}" if loc else head, rest
     return f"{loc}: {msg}" if loc else msg
+
+
+def _tokens_from_env(data: dict[str, Any], env: dict[str, str]) -> None:
+    """Fill each [[api.tokens]] ``secret`` from its ``secret_env`` (names only in errors, never values)."""
+    api = data.get("api")
+    tokens = api.get("tokens") if isinstance(api, dict) else None
+    if not isinstance(api, dict) or not isinstance(tokens, list):
+        return
+    filled: list[Any] = []
+    for i, t in enumerate(tokens):
+        if isinstance(t, dict) and isinstance(t.get("secret_env"), str):
+            if "secret" in t:
+                raise ConfigError(f"api.tokens.{i}: set secret or secret_env, not both")
+            value = env.get(t["secret_env"], "")
+            if not value.strip():
+                raise ConfigError(f"api.tokens.{i}.secret_env: environment variable {t['secret_env']} is not set")
+            t = {**t, "secret": value}
+        filled.append(t)
+    api["tokens"] = filled
 
 
 def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Config:
@@ -313,6 +395,7 @@ def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Con
         api = data.setdefault("api", {})
         if isinstance(api, dict):
             api["token"] = env[ENV_API_TOKEN]
+    _tokens_from_env(data, env)
     try:
         cfg = Config.model_validate(data)
     except ValidationError as e:
