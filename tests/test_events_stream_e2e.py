@@ -15,7 +15,8 @@ pytestmark = pytest.mark.e2e
 
 async def test_sse_carries_request_and_resolution(station: Station, sid: str) -> None:
     seen: list[tuple[str, dict]] = []
-    async with aiohttp.ClientSession() as http, http.get(station.api_url + "/events") as resp:
+    auth = {"Authorization": f"Bearer {station.token}"}  # reads need a token too
+    async with aiohttp.ClientSession() as http, http.get(station.api_url + "/events", headers=auth) as resp:
         assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/event-stream")
 
         async def read() -> None:
@@ -92,7 +93,9 @@ level = "debug"
                 await asyncio.sleep(0.1)
         assert rec is not None
         for _ in range(200):
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/permissions/{rec['id']}", timeout=5) as r:
+            get = urllib.request.Request(f"http://127.0.0.1:{port}/permissions/{rec['id']}",
+                                         headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(get, timeout=5) as r:
                 if json.loads(r.read()).get("prompt_event_id"):
                     break
             await asyncio.sleep(0.1)

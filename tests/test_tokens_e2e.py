@@ -237,3 +237,10 @@ async def test_permissions_cli_takes_the_token_from_a_file_and_warns_on_argv(
     assert "warning: --token puts the secret in the command line" in r.stderr
     r = await asyncio.to_thread(station.cli, "permissions", "ls", "--token-file", str(tmp_path / "missing"))
     assert r.returncode == 2 and "--token-file" in r.stderr and "cannot read it" in r.stderr
+
+
+async def test_the_old_single_token_is_warned_about_at_start(station: Station) -> None:
+    log = station.log_path.read_text(errors="replace")
+    assert "api_token_legacy" in log and "give agents [[api.tokens]]" in log
+    for secret in (station.token, AGENT, AGENT_B, DECIDER):
+        assert secret not in log
