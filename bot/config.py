@@ -22,8 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from bot.config_tokens import ApiTokenConfig, TokenSourceError, fill_secrets_from_env
 from bot.durations import DurationError, parse_duration
-from bot.ids import SAFE_ID_RULE, is_safe_id
 
 ENV_PASSWORD = "PERMISSION_BOT_MATRIX_PASSWORD"
 ENV_ACCESS_TOKEN = "PERMISSION_BOT_MATRIX_ACCESS_TOKEN"
@@ -113,38 +113,6 @@ class AnswerersConfig(_Section):
 
     users: list[str] = []
     min_power_level: int | None = None
-
-
-MIN_SECRET = 16
-
-
-class ApiTokenConfig(_Section):
-    """One [[api.tokens]] entry: a named secret with one role."""
-
-    name: str
-    role: Literal["agent", "decider"]
-    secret: str | None = Field(default=None, repr=False)
-    secret_env: str | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not is_safe_id(v):
-            raise ValueError(f"{SAFE_ID_RULE} (records show it as api:NAME)")
-        return v
-
-    @field_validator("secret")
-    @classmethod
-    def _secret(cls, v: str | None) -> str | None:
-        if v is not None and len(v.strip()) < MIN_SECRET:
-            raise ValueError(f"at least {MIN_SECRET} characters (the value is not shown)")
-        return v.strip() if v is not None else None
-
-    @model_validator(mode="after")
-    def _has_secret(self) -> ApiTokenConfig:
-        if self.secret is None:
-            raise ValueError("secret: required (or secret_env = \"VAR\")")
-        return self
 
 
 class ApiConfig(_Section):
@@ -360,25 +328,6 @@ def _one_line(err: ValidationError) -> str:
     return f"{loc}: {msg}" if loc else msg
 
 
-def _tokens_from_env(data: dict[str, Any], env: dict[str, str]) -> None:
-    """Fill each [[api.tokens]] ``secret`` from its ``secret_env`` (names only in errors, never values)."""
-    api = data.get("api")
-    tokens = api.get("tokens") if isinstance(api, dict) else None
-    if not isinstance(api, dict) or not isinstance(tokens, list):
-        return
-    filled: list[Any] = []
-    for i, t in enumerate(tokens):
-        if isinstance(t, dict) and isinstance(t.get("secret_env"), str):
-            if "secret" in t:
-                raise ConfigError(f"api.tokens.{i}: set secret or secret_env, not both")
-            value = env.get(t["secret_env"], "")
-            if not value.strip():
-                raise ConfigError(f"api.tokens.{i}.secret_env: environment variable {t['secret_env']} is not set")
-            t = {**t, "secret": value}
-        filled.append(t)
-    api["tokens"] = filled
-
-
 def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Config:
     """Validate parsed TOML ``data``; environment secrets win over the file."""
     env = dict(os.environ) if env is None else env
@@ -395,7 +344,10 @@ def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Con
         api = data.setdefault("api", {})
         if isinstance(api, dict):
             api["token"] = env[ENV_API_TOKEN]
-    _tokens_from_env(data, env)
+    try:
+        fill_secrets_from_env(data, env)
+    except TokenSourceError as e:
+        raise ConfigError(str(e)) from None
     try:
         cfg = Config.model_validate(data)
     except ValidationError as e:
