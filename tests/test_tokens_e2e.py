@@ -244,3 +244,27 @@ async def test_the_old_single_token_is_warned_about_at_start(station: Station) -
     assert "api_token_legacy" in log and "give agents [[api.tokens]]" in log
     for secret in (station.token, AGENT, AGENT_B, DECIDER):
         assert secret not in log
+
+
+async def test_the_http_hook_takes_an_agent_token_not_a_decider_one(station: Station, sid: str) -> None:
+    from tests.test_hooks_e2e import hook_input
+
+    data = hook_input("claude-code-http-PreToolUse-Bash", sid)
+    st, body = await station.ahttp("POST", "/hooks/claude-code", data, token=DECIDER)
+    assert st == 403 and "agent" in body["reason"], body
+    call = asyncio.ensure_future(station.ahttp("POST", "/hooks/claude-code", data, token=AGENT))
+    deadline = time.monotonic() + 30
+    while True:
+        _, pending = await station.ahttp("GET", f"/permissions?session={sid}", token=AGENT)
+        if pending:
+            break
+        assert time.monotonic() < deadline, "the hook's request never arrived"
+        await asyncio.sleep(0.1)
+    (rec,) = pending
+    assert rec["submitted_by"] == "agent-a"
+    st, body = await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "deny"}, token=AGENT)
+    assert st == 403  # the agent's own token cannot answer its hook either
+    st, _ = await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "deny"}, token=DECIDER)
+    assert st == 200
+    st, out = await call
+    assert st == 200 and out["hookSpecificOutput"]["permissionDecision"] == "deny", out
