@@ -99,3 +99,12 @@ def test_state_dir_is_made_private_even_when_it_exists(tmp_path: Path) -> None:
     fresh = tmp_path / "a" / "b"
     secure_state_dir(fresh)
     assert _mode(fresh) == 0o700
+
+
+def test_the_proxy_client_never_lets_an_id_walk_the_path() -> None:
+    from bot.acp.daemon_client import DaemonClient
+
+    c = DaemonClient("http://127.0.0.1:1/", None)
+    assert str(c._one("x/../victim:1")) == "http://127.0.0.1:1/permissions/x%2F..%2Fvictim:1"
+    assert str(c._one("..")) == "http://127.0.0.1:1/permissions/%2E%2E"
+    assert str(c._one("sess_1:3")) == "http://127.0.0.1:1/permissions/sess_1:3"
