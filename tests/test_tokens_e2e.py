@@ -268,3 +268,30 @@ async def test_the_http_hook_takes_an_agent_token_not_a_decider_one(station: Sta
     assert st == 200
     st, out = await call
     assert st == 200 and out["hookSpecificOutput"]["permissionDecision"] == "deny", out
+
+
+async def test_a_running_permissions_watch_shows_no_decider_token_in_proc(station: Station, tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    env = dict(os.environ, PERMISSION_BOT_URL=station.api_url, PERMISSION_BOT_TOKEN=DECIDER)
+    argv = [station.exe, "permissions", "watch", "--allow-tool", "NoSuchTool", "--session", "nobody", "--interval",
+            "1s", "--token", DECIDER]  # an old script: the token in argv too
+    proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        seen = b""
+        while time.monotonic() < deadline:  # as an agent of the same user would look, until hidden
+            await asyncio.sleep(0.2)
+            try:
+                seen = Path(f"/proc/{proc.pid}/cmdline").read_bytes() + Path(f"/proc/{proc.pid}/environ").read_bytes()
+            except PermissionError:
+                seen = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+            if DECIDER.encode() not in seen:
+                break
+        assert proc.poll() is None, proc.communicate()
+        assert DECIDER.encode() not in seen and b"--token" in seen
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=20)
+    assert b"warning: --token puts the secret in the command line" in err

@@ -4,7 +4,7 @@ Stands where an ACP client would start the agent: starts it, relays stdio both w
 takes its permission requests to the daemon. stdout carries only the agent's bytes; the
 proxy's own logs go to stderr. The agent is untrusted: it starts without any
 ``PERMISSION_BOT_*`` variable, and the proxy hides the token from the agent's view of
-``/proc/PPID`` too (:mod:`bot.acp.hide`).
+``/proc/PPID`` too (:mod:`bot.hide`).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     except TokenFileError as e:
         print(f"permission-bot acp: {e}", file=sys.stderr)
         return 2
-    from bot.acp.hide import hide_secrets
+    from bot.hide import hide_secrets
 
     hide_secrets()
     parts = urllib.parse.urlsplit(url)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from bot.cli.http import Client, DaemonUnreachable, UsageError, discover
 from bot.discovery import TOKEN_ENV, warn_argv_token
 from bot.durations import DurationError, format_age, parse_duration
+from bot.hide import hide_secrets
 from bot.ids import url_segment as quote_id
 
 if TYPE_CHECKING:
@@ -156,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         if args.token is not None:
             warn_argv_token("permission-bot permissions")
         url, token = discover(args.url, args.token, args.token_file)
+        hide_secrets()  # a decider token: not in this process's /proc environ or cmdline for an agent to read
         client = Client(url, token)
         if verb == "ls":
             return _ls(args, client)

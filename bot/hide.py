@@ -1,7 +1,8 @@
-"""Keep the proxy's secrets out of what its untrusted child (the agent) can read about it.
+"""Keep a client's token out of what an untrusted agent can read about the process.
 
-The agent starts without ``PERMISSION_BOT_*`` variables, but a command it runs can still
-read the proxy's ``/proc/PPID/environ`` and ``/proc/PPID/cmdline``. So, on Linux, the proxy
+The proxy's agent starts without ``PERMISSION_BOT_*`` variables, but a command it runs can
+still read the proxy's ``/proc/PPID/environ`` and ``/proc/PPID/cmdline``, and those of a
+person's ``permissions watch`` running as the same user. So, on Linux, these clients
 
 - makes itself not dumpable (``PR_SET_DUMPABLE`` 0): another process of the same user can
   no longer open its ``environ`` or memory, nor ptrace it;
