@@ -19,8 +19,10 @@ from __future__ import annotations
 import ctypes
 import sys
 
+from bot import discovery
+
 PR_SET_DUMPABLE = 4
-ENV_PREFIX = b"PERMISSION_BOT_"
+ENV_PREFIX = discovery.ENV_PREFIX.encode()
 
 
 def _regions() -> tuple[tuple[int, int], tuple[int, int]] | None:

@@ -108,3 +108,16 @@ def test_the_proxy_client_never_lets_an_id_walk_the_path() -> None:
     assert str(c._one("x/../victim:1")) == "http://127.0.0.1:1/permissions/x%2F..%2Fvictim:1"
     assert str(c._one("..")) == "http://127.0.0.1:1/permissions/%2E%2E"
     assert str(c._one("sess_1:3")) == "http://127.0.0.1:1/permissions/sess_1:3"
+
+
+def test_scrub_block_blanks_token_values_in_place() -> None:
+    import ctypes
+
+    from bot.hide import scrub_block
+
+    raw = b"prog\0--token\0s3cret\0--token=s3cret2\0--token-file\0/p\0PERMISSION_BOT_TOKEN=abc\0HOME=/h\0"
+    buf = ctypes.create_string_buffer(raw, len(raw))
+    start = ctypes.addressof(buf)
+    assert scrub_block(start, start + len(raw), secret_after=b"--token") == 3
+    assert buf.raw == (b"prog\0--token\0" + b"\0" * 6 + b"\0--token=" + b"\0" * 7 + b"\0--token-file\0/p\0"
+                       b"PERMISSION_BOT_TOKEN=\0\0\0\0HOME=/h\0")
