@@ -214,7 +214,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def harness_event(request: web.Request) -> web.Response:
     """A watched harness's event (e.g. its per-session webhook): only a hint to poll it now, body unread."""
-    if (denied := _authorized(request)) is not None:
+    if isinstance(denied := _caller(request, "read"), web.Response):  # any valid token: it only wakes a poll
         return denied
     if not request.app[DAEMON].harnesses.wake(request.match_info["name"]):
         return _error(404, "not_found", "no watched harness by that name")
