@@ -321,9 +321,9 @@ def _one_line(err: ValidationError) -> str:
         msg = f"{_TYPE_WORDS[kind]} (got {_type_name(e['input'])})"  # never the value: it may be a secret
     else:
         msg = e["msg"].removeprefix("Value error, ")
-        # a validator may name the key below its own: "3.name: ..." after "api.tokens"
+        # a list validator names the entry: "3.name: ..." after "api.tokens"
         head, sep, rest = msg.partition(": ")
-        if sep and _SUBKEY.fullmatch(head):
+        if sep and head[:1].isdigit() and _SUBKEY.fullmatch(head):
             loc, msg = f"{loc}.{head}" if loc else head, rest
     return f"{loc}: {msg}" if loc else msg
 

@@ -46,7 +46,7 @@ class ApiTokenConfig(BaseModel):
     @model_validator(mode="after")
     def _has_secret(self) -> ApiTokenConfig:
         if self.secret is None:
-            raise ValueError("secret: required (or secret_env = \"VAR\")")
+            raise ValueError("secret or secret_env = \"VAR\" is required")
         return self
 
 

@@ -33,7 +33,7 @@ def test_named_tokens_with_secret_or_secret_env() -> None:
 @pytest.mark.parametrize(
     ("tokens", "env", "start"),
     [
-        ([{"name": "a", "role": "agent"}], {}, "api.tokens.0.secret: required"),
+        ([{"name": "a", "role": "agent"}], {}, "api.tokens.0: secret or secret_env"),
         ([{"name": "a", "role": "agent", "secret_env": "NOPE"}], {},
          "api.tokens.0.secret_env: environment variable NOPE"),
         ([{"name": "a", "role": "agent", "secret_env": "V", "secret": S1}], {"V": S2}, "api.tokens.0: set secret or"),
