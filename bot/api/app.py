@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
+from bot.api.auth import Action, Caller, Denied, Tokens, authenticate, may
 from bot.api.events import EVENTS, EventLog, stream
 from bot.api.limits import Limits, busy
 from bot.event_size import TooLarge
 from bot.events._util import unicode_problem
-from bot.api.auth import Action, Caller, Denied, Tokens, authenticate, may
 from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
 from bot.inbox.submission import SubmissionError

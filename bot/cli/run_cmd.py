@@ -21,8 +21,8 @@ STOP_GRACE = 10.0  # seconds the running loops get to finish after a stop
 
 async def _serve(cfg: Config) -> int:
     from bot.api.app import create_app
-    from bot.api.limits import LimitedRunner, Limits
     from bot.api.auth import Tokens
+    from bot.api.limits import LimitedRunner, Limits
     from bot.daemon import Daemon, install_signal_handlers
 
     log = structlog.get_logger("run")
