@@ -64,7 +64,7 @@ def timed_inproc(station: Station, runs: int) -> tuple[float, int]:
     n = 0
     for _ in range(runs):
         t = time.perf_counter()
-        status, body = station.http("GET", "/permissions", token=None)
+        status, body = station.http("GET", "/permissions")
         times.append(time.perf_counter() - t)
         assert status == 200, status
         n = len(body)
@@ -107,7 +107,7 @@ async def main() -> int:
     try:
         await station.setup()
         took = submit_all(station, args.n, args.sessions)
-        status, pending = station.http("GET", "/permissions", token=None)
+        status, pending = station.http("GET", "/permissions")
         assert status == 200
         print(f"submitted {args.n} requests in {took:.1f}s; {len(pending)} pending", flush=True)
         if len(pending) < args.n:
@@ -115,7 +115,7 @@ async def main() -> int:
         # time the steady state: wait (bounded) until the daemon has posted every prompt
         t = time.perf_counter()
         while time.perf_counter() - t < 180:
-            _, pending = station.http("GET", "/permissions", token=None)
+            _, pending = station.http("GET", "/permissions")
             if all(r.get("prompt_event_id") for r in pending):
                 break
             await asyncio.sleep(1)
@@ -124,8 +124,10 @@ async def main() -> int:
         env = dict(os.environ, PERMISSION_BOT_URL=station.api_url, PERMISSION_BOT_TOKEN=station.token)
         py = sys.executable
         curl = (
-            "import sys, urllib.request; "
-            "sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1] + '/permissions').read())"
+            "import os, sys, urllib.request; "
+            "r = urllib.request.Request(sys.argv[1] + '/permissions', "
+            "headers={'Authorization': 'Bearer ' + os.environ['PERMISSION_BOT_TOKEN']}); "
+            "sys.stdout.buffer.write(urllib.request.urlopen(r).read())"
         )
         got = timed(
             {

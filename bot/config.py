@@ -7,6 +7,7 @@ Every problem becomes one ``ConfigError`` line naming the key, e.g.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from bot.config_tokens import ApiTokenConfig, TokenSourceError, fill_secrets_from_env
 from bot.durations import DurationError, parse_duration
 
 ENV_PASSWORD = "PERMISSION_BOT_MATRIX_PASSWORD"
@@ -118,6 +120,23 @@ class ApiConfig(_Section):
 
     listen: str = "127.0.0.1:8750"
     token: str | None = Field(default=None, repr=False)
+    tokens: list[ApiTokenConfig] = []
+
+    @field_validator("tokens")
+    @classmethod
+    def _distinct(cls, v: list[ApiTokenConfig], info: ValidationInfo) -> list[ApiTokenConfig]:
+        names: set[str] = set()
+        secrets: dict[str, int] = {}
+        legacy = info.data.get("token")
+        for i, t in enumerate(v):
+            if t.name in names:
+                raise ValueError(f"{i}.name: repeats another token's name")
+            names.add(t.name)
+            assert t.secret is not None
+            if t.secret in secrets or t.secret == legacy:
+                raise ValueError(f"{i}.secret: the same secret as another token (each needs its own)")
+            secrets[t.secret] = i
+        return v
 
     @field_validator("listen")
     @classmethod
@@ -281,6 +300,14 @@ _TYPE_WORDS = {
 }
 
 
+_SUBKEY = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
+
+
+def _type_name(v: Any) -> str:
+    return {str: "a string", int: "an integer", float: "a number", bool: "true/false", list: "a list",
+            dict: "a table"}.get(type(v), type(v).__name__)
+
+
 def _one_line(err: ValidationError) -> str:
     """The first validation error as ``key.path: what is wrong``."""
     e = err.errors()[0]
@@ -291,9 +318,13 @@ def _one_line(err: ValidationError) -> str:
     elif kind == "extra_forbidden":
         msg = "unknown key"
     elif kind in _TYPE_WORDS:
-        msg = f"{_TYPE_WORDS[kind]} (got {type(e['input']).__name__} {e['input']!r})"[:200]
+        msg = f"{_TYPE_WORDS[kind]} (got {_type_name(e['input'])})"  # never the value: it may be a secret
     else:
         msg = e["msg"].removeprefix("Value error, ")
+        # a list validator names the entry: "3.name: ..." after "api.tokens"
+        head, sep, rest = msg.partition(": ")
+        if sep and head[:1].isdigit() and _SUBKEY.fullmatch(head):
+            loc, msg = f"{loc}.{head}" if loc else head, rest
     return f"{loc}: {msg}" if loc else msg
 
 
@@ -313,6 +344,10 @@ def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Con
         api = data.setdefault("api", {})
         if isinstance(api, dict):
             api["token"] = env[ENV_API_TOKEN]
+    try:
+        fill_secrets_from_env(data, env)
+    except TokenSourceError as e:
+        raise ConfigError(str(e)) from None
     try:
         cfg = Config.model_validate(data)
     except ValidationError as e:

@@ -31,6 +31,7 @@ from bot.metrics import Metrics, export_figures
 from bot.notices import Notices
 from bot.outbox import NOT_POSTED, Outbox
 from bot.room_answers import RoomAnswers
+from bot.statedir import secure_state_dir
 from bot.webhooks import Webhooks
 
 log = structlog.get_logger("daemon")
@@ -46,7 +47,7 @@ class Daemon:
         self.cfg = cfg
         self.now = clock
         state = cfg.state_dir
-        state.mkdir(parents=True, exist_ok=True)
+        secure_state_dir(state)
         self.inbox = Inbox(state / "inbox.sqlite3")
         self.matrix = Matrix(cfg.matrix, self.inbox, str(state))
         self.metrics = Metrics(pending=self.inbox.count_pending)
@@ -91,15 +92,16 @@ class Daemon:
             self.wake_timer.set()
 
     # -- the service the HTTP API calls --------------------------------------
-    async def submit(self, body: Any) -> tuple[Record, bool]:
-        """Store a submission (SubmissionError on bad input); config rules apply at once."""
+    async def submit(self, body: Any, submitted_by: str | None = None) -> tuple[Record, bool]:
+        """Store a submission (SubmissionError on bad input) made with the token ``submitted_by``;
+        config rules apply at once."""
         sub = parse_submission(body)
         self.harnesses.refuse_reserved(sub.session_id)
         now = self.now()
         m = self.matrix  # before the first sync, whether the room is encrypted is not known yet
         encrypted = m.room_encrypted or (self.cfg.matrix.encryption and not m.syncer.synced.is_set())
         check_submission(sub, now, self.cfg.prompts.timeout, encrypted=encrypted)
-        rec, created = await self.inbox.submit(sub, now, self.cfg.prompts.timeout)
+        rec, created = await self.inbox.submit(sub, now, self.cfg.prompts.timeout, submitted_by)
         if created:
             log.info("request_submitted", request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind)
             if self.rules:

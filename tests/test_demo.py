@@ -22,10 +22,13 @@ def demo_cmd(state: Path, *extra: str) -> list[str]:
 
 
 def demo_processes(state: Path) -> list[int]:
-    """Processes that belong to the demo with this state dir: by command line (Synapse, the daemon)
-    or by the demo's API token in their environment (the ACP proxy and the agent)."""
-    token = json.loads((state / "demo.json").read_text())["api_token"]
+    """Processes that belong to the demo with this state dir: by command line (Synapse, the daemon,
+    the ACP proxy's --url) or by the demo's API token in their environment."""
+    saved = json.loads((state / "demo.json").read_text())
+    token = saved["api_token"]
     mine = str(state).encode()
+    # the ACP proxy blanks its token in /proc (issue 12): it is found by its --url instead
+    url = f"\0http://127.0.0.1:{saved.get('api_port')}\0".encode()
     found = []
     for d in Path("/proc").iterdir():
         if not d.name.isdigit() or int(d.name) == os.getpid():
@@ -38,7 +41,7 @@ def demo_processes(state: Path) -> list[int]:
             continue
         if "\nState:\tZ" in status:
             continue
-        if mine in cmdline or f"PERMISSION_BOT_TOKEN={token}".encode() in environ.split(b"\0"):
+        if mine in cmdline or url in cmdline or f"PERMISSION_BOT_TOKEN={token}".encode() in environ.split(b"\0"):
             found.append(int(d.name))
     return found
 

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.e2e
 
 async def test_sse_carries_request_and_resolution(station: Station, sid: str) -> None:
     seen: list[tuple[str, dict]] = []
-    async with aiohttp.ClientSession() as http, http.get(station.api_url + "/events") as resp:
+    auth = {"Authorization": f"Bearer {station.token}"}  # reads need a token too
+    async with aiohttp.ClientSession() as http, http.get(station.api_url + "/events", headers=auth) as resp:
         assert resp.status == 200 and resp.headers["Content-Type"].startswith("text/event-stream")
 
         async def read() -> None:
@@ -92,7 +93,9 @@ level = "debug"
                 await asyncio.sleep(0.1)
         assert rec is not None
         for _ in range(200):
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/permissions/{rec['id']}", timeout=5) as r:
+            get = urllib.request.Request(f"http://127.0.0.1:{port}/permissions/{rec['id']}",
+                                         headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(get, timeout=5) as r:
                 if json.loads(r.read()).get("prompt_event_id"):
                     break
             await asyncio.sleep(0.1)
@@ -132,7 +135,8 @@ async def _read_events(resp: aiohttp.ClientResponse, sid: str, want: int) -> lis
 async def test_sse_reconnect_with_last_event_id_loses_nothing(station: Station, sid: str) -> None:
     """A client that drops and comes back with Last-Event-ID gets every event it missed, in order, once."""
     url = station.api_url + "/events"
-    async with aiohttp.ClientSession() as http:
+    auth = {"Authorization": f"Bearer {station.token}"}  # reads need a token
+    async with aiohttp.ClientSession(headers=auth) as http:
         async with http.get(url) as resp:
             reader = asyncio.create_task(_read_events(resp, sid, 1))
             await asyncio.sleep(0.2)
@@ -154,7 +158,8 @@ async def test_sse_reconnect_with_last_event_id_loses_nothing(station: Station, 
 
 async def test_sse_last_event_id_from_elsewhere_says_events_were_missed(station: Station, sid: str) -> None:
     """An id the daemon does not know (an earlier run, garbage) is answered with events-missed first."""
-    async with aiohttp.ClientSession() as http, http.get(station.api_url + "/events",
-                                                         headers={"Last-Event-ID": "0123abcd-7"}) as resp:
+    auth = {"Authorization": f"Bearer {station.token}"}  # reads need a token
+    async with aiohttp.ClientSession(headers=auth) as http, http.get(station.api_url + "/events",
+                                                                     headers={"Last-Event-ID": "0123abcd-7"}) as resp:
         got = await asyncio.wait_for(_read_events(resp, sid, 1), 15)
     assert got[0][1] == "events-missed" and got[0][2] == {"last_event_id": "0123abcd-7"}

@@ -68,7 +68,8 @@ async def test_1100_long_polls_beyond_the_cap_get_503_retry_after(station: Stati
     lines = _log_size(station)
     conns = await _open(station, FLOOD)
     try:
-        head = f"GET /permissions/{rec['id']}?wait=300 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+        auth = f"Authorization: Bearer {station.token}\r\n"  # reads need a token
+        head = f"GET /permissions/{rec['id']}?wait=300 HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode()
         for _, w in conns:
             w.write(head)
         await asyncio.sleep(2)

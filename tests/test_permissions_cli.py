@@ -447,7 +447,7 @@ async def test_ls_table_and_json(station: Any) -> None:
     assert 'Allow "Bash"? bun test' in rows[0]
     assert rows[1].endswith("…") and len(rows[1]) <= 160
     # all sessions, --url instead of the environment: ours are there, one line each
-    r = await run([station.exe, "permissions", "ls", "--url", station.api_url], _env(None, None))
+    r = await run([station.exe, "permissions", "ls", "--url", station.api_url], _env(None, station.token))
     assert r.rc == 0 and sum(a["id"] in x for x in r.lines) == 1
     r = await pb(station, "ls", "--json", "--session", s)
     recs = json.loads(r.out)
@@ -501,7 +501,7 @@ async def test_approve_default_picks_allow_once_and_edits_the_prompt(station: An
     got = await record(station, rid)
     assert got["state"] == "resolved"
     assert got["outcome"]["option_id"] == "ok" and got["outcome"]["via"] == "api"
-    assert str(got["outcome"]["answered_by"]).startswith("cli:")
+    assert got["outcome"]["answered_by"] == "api:api.token"  # the token's name, never what the CLI says
 
     def is_edit(e: dict[str, Any]) -> bool:
         c = e.get("content") or {}
@@ -595,8 +595,8 @@ async def test_401_bad_or_missing_token(station: Any) -> None:
         _env(None, station.token),  # --token wins over the environment
     )
     assert r.rc == 1 and "HTTP 401" in r.err
-    r = await pb(station, "ls", "--session", s, token=None)  # reads need no token
-    assert r.rc == 0 and a["id"] in r.out
+    r = await pb(station, "ls", "--session", s, token=None)  # reads need a token too
+    assert r.rc == 1 and "HTTP 401: no API token" in r.err
     assert (await record(station, a["id"]))["state"] == "pending"
     r = await run(
         [station.exe, "permissions", "deny", a["id"], "--url", station.api_url, "--token", station.token],
@@ -634,7 +634,7 @@ async def test_watch_once_deny_wins_and_unmatched_stays(station: Any) -> None:
     ra, rb = await record(station, a["id"]), await record(station, b["id"])
     assert ra["outcome"]["option_id"] == "no" and ra["outcome"]["via"] == "rule"
     assert rb["outcome"]["option_id"] == "ok" and rb["outcome"]["via"] == "rule"
-    assert ra["outcome"]["answered_by"] == "watch"
+    assert ra["outcome"]["answered_by"] == "api:api.token"
     d = await submit(station, s, "Fetch", kind="fetch", call="t4")
     r = await pb(station, "watch", "--session", s, "--allow-tool", "Write", "--deny-tool", "Bash", "--once")
     assert (r.rc, r.out) == (0, "")

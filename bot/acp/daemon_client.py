@@ -17,6 +17,8 @@ import aiohttp
 import structlog
 import yarl
 
+from bot.ids import url_segment
+
 log = structlog.get_logger("bot.acp.daemon")
 
 
@@ -126,6 +128,9 @@ class DaemonClient:
             self._down_since = None
             self._last_warning = 0.0
 
+    def _one(self, request_id: str) -> yarl.URL:
+        return self._base.joinpath("permissions", url_segment(request_id), encoded=True)
+
     async def submit(self, body: dict[str, Any]) -> dict[str, Any]:
         """``POST /permissions``: the record (new or, for a known key, the existing one)."""
         status, rec = await self._call("POST", self._base / "permissions", body)
@@ -135,7 +140,7 @@ class DaemonClient:
 
     async def get(self, request_id: str, wait: float = 0.0) -> dict[str, Any] | None:
         """``GET /permissions/{id}[?wait=N]``: the record, or None when the daemon does not know it."""
-        url = self._base / "permissions" / request_id
+        url = self._one(request_id)
         if wait > 0:
             url = url.with_query(wait=str(int(wait)))
         status, rec = await self._call("GET", url, timeout=wait + self._call_timeout)
@@ -147,7 +152,7 @@ class DaemonClient:
 
     async def decide(self, request_id: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """``POST /permissions/{id}``: the settled record, or None when unknown or already settled."""
-        status, rec = await self._call("POST", self._base / "permissions" / request_id, body)
+        status, rec = await self._call("POST", self._one(request_id), body)
         if status == 404:
             return None
         if status == 200 and isinstance(rec, dict):

@@ -9,6 +9,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from bot.discovery import agent_environment
+
 log = structlog.get_logger("bot.acp")
 
 Spawned = tuple[asyncio.subprocess.Process, int, int]
@@ -19,7 +21,8 @@ async def spawn(cmd: list[str]) -> Spawned | int:
     in_r, in_w = os.pipe()
     out_r, out_w = os.pipe()
     try:
-        proc = await asyncio.create_subprocess_exec(*cmd, stdin=in_r, stdout=out_w)
+        # the agent is untrusted: no PERMISSION_BOT_* variable (the token above all) reaches it
+        proc = await asyncio.create_subprocess_exec(*cmd, stdin=in_r, stdout=out_w, env=agent_environment(os.environ))
     except OSError as e:
         for fd in (in_r, in_w, out_r, out_w):
             os.close(fd)

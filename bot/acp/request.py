@@ -59,6 +59,7 @@ class Request:
         self.log = log.bind(rpc_id=self.rpc_id, session_id=self.session_id, tool_call_id=self.tool_call_id)
         self.task: asyncio.Task[None] | None = None
         self.submission: dict[str, Any] = {}
+        self.resubmits = Backoff(first=0.2, cap=5.0)  # never a tight loop when the daemon keeps forgetting
 
     def cancel(self, by: str, budget: float | None = None, *, answer: bool = True, withdrawn: bool = False) -> None:
         """Ask for this request to be cancelled in the daemon (the agent then gets what the daemon holds)."""
@@ -176,7 +177,13 @@ class Request:
                 continue
             if rec is not None:
                 return rec
-            self.log.warning("daemon does not know the request; submitting it again", request_id=request_id)
+            pause = self.resubmits.delay()
+            self.log.warning(
+                "daemon does not know the request; submitting it again",
+                request_id=request_id,
+                after_seconds=round(pause, 2),
+            )
+            await asyncio.sleep(pause)
             return await daemon.submit_retrying(body)
 
     async def _cancel_in_daemon(self, request_id: str) -> dict[str, Any]:

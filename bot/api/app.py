@@ -1,13 +1,13 @@
 """The HTTP API (aiohttp): submit, list, get with long-poll, decide, SSE, health, metrics.
 
-Every mutating route needs the bearer token; without a configured token they
-all answer 401 (fail closed). Bad bodies get a 4xx with a reason, never a 500.
+Every route but /healthz and /metrics needs a bearer token, and each action a role
+(see :mod:`bot.api.auth`); with no token configured they all answer 401 (fail closed).
+Bad bodies get a 4xx with a reason, never a 500.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import sqlite3
 from typing import TYPE_CHECKING, Any
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
+from bot.api.auth import Action, Caller, Denied, Tokens, authenticate, may
 from bot.api.events import EVENTS, EventLog, stream
 from bot.api.limits import Limits, busy
 from bot.event_size import TooLarge
@@ -32,7 +33,7 @@ log = structlog.get_logger("api")
 MAX_BODY = 2 * 1024 * 1024
 MAX_WAIT = 300.0
 DAEMON: web.AppKey[Daemon] = web.AppKey("daemon")
-TOKEN: web.AppKey[str | None] = web.AppKey("token")
+TOKENS: web.AppKey[Tokens] = web.AppKey("tokens")
 LIMITS: web.AppKey[Limits] = web.AppKey("limits")
 
 
@@ -40,15 +41,17 @@ def _error(status: int, code: str, reason: str) -> web.Response:
     return web.json_response({"error": code, "reason": reason}, status=status)
 
 
-def _authorized(request: web.Request) -> web.Response | None:
-    token = request.app[TOKEN]
-    if not token:
-        return _error(401, "unauthorized", "the daemon has no api.token configured; mutating routes are closed")
-    got = request.headers.get("Authorization", "")  # non-UTF-8 bytes arrive surrogate-escaped
-    presented = got[7:].strip().encode("utf-8", "surrogateescape")
-    if not got.startswith("Bearer ") or not hmac.compare_digest(presented, token.encode()):
-        return _error(401, "unauthorized", "a valid 'Authorization: Bearer TOKEN' header is required")
-    return None
+def _refuse(d: Denied) -> web.Response:
+    return _error(d.status, d.code, d.reason)
+
+
+def _caller(request: web.Request, action: Action) -> Caller | web.Response:
+    """The authenticated caller allowed to ``action``, or the 401/403 to answer."""
+    who = authenticate(request.app[TOKENS], request.headers.get("Authorization"))
+    if isinstance(who, Denied):
+        return _refuse(who)
+    denied = may(who, action)
+    return who if denied is None else _refuse(denied)
 
 
 async def _json_body(request: web.Request) -> Any:
@@ -87,20 +90,25 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
 
 
 async def submit(request: web.Request) -> web.Response:
-    if (denied := _authorized(request)) is not None:
-        return denied
+    who = _caller(request, "submit")
+    if isinstance(who, web.Response):
+        return who
     body = await _json_body(request)
-    rec, created = await request.app[DAEMON].submit(body)
+    rec, created = await request.app[DAEMON].submit(body, submitted_by=who.name)
     return web.json_response(rec.to_api(), status=201 if created else 200)
 
 
 async def list_pending(request: web.Request) -> web.Response:
+    if isinstance(denied := _caller(request, "read"), web.Response):
+        return denied
     session = request.query.get("session") or None
     recs = await request.app[DAEMON].inbox.pending(session)
     return web.json_response([r.to_api() for r in recs])
 
 
 async def get_one(request: web.Request) -> web.Response:
+    if isinstance(denied := _caller(request, "read"), web.Response):
+        return denied
     rid = request.match_info["id"]
     wait_s = request.query.get("wait")
     inbox = request.app[DAEMON].inbox
@@ -143,8 +151,9 @@ def _opt_str(body: dict[str, Any], key: str, max_len: int) -> str | None:
 async def decide(request: web.Request) -> web.Response:
     from bot.daemon import NotFound
 
-    if (denied := _authorized(request)) is not None:
-        return denied
+    who = authenticate(request.app[TOKENS], request.headers.get("Authorization"))
+    if isinstance(who, Denied):
+        return _refuse(who)
     rid = request.match_info["id"]
     body = await _json_body(request)
     if not isinstance(body, dict):
@@ -160,10 +169,20 @@ async def decide(request: web.Request) -> web.Response:
         raise SubmissionError('via: expected "api" or "rule"')
     option_id = _opt_str(body, "option_id", 200)
     feedback = _opt_str(body, "feedback", 4000)
-    by = _opt_str(body, "by", 200) or "api"
+    _opt_str(body, "by", 200)  # accepted from old clients, never trusted: the token names the decider
+    if decision == "cancel":
+        rec0 = await request.app[DAEMON].inbox.get(rid)
+        if rec0 is None:
+            return _error(404, "not_found", f"no pending request {rid!r} (unknown or already resolved)")
+        denied = may(who, "cancel", rec0.submitted_by)
+    else:
+        denied = may(who, "decide")
+    if denied is not None:
+        log.warning("api_decision_refused", request_id=rid, token=who.name, decision=decision)
+        return _refuse(denied)
     try:
         rec = await request.app[DAEMON].decide(
-            rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=by, via=via
+            rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=who.answered_by, via=via
         )
     except NotFound:
         return _error(404, "not_found", f"no pending request {rid!r} (unknown or already resolved)")
@@ -174,6 +193,8 @@ async def decide(request: web.Request) -> web.Response:
 
 async def events(request: web.Request) -> web.StreamResponse:
     """GET /events (bot/api/events.py), holding one of the long-poll slots while it streams."""
+    if isinstance(denied := _caller(request, "read"), web.Response):
+        return denied
     limits = request.app[LIMITS]
     if not limits.take_long_poll():
         return busy(f"more than {limits.max_long_polls} long-polls at once; retry later")
@@ -193,7 +214,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def harness_event(request: web.Request) -> web.Response:
     """A watched harness's event (e.g. its per-session webhook): only a hint to poll it now, body unread."""
-    if (denied := _authorized(request)) is not None:
+    if isinstance(denied := _caller(request, "read"), web.Response):  # any valid token: it only wakes a poll
         return denied
     if not request.app[DAEMON].harnesses.wake(request.match_info["name"]):
         return _error(404, "not_found", "no watched harness by that name")
@@ -205,12 +226,13 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
-def create_app(daemon: Daemon, token: str | None, limits: Limits | None = None) -> web.Application:
-    """The aiohttp application over ``daemon`` (serve it with ``LimitedRunner`` and the same ``limits``)."""
+def create_app(daemon: Daemon, tokens: Tokens, limits: Limits | None = None) -> web.Application:
+    """The aiohttp application over ``daemon``, open to the callers ``tokens`` names (serve it with
+    ``LimitedRunner`` and the same ``limits``)."""
     app = web.Application(client_max_size=MAX_BODY, middlewares=[_errors])
     app[DAEMON] = daemon
     app[LIMITS] = limits or Limits()
-    app[TOKEN] = token
+    app[TOKENS] = tokens
     app[EVENTS] = EventLog()
     daemon.inbox.listen(app[EVENTS].on_change)
     app.router.add_post("/permissions", submit)

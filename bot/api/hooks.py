@@ -12,14 +12,9 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from bot.api.app import DAEMON, _authorized, _error, _json_body
+from bot.api.app import DAEMON, _caller, _error, _json_body
 from bot.hooks.models import CLIS, Cli, HookInputError
 from bot.hooks.service import hold, withdraw_orphans
-
-
-def _agent_only(request: web.Request) -> web.Response | None:
-    """None when the caller may submit requests (an agent token); else the refusal."""
-    return _authorized(request)
 
 
 def _gone(request: web.Request) -> bool:
@@ -29,11 +24,12 @@ def _gone(request: web.Request) -> bool:
 
 def _route(cli: Cli) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
-        if (denied := _agent_only(request)) is not None:
-            return denied
+        who = _caller(request, "submit")  # an agent token, as for POST /permissions
+        if isinstance(who, web.Response):
+            return who
         data = await _json_body(request)
         try:
-            out = await hold(request.app[DAEMON], cli, data, lambda: _gone(request))
+            out = await hold(request.app[DAEMON], cli, data, lambda: _gone(request), submitted_by=who.name)
         except HookInputError as e:
             return _error(422, "invalid_hook_input", str(e))
         return web.json_response(out or {})

@@ -1,8 +1,10 @@
-"""`permission-bot acp [--url URL] [--token T] [--label NAME] -- AGENT_CMD [ARGS...]`.
+"""`permission-bot acp [--url URL] [--token-file PATH] [--label NAME] -- AGENT_CMD [ARGS...]`.
 
 Stands where an ACP client would start the agent: starts it, relays stdio both ways and
 takes its permission requests to the daemon. stdout carries only the agent's bytes; the
-proxy's own logs go to stderr.
+proxy's own logs go to stderr. The agent is untrusted: it starts without any
+``PERMISSION_BOT_*`` variable, and the proxy hides the token from the agent's view of
+``/proc/PPID`` too (:mod:`bot.hide`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the daemon's HTTP API (default: $PERMISSION_BOT_URL, else http://127.0.0.1:8750)",
     )
-    p.add_argument("--token", default=None, help="the API token (default: $PERMISSION_BOT_TOKEN)")
+    p.add_argument(
+        "--token-file", default=None, metavar="PATH", help="a file holding the agent token (else $PERMISSION_BOT_TOKEN)"
+    )
+    p.add_argument("--token", default=None, help="deprecated: the token in argv, readable by any local process")
     p.add_argument("--label", default=None, help="a human name for this agent's sessions in prompts")
     p.add_argument(
         "--connect-timeout",
@@ -57,7 +62,7 @@ def _agent_command(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the proxy until the agent exits; its exit code (2 for a usage error)."""
-    from bot.discovery import discover
+    from bot.discovery import ARGV_TOKEN_WARNING, TokenFileError, discover
 
     cmd = _agent_command(args)
     if not cmd:
@@ -71,7 +76,14 @@ def run(args: argparse.Namespace) -> int:
     except DurationError as e:
         print(f"permission-bot acp: --connect-timeout: {e}", file=sys.stderr)
         return 2
-    url, token = discover(args.url, args.token)
+    try:
+        url, token = discover(args.url, args.token, args.token_file)
+    except TokenFileError as e:
+        print(f"permission-bot acp: {e}", file=sys.stderr)
+        return 2
+    from bot.hide import hide_secrets
+
+    hide_secrets()
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         print(f"permission-bot acp: --url must look like http://HOST:PORT (got {url!r})", file=sys.stderr)
@@ -81,6 +93,10 @@ def run(args: argparse.Namespace) -> int:
     from bot.acp.proxy import ProxyConfig, run_proxy
 
     configure_stderr_logging(secrets=[token] if token else ())
+    if args.token is not None:
+        import structlog
+
+        structlog.get_logger("bot.acp").warning(ARGV_TOKEN_WARNING)
     cfg = ProxyConfig(
         command=cmd,
         url=url,

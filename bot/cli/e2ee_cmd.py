@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import getpass
+import os
 import sys
 from typing import Any
 
@@ -79,6 +80,7 @@ async def reset_identity(cfg: Config, password: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    os.umask(0o077)  # it writes into the state folder (keys, the inbox): its owner's only, as `run` does
     try:
         cfg = load_config(args.config)
     except ConfigError as e:

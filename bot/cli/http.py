@@ -1,7 +1,7 @@
 """A tiny blocking JSON client for the daemon's HTTP API (stdlib only, so the CLI starts fast).
 
-Discovery: ``--url``/``--token``, else ``PERMISSION_BOT_URL`` / ``PERMISSION_BOT_TOKEN``, else
-``http://127.0.0.1:8750`` and no token.
+Discovery: ``--url``/``--token-file`` (or the old ``--token``), else ``PERMISSION_BOT_URL`` /
+``PERMISSION_BOT_TOKEN``, else ``http://127.0.0.1:8750`` and no token.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from bot.discovery import URL_ENV
+from bot.discovery import URL_ENV, TokenFileError
 from bot.discovery import discover as discover_daemon
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
 class UsageError(Exception):
-    """A bad --url (reported with exit 2)."""
+    """A bad --url or --token-file (reported with exit 2)."""
 
 
 class DaemonUnreachable(Exception):
@@ -36,9 +36,12 @@ class DaemonUnreachable(Exception):
         self.reason = reason
 
 
-def discover(url: str | None, token: str | None) -> tuple[str, str | None]:
+def discover(url: str | None, token: str | None, token_file: str | None = None) -> tuple[str, str | None]:
     """The daemon's base URL and API token from the flags, else the environment, else the default."""
-    u, t = discover_daemon(url, token)
+    try:
+        u, t = discover_daemon(url, token, token_file)
+    except TokenFileError as e:
+        raise UsageError(str(e)) from None
     parts = urllib.parse.urlsplit(u)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise UsageError(f"--url must look like http://HOST:PORT (got {u!r})")
@@ -108,8 +111,3 @@ def _decode(raw: bytes) -> Any:
         return json.loads(text)
     except ValueError:
         return text
-
-
-def quote_id(request_id: str) -> str:
-    """A request id as one path segment (``sess_1:3`` stays readable)."""
-    return urllib.parse.quote(request_id, safe=":@")

@@ -20,9 +20,11 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from bot.cli.http import Client, DaemonUnreachable, UsageError, discover, quote_id
-from bot.discovery import TOKEN_ENV
+from bot.cli.http import Client, DaemonUnreachable, UsageError, discover
+from bot.discovery import TOKEN_ENV, warn_argv_token
 from bot.durations import DurationError, format_age, parse_duration
+from bot.hide import hide_secrets
+from bot.ids import url_segment as quote_id
 
 if TYPE_CHECKING:
     from bot.rules import Rule
@@ -69,7 +71,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     conn = argparse.ArgumentParser(add_help=False)
     g = conn.add_argument_group("daemon")
     g.add_argument("--url", metavar="URL", help="the daemon's API (env PERMISSION_BOT_URL; http://127.0.0.1:8750)")
-    g.add_argument("--token", metavar="TOKEN", help="the API token (env PERMISSION_BOT_TOKEN)")
+    g.add_argument("--token-file", metavar="PATH", help="a file holding the API token (else env PERMISSION_BOT_TOKEN)")
+    g.add_argument("--token", metavar="TOKEN", help="deprecated: the token in argv, readable by any local process")
     sub = p.add_subparsers(dest="perm_verb", metavar="{ls,approve,deny,watch}", required=True)
 
     ls = sub.add_parser(
@@ -151,7 +154,10 @@ def run(args: argparse.Namespace) -> int:
     """Run the verb in ``args.perm_verb``; returns the exit code."""
     verb = args.perm_verb
     try:
-        url, token = discover(args.url, args.token)
+        if args.token is not None:
+            warn_argv_token("permission-bot permissions")
+        url, token = discover(args.url, args.token, args.token_file)
+        hide_secrets()  # a decider token: not in this process's /proc environ or cmdline for an agent to read
         client = Client(url, token)
         if verb == "ls":
             return _ls(args, client)
@@ -362,10 +368,10 @@ def _http_message(status: int, body: object, client: Client) -> str:
     if status == 401:
         if client.token:
             return (
-                f"HTTP 401: the daemon refused the API token (from --token or {TOKEN_ENV}); "
-                "it must equal the daemon's [api].token"
+                f"HTTP 401: the daemon refused the API token (from --token-file or {TOKEN_ENV}); "
+                "it must be one of the daemon's [[api.tokens]] (or its api.token)"
             )
-        return f"HTTP 401: no API token; pass --token or set {TOKEN_ENV}"
+        return f"HTTP 401: no API token; pass --token-file PATH or set {TOKEN_ENV}"
     reason = _reason(body)
     return f"HTTP {status}: {reason}" if reason else f"HTTP {status}"
 

@@ -21,6 +21,7 @@ STOP_GRACE = 10.0  # seconds the running loops get to finish after a stop
 
 async def _serve(cfg: Config) -> int:
     from bot.api.app import create_app
+    from bot.api.auth import Tokens
     from bot.api.limits import LimitedRunner, Limits
     from bot.daemon import Daemon, install_signal_handlers
 
@@ -35,10 +36,19 @@ async def _serve(cfg: Config) -> int:
         print(f"permission-bot: {e}", file=sys.stderr)
         await daemon.close()
         return 2
-    if not cfg.api.token:
-        log.warning("api_token_missing", hint="set api.token or PERMISSION_BOT_API_TOKEN; mutating routes are closed")
+    if not cfg.api.token and not cfg.api.tokens:
+        log.warning("api_token_missing", hint="add [[api.tokens]] (or api.token); all routes but /healthz are closed")
+    elif cfg.api.token:
+        log.warning(
+            "api_token_legacy",
+            hint="api.token is one secret for both roles: whatever holds it to submit (a proxy, a hook, an agent "
+            "that reads its environment) can also approve; give agents [[api.tokens]] role = \"agent\" and keep "
+            "a role = \"decider\" token where only people reach it",
+        )
     limits = Limits()
-    runner = LimitedRunner(create_app(daemon, cfg.api.token, limits), limits, access_log=None, handle_signals=False)
+    runner = LimitedRunner(
+        create_app(daemon, Tokens.from_config(cfg.api), limits), limits, access_log=None, handle_signals=False
+    )
     await runner.setup()
     site = web.TCPSite(runner, cfg.api.host, cfg.api.port, reuse_address=True)
     try:
@@ -92,12 +102,14 @@ async def _run_until_stopped(daemon: Daemon) -> int:
 
 def run(config_path: str) -> int:
     """Load the config (one line naming the key on error, exit 2) and run until stopped."""
+    os.umask(0o077)  # everything the daemon writes (state, keys, logs it creates) is its owner's only
     try:
         cfg = load_config(config_path)
     except ConfigError as e:
         print(f"permission-bot: config error: {e}", file=sys.stderr)
         return 2
     secrets = [s for s in (cfg.matrix.password, cfg.matrix.access_token, cfg.matrix.recovery_key, cfg.api.token) if s]
+    secrets += [t.secret for t in cfg.api.tokens if t.secret]
     secrets += [w.secret for w in cfg.webhooks if w.secret]
     secrets += [os.environ[h.token_env] for h in cfg.harnesses if os.environ.get(h.token_env)]
     logs.configure(cfg.log.level, cfg.log.format, secrets)

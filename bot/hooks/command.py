@@ -30,7 +30,7 @@ from typing import Any, Literal
 import aiohttp
 
 from bot.aio import on_signals
-from bot.discovery import discover
+from bot.discovery import TokenFileError, discover
 from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
 from bot.hooks.output import deny
 
@@ -53,15 +53,10 @@ class HookArgs:
 
 def credentials(url: str | None, token_file: str | None) -> tuple[str, str | None]:
     """The daemon URL and the agent token: ``--token-file``, else ``$PERMISSION_BOT_TOKEN``; never argv."""
-    token: str | None = None
-    if token_file:
-        try:
-            token = Path(token_file).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as e:
-            raise HookFailure(f"--token-file: cannot read it ({type(e).__name__})") from None
-        if not token:
-            raise HookFailure("--token-file: the file is empty")
-    base, token = discover(url, token)
+    try:
+        base, token = discover(url, None, token_file)
+    except TokenFileError as e:
+        raise HookFailure(str(e)) from None
     parts = urllib.parse.urlsplit(base)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise HookFailure(f"the daemon URL must look like http://HOST:PORT (got {base[:80]!r})")

@@ -63,8 +63,11 @@ async def _withdraw(daemon: Daemon, rec: Record, by: str) -> None:
     log.info("hook_request_withdrawn", request_id=rec.id, by=by)
 
 
-async def hold(daemon: Daemon, cli: Cli, data: Any, gone: Callable[[], bool]) -> dict[str, Any] | None:
-    """Ask the room for one hook input; the hook's JSON output, or None for "no decision".
+async def hold(
+    daemon: Daemon, cli: Cli, data: Any, gone: Callable[[], bool], submitted_by: str | None = None
+) -> dict[str, Any] | None:
+    """Ask the room for one hook input (posted with the API token ``submitted_by``); the hook's
+    JSON output, or None for "no decision".
 
     Raises HookInputError for an input we will not act on and SubmissionError for one the
     inbox refuses. ``gone()`` says whether the hook stopped waiting.
@@ -74,7 +77,7 @@ async def hold(daemon: Daemon, cli: Cli, data: Any, gone: Callable[[], bool]) ->
         log.info("hook_defers_to_other_door", request_id=twin.id, session_id=inp.session_id)
         return None
     body = build_submission(cli, inp, key=KEY_PREFIX + secrets.token_hex(8))
-    rec, _ = await daemon.submit(body)
+    rec, _ = await daemon.submit(body, submitted_by=submitted_by)
     try:
         while rec.pending:
             if gone():

@@ -51,6 +51,7 @@ class Record:
     prompt_edited: bool
     outcome: Outcome | None
     cwd: str | None = None  # the asking session's working directory, when the submitter said
+    submitted_by: str | None = None  # the API token's name
 
     @property
     def pending(self) -> bool:
@@ -100,6 +101,7 @@ class Record:
             "digest": self.digest,
             "prompt_event_id": self.prompt_event_id,
             "outcome": out,
+            "submitted_by": self.submitted_by,
             "params": self.params,
             "sessionId": self.session_id,
             "toolCallId": self.tool_call_id,

@@ -118,12 +118,18 @@ async def _v5_timeline(db: aiosqlite.Connection) -> None:
     await db.execute("CREATE INDEX IF NOT EXISTS requests_edit ON requests (edit_event_id)")
 
 
+async def _v6_submitted_by(db: aiosqlite.Connection) -> None:
+    # the name of the API token that submitted the request: an agent token cancels only its own
+    await db.execute("ALTER TABLE requests ADD COLUMN submitted_by TEXT")
+
+
 STEPS: list[Step] = [
     _v1_first_release,
     _v2_posted_at_and_parking,
     _v3_harness_links,
     _v4_cwd,
     _v5_timeline,
+    _v6_submitted_by,
 ]
 LATEST = len(STEPS)
 

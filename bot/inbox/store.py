@@ -60,6 +60,7 @@ def _row_to_record(r: aiosqlite.Row) -> Record:
         prompt_edited=bool(r["prompt_edited"]),
         outcome=outcome,
         cwd=r["cwd"],
+        submitted_by=r["submitted_by"],
     )
 
 
@@ -160,10 +161,14 @@ class Inbox:
         return await self.get(request_id)
 
     # -- requests --------------------------------------------------------
-    async def submit(self, sub: Submission, now: float, timeout: float) -> tuple[Record, bool]:
-        """Store a new request with the next seq of its session; idempotent on (session, key)."""
+    async def submit(
+        self, sub: Submission, now: float, timeout: float, submitted_by: str | None = None
+    ) -> tuple[Record, bool]:
+        """Store a new request with the next seq of its session; idempotent on (session, key).
+
+        ``submitted_by`` names the API token that submitted it."""
         async with self._tx() as db:
-            rec, created = await self.insert(db, sub, now, timeout)
+            rec, created = await self.insert(db, sub, now, timeout, submitted_by)
         if created:
             self._emit("request", rec)
         return rec, created
@@ -177,7 +182,7 @@ class Inbox:
         self._emit(kind, rec)
 
     async def insert(
-        self, db: aiosqlite.Connection, sub: Submission, now: float, timeout: float
+        self, db: aiosqlite.Connection, sub: Submission, now: float, timeout: float, submitted_by: str | None = None
     ) -> tuple[Record, bool]:
         """``submit``'s work inside an open transaction: (record, created); nothing emitted."""
         if sub.key is not None:
@@ -205,13 +210,13 @@ class Inbox:
         await db.execute(
             "INSERT INTO requests (id, session_id, request_seq, key, label, tool_call_id, title, tool_kind,"
             " tool_name, options, raw_input, locations, content, params, digest, revision, state,"
-            " requested_at, expires_at, cwd) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " requested_at, expires_at, cwd, submitted_by) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 rid, sub.session_id, seq, sub.key, sub.label, sub.tool_call_id, sub.title, sub.tool_kind,
                 sub.tool_name, dumps(sub.options),
                 None if sub.raw_input is None else dumps(sub.raw_input),
                 dumps(sub.locations), dumps(sub.content), dumps(sub.params), sub.digest, revision,
-                PENDING, now, now + timeout, sub.cwd,
+                PENDING, now, now + timeout, sub.cwd, submitted_by,
             ),
         )
         cur = await db.execute("SELECT * FROM requests WHERE id=?", (rid,))

@@ -14,6 +14,7 @@ from typing import Any
 import rfc8785
 
 from bot.events._util import unicode_problem
+from bot.ids import SAFE_ID_RULE, is_safe_id
 from bot.prompts import digest_params
 
 OURS = ("key", "label", "toolCallContext", "cwd")
@@ -56,6 +57,14 @@ def _str(v: Any, field: str, *, required: bool = True, max_len: int | None = Non
     return v
 
 
+def _safe(v: Any, field: str, *, required: bool = True) -> str | None:
+    """A session id, key or label: the safe charset only (it ends up in URLs, ids and prompts)."""
+    s = _str(v, field, required=required)
+    if s is not None and not is_safe_id(s):
+        raise SubmissionError(f"{field}: must be {SAFE_ID_RULE}")
+    return s
+
+
 def _tool_name(tool_call: dict[str, Any]) -> str | None:
     meta = tool_call.get("_meta")
     if isinstance(meta, dict):
@@ -77,9 +86,9 @@ def parse_submission(body: Any) -> Submission:
         raise SubmissionError("body: expected a JSON object")
     if (where := unicode_problem(body)) is not None:  # JSON allows "\ud800"; UTF-8 (the store) does not
         raise SubmissionError(f"{where}: not valid Unicode (a lone surrogate)")
-    session_id = _str(body.get("sessionId"), "sessionId", max_len=255)
-    key = _str(body.get("key"), "key", required=False, max_len=255)
-    label = _str(body.get("label"), "label", required=False, max_len=200)
+    session_id = _safe(body.get("sessionId"), "sessionId")
+    key = _safe(body.get("key"), "key", required=False)
+    label = _safe(body.get("label"), "label", required=False)
     cwd = _str(body.get("cwd"), "cwd", required=False, max_len=4096)
     tc = body.get("toolCall")
     if not isinstance(tc, dict):

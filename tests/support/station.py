@@ -19,7 +19,11 @@ from bot.demo.homeserver import Homeserver, free_port
 from tests.support.human import Human, content, rel
 
 V2 = "dev.agentpod.permission.v2"
-TOKEN = "test-api-token-5b7e"
+TOKEN = "test-api-token-5b7e"  # the old single api.token: both roles, as name "api.token"
+# named tokens with roles ([[api.tokens]]), beside it
+AGENT_TOKEN = ("agent-a", "test-agent-a-token-0c4d1f")
+AGENT_B_TOKEN = ("agent-b", "test-agent-b-token-7e2a90")
+DECIDER_TOKEN = ("alice-cli", "test-decider-token-3f8b62")
 BOT_PASSWORD = "test-bot-password-91c2"
 
 
@@ -95,6 +99,7 @@ users = ["{self.alice.user_id}"]
 [api]
 listen = "127.0.0.1:{self.api_port}"
 token = "{TOKEN}"
+{self._named_tokens_toml()}
 
 [state]
 path = "{self.state_dir}"
@@ -106,6 +111,13 @@ path = "{self.state_dir}"
 level = "debug"
 {self.extra_config}
 """
+
+    @staticmethod
+    def _named_tokens_toml() -> str:
+        roles = [(AGENT_TOKEN, "agent"), (AGENT_B_TOKEN, "agent"), (DECIDER_TOKEN, "decider")]
+        return "\n".join(
+            f'[[api.tokens]]\nname = "{name}"\nrole = "{role}"\nsecret = "{secret}"' for (name, secret), role in roles
+        )
 
     def _prompts_toml(self) -> str:
         return "\n".join(f"{k} = {json.dumps(v)}" for k, v in self.prompts.items())

@@ -18,9 +18,9 @@ def check_config(path: str, rep: Report) -> Config | None:
         rep.fail(f"config: {e}", f"fix {path} (see config.example.toml)")
         return None
     rep.ok(f"config: {path} (homeserver {cfg.matrix.homeserver}, bot {cfg.matrix.user_id}, room {cfg.matrix.room})")
-    if not cfg.api.token:
+    if not cfg.api.token and not cfg.api.tokens:
         rep.warn(
-            "api.token: not set, so every mutating API route answers 401",
+            "api.token: no API token set ([[api.tokens]] or api.token), so every API route but /healthz answers 401",
             f"set api.token or {ENV_API_TOKEN}",
         )
     return cfg
@@ -76,6 +76,6 @@ def check_listen(cfg: Config, rep: Report) -> None:
         rep.fail(f"api: cannot bind {cfg.api.listen} ({err.strerror or err})", "use an address of this machine")
     if exposed:
         rep.warn(
-            f"api: {cfg.api.listen} is reachable from other machines; reads need no token",
+            f"api: {cfg.api.listen} is reachable from other machines; tokens cross it in clear text",
             "keep it on loopback, or behind a firewall or a TLS proxy (in a container, publish it to 127.0.0.1)",
         )

@@ -1,0 +1,69 @@
+"""[[api.tokens]]: named API tokens with a role, and their secrets from the environment.
+
+Errors name the key and never a secret's value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from bot.ids import SAFE_ID_RULE, is_safe_id
+
+
+class TokenSourceError(Exception):
+    """A token whose secret cannot be found (one line naming the key)."""
+
+
+MIN_SECRET = 16
+
+
+class ApiTokenConfig(BaseModel):
+    """One [[api.tokens]] entry: a named secret with one role."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str
+    role: Literal["agent", "decider"]
+    secret: str | None = Field(default=None, repr=False)
+    secret_env: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not is_safe_id(v):
+            raise ValueError(f"{SAFE_ID_RULE} (records show it as api:NAME)")
+        return v
+
+    @field_validator("secret")
+    @classmethod
+    def _secret(cls, v: str | None) -> str | None:
+        if v is not None and len(v.strip()) < MIN_SECRET:
+            raise ValueError(f"at least {MIN_SECRET} characters (the value is not shown)")
+        return v.strip() if v is not None else None
+
+    @model_validator(mode="after")
+    def _has_secret(self) -> ApiTokenConfig:
+        if self.secret is None:
+            raise ValueError("secret or secret_env = \"VAR\" is required")
+        return self
+
+
+def fill_secrets_from_env(data: dict[str, Any], env: dict[str, str]) -> None:
+    """Fill each [[api.tokens]] ``secret`` from its ``secret_env`` (names only in errors, never values)."""
+    api = data.get("api")
+    tokens = api.get("tokens") if isinstance(api, dict) else None
+    if not isinstance(api, dict) or not isinstance(tokens, list):
+        return
+    filled: list[Any] = []
+    for i, t in enumerate(tokens):
+        if isinstance(t, dict) and isinstance(t.get("secret_env"), str):
+            if "secret" in t:
+                raise TokenSourceError(f"api.tokens.{i}: set secret or secret_env, not both")
+            value = env.get(t["secret_env"], "")
+            if not value.strip():
+                raise TokenSourceError(f"api.tokens.{i}.secret_env: environment variable {t['secret_env']} is not set")
+            t = {**t, "secret": value}
+        filled.append(t)
+    api["tokens"] = filled
