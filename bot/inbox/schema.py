@@ -118,12 +118,24 @@ async def _v5_timeline(db: aiosqlite.Connection) -> None:
     await db.execute("CREATE INDEX IF NOT EXISTS requests_edit ON requests (edit_event_id)")
 
 
+async def _v6_session_rules(db: aiosqlite.Connection) -> None:
+    # "Allow for this session" rules (bot.session_rules): exact scopes, ended with their session or when idle.
+    await db.execute(
+        "CREATE TABLE IF NOT EXISTS session_rules (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " origin TEXT NOT NULL, session_id TEXT NOT NULL, tool TEXT NOT NULL, subject TEXT NOT NULL,"
+        " set_by TEXT NOT NULL, request_id TEXT NOT NULL, created_at REAL NOT NULL, used_at REAL NOT NULL,"
+        " UNIQUE (origin, session_id, tool, subject))"
+    )
+    await db.execute("CREATE INDEX IF NOT EXISTS session_rules_used ON session_rules (used_at)")
+
+
 STEPS: list[Step] = [
     _v1_first_release,
     _v2_posted_at_and_parking,
     _v3_harness_links,
     _v4_cwd,
     _v5_timeline,
+    _v6_session_rules,
 ]
 LATEST = len(STEPS)
 
