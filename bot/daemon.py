@@ -194,6 +194,7 @@ class Daemon:
                 log.exception("timer_failed")
                 nxt = None
             wait = 30.0 if nxt is None else max(0.05, min(30.0, nxt - self.now()))
+            wait = min(wait, max(0.5, self.cfg.prompts.session_rule_ttl / 4))  # idle rules go in time
             await wait_any(self.stop, self.wake_timer, wait)
 
     # -- lifecycle -------------------------------------------------------------

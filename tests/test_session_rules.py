@@ -144,3 +144,15 @@ async def test_store_matches_exactly_and_ends_revokes_and_expires(store: Session
     assert (await store.revoke(r.id)) is not None and await store.revoke(r.id) is None
     assert await store.match(a, 210.0) is None
     assert r.to_api()["command"] == "rm -rf build" and r.to_api()["paths"] is None
+
+
+def test_the_ttl_is_a_duration_and_a_bad_one_names_the_key() -> None:
+    from bot.config import ConfigError, parse_config
+
+    base = {"matrix": {"homeserver": "http://hs", "user_id": "@b:hs", "room": "!r:hs", "password": "pw"}}
+    assert parse_config(base, env={}).prompts.session_rule_ttl == 12 * 3600
+    assert parse_config({**base, "prompts": {"session_rule_ttl": "30m"}}, env={}).prompts.session_rule_ttl == 1800
+    for bad in ("0s", "soon"):
+        with pytest.raises(ConfigError) as e:
+            parse_config({**base, "prompts": {"session_rule_ttl": bad}}, env={})
+        assert str(e.value).startswith("prompts.session_rule_ttl")
