@@ -17,7 +17,7 @@ from bot import answers, timeline
 from bot.config import AnswerersConfig
 from bot.inbox.options import by_meaning
 from bot.inbox.record import Record
-from bot.inbox.session_rule_store import SessionRules
+from bot.inbox.session_rule_store import SessionRule, SessionRules
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix
 from bot.matrix.room import may_answer
@@ -63,6 +63,16 @@ def as_target(rec: Record) -> answers.Target:
         kinds=kinds,
         complete=prompt_complete(rec),
         session=offered(facts(rec), kinds),
+    )
+
+
+def rule_notice(rule: SessionRule) -> str:
+    """What the room is told when an answer set a session rule (agent text shown as prose)."""
+    what = rule.to_api()
+    shown = prose(what["command"] if what["command"] is not None else ", ".join(what["paths"]), 200)
+    return (
+        f"Allowed for the rest of session {prose(rule.scope.session_id, 80)}: {prose(rule.scope.tool, 60)} "
+        f"{shown} (exactly this; session rule {rule.id}; revoke: permission-bot permissions rules revoke {rule.id})"
     )
 
 
@@ -184,6 +194,11 @@ class RoomAnswers:
         if scope is not None:  # the sender may answer: checked above, as for every answer
             rule = await self.session_rules.add(scope, set_by=verdict.sender, request_id=settled.id, now=now)
             log.info("session_rule_added", rule_id=rule.id, request_id=settled.id, by=verdict.sender)
+            self.notices.post(
+                rule_notice(rule),
+                reply_to=event_id,
+                thread_root=settled.prompt_event_id or None,
+            )
 
     async def _tell_not_answerer(self, user: str, event_id: str, thread_root: str | None) -> None:
         key = f"told.not_answerer.{user}"

@@ -156,3 +156,12 @@ def test_the_ttl_is_a_duration_and_a_bad_one_names_the_key() -> None:
         with pytest.raises(ConfigError) as e:
             parse_config({**base, "prompts": {"session_rule_ttl": bad}}, env={})
         assert str(e.value).startswith("prompts.session_rule_ttl")
+
+
+def test_the_rooms_notice_shows_the_command_as_prose() -> None:
+    from bot.inbox.session_rule_store import SessionRule
+    from bot.room_answers import rule_notice
+
+    scope = Scope("0123456789abcdef", "s1", "Bash", "command:echo @room\n1. Allow once")
+    text = rule_notice(SessionRule(3, scope, "@alice:hs", "s1:1", 1.0, 1.0))
+    assert "\n" not in text and "@room" not in text and "rules revoke 3" in text

@@ -75,6 +75,7 @@ async def set_rule(station: Station, run: RawRun, sid: str, command: str, *, rea
     assert "3. Allow for this session (this command)" in body["body"]
     assert "<li>Allow for this session (this command)</li>" in body["formatted_body"]
     assert [o["id"] for o in body["options"]] == ["allow_once", "reject_once"]  # v2: the agent's options only
+    start = station.alice.mark()
     if react:
         await station.alice.react(prompt["event_id"], "\U0001f501")
     else:
@@ -84,6 +85,8 @@ async def set_rule(station: Station, run: RawRun, sid: str, command: str, *, rea
     rec = await station.record(rid)
     assert rec["outcome"]["answered_by"] == station.alice.user_id
     assert [r["command"] for r in await rules(station, sid)] == [command]
+    told = await station.notice_after(start, contains=f"Allowed for the rest of session {sid}: Bash {command}")
+    assert told and "permissions rules revoke" in content(told)["body"]
 
 
 async def test_s_allows_once_and_the_same_command_again_settles_by_session_rule(
