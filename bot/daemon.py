@@ -124,10 +124,10 @@ class Daemon:
     async def _apply_session_rules(self, rec: Record) -> Record:
         scope = scope_of(facts(rec))
         once = [str(o["optionId"]) for o in rec.options if o.get("kind") == "allow_once"]
-        if scope is None or not once:
+        if scope is None:
             return rec
-        rule = await self.session_rules.match(scope, self.now())
-        if rule is None:
+        rule = await self.session_rules.match(scope, self.now())  # also: the session is active
+        if rule is None or not once:
             return rec
         log.info("session_rule_matched", rule_id=rule.id, request_id=rec.id)
         return await self._settle_by_rule(rec, once[0], f"session rule (set by {rule.set_by})")

@@ -144,6 +144,12 @@ async def test_store_matches_exactly_and_ends_revokes_and_expires(store: Session
     assert (await store.revoke(r.id)) is not None and await store.revoke(r.id) is None
     assert await store.match(a, 210.0) is None
     assert r.to_api()["command"] == "rm -rf build" and r.to_api()["paths"] is None
+    # Any request of the session keeps its rules alive; the ttl counts from the session's last request.
+    await store.add(a, set_by="@alice:hs", request_id="sess-1:4", now=300.0)
+    other = scope_of(rec("make"))
+    assert other is not None and await store.match(other, 400.0) is None
+    assert (await store.list())[0].used_at == 400.0
+    assert await store.expire(idle_before=350.0) == 0
 
 
 def test_the_ttl_is_a_duration_and_a_bad_one_names_the_key() -> None:

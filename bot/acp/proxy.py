@@ -302,7 +302,7 @@ class Proxy:
                     r.task.cancel()
             in_thread(to_agent.close)  # not awaited: it may wait on a write that never ends
             to_client.closed = True
-            await asyncio.wait({asyncio.ensure_future(self.end_rules()), *self._ending}, timeout=4.0)
+            await asyncio.wait({asyncio.ensure_future(self.end_rules()), *self._ending}, timeout=3.0)
             await self.daemon.close()
         log.info("agent exited", code=rc)
         return rc

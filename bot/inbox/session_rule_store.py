@@ -1,7 +1,7 @@
 """The inbox's part for session rules (table ``session_rules``): add, match, list, revoke, end, expire.
 
-A rule is kept until it is revoked, its session ends (the proxy says so) or it has gone unused for
-longer than ``prompts.session_rule_ttl``. Matching is one exact lookup of the request's scope.
+A rule is kept until it is revoked, its session ends (the proxy says so) or the session has sent no
+request for longer than ``prompts.session_rule_ttl``. Matching is one exact lookup of the request's scope.
 """
 
 from __future__ import annotations
@@ -79,12 +79,19 @@ class SessionRules:
         return _rule(row)
 
     async def match(self, scope: Scope, now: float) -> SessionRule | None:
-        """The rule for exactly ``scope`` (marked used now), or None."""
+        """The rule for exactly ``scope``, or None. The session is active: its rules are marked used now
+        (a session's rules expire together, once it has been idle for the ttl)."""
+        args = (scope.origin, scope.session_id)
+        rows = await self.inbox._read_rows(
+            "SELECT 1 FROM session_rules WHERE origin=? AND session_id=? LIMIT 1", args
+        )
+        if await rows.fetchone() is None:
+            return None  # the common case: no write
         async with self.inbox.transaction() as db:
+            await db.execute("UPDATE session_rules SET used_at=? WHERE origin=? AND session_id=?", (now, *args))
             cur = await db.execute(
-                "UPDATE session_rules SET used_at=? WHERE origin=? AND session_id=? AND tool=? AND subject=?"
-                " RETURNING *",
-                (now, scope.origin, scope.session_id, scope.tool, scope.subject),
+                "SELECT * FROM session_rules WHERE origin=? AND session_id=? AND tool=? AND subject=?",
+                (*args, scope.tool, scope.subject),
             )
             row = await cur.fetchone()
             await cur.close()
