@@ -13,6 +13,7 @@ a session rule.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ class Scope:
     origin: str
     session_id: str
     tool: str  # the harness's tool name, or the ACP kind when there is none
-    subject: str  # "command:..." or "paths:..." (one path a line, sorted)
+    subject: str  # canonical JSON: {"command", "settings"?} or {"paths": sorted}
 
 
 def origin_of(key: object) -> str | None:
@@ -49,6 +50,32 @@ def origin_of(key: object) -> str | None:
         return None
     m = _PROXY_KEY.fullmatch(key)
     return m.group(1) if m else None
+
+
+_PROSE = frozenset({"command", "args", "description", "title", "reason", "explanation", "justification"})
+
+
+def _settings(raw_input: object) -> dict[str, Any] | None:
+    """The raw input's other fields (not the command, not the model's prose about it), or None.
+    Part of the scope: ``ls`` with ``cwd`` ``/tmp`` is not ``ls`` with ``cwd`` ``~``."""
+    if not isinstance(raw_input, Mapping):
+        return None
+    return {str(k): v for k, v in raw_input.items() if k not in _PROSE} or None
+
+
+def _subject(**what: Any) -> str:
+    """The facts a rule holds the same, as canonical JSON (compared as a string, exactly)."""
+    return json.dumps({k: v for k, v in what.items() if v is not None}, sort_keys=True, ensure_ascii=False,
+                      separators=(",", ":"), default=str)
+
+
+def subject_facts(subject: str) -> dict[str, Any]:
+    """``command`` (with ``settings``) or ``paths``, read back from a stored subject."""
+    try:
+        out = json.loads(subject)
+    except ValueError:
+        return {}
+    return out if isinstance(out, dict) else {}
 
 
 def _paths(locations: object, content: object) -> list[str]:
@@ -77,10 +104,11 @@ def scope_of(rec: Mapping[str, Any]) -> Scope | None:
     shown = command_text(rec.get("raw_input"), kind=kind if isinstance(kind, str) else None,
                          title=title if isinstance(title, str) else "")
     if shown is not None and shown[0] == "Command" and shown[1].strip():
-        return Scope(origin, session_id, tool, "command:" + shown[1])  # exactly what the prompt showed
+        # exactly what the prompt showed, and every other input that changes what runs (cwd, env, ...)
+        return Scope(origin, session_id, tool, _subject(command=shown[1], settings=_settings(rec.get("raw_input"))))
     paths = _paths(rec.get("locations"), rec.get("content"))
     if paths:  # an edit, a read or a move: the same files
-        return Scope(origin, session_id, tool, "paths:" + "\n".join(paths))
+        return Scope(origin, session_id, tool, _subject(paths=paths))
     return None
 
 

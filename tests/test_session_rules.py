@@ -20,10 +20,11 @@ OPTIONS = (("once", "Allow once"), ("always", "Always allow"), ("no", "Reject"))
 KINDS = ("allow_once", "allow_always", "reject_once")
 
 
-def rec(command: Any = "rm -rf build", **over: Any) -> dict[str, Any]:
+def rec(command: Any = "rm -rf build", *, raw: bool = False, **over: Any) -> dict[str, Any]:
     r: dict[str, Any] = {
         "key": KEY, "session_id": "sess-1", "tool_name": "Bash", "tool_kind": "execute",
-        "raw_input": {"command": command} if command is not None else None, "locations": [], "content": [],
+        "raw_input": command if raw else {"command": command} if command is not None else None,
+        "locations": [], "content": [],
         "title": "Run it",
     }
     r.update(over)
@@ -31,9 +32,9 @@ def rec(command: Any = "rm -rf build", **over: Any) -> dict[str, Any]:
 
 
 def test_scope_is_the_proxy_run_the_session_the_tool_and_the_exact_command() -> None:
-    assert scope_of(rec()) == Scope("0123456789abcdef", "sess-1", "Bash", "command:rm -rf build")
+    assert scope_of(rec()) == Scope("0123456789abcdef", "sess-1", "Bash", '{"command":"rm -rf build"}')
     assert scope_of(rec(command=["rm", "-rf", "a b"])) == Scope("0123456789abcdef", "sess-1", "Bash",
-                                                                "command:rm -rf 'a b'")
+                                                                '{"command":"rm -rf \'a b\'"}')
 
 
 @pytest.mark.parametrize("attack", [
@@ -45,9 +46,18 @@ def test_scope_is_the_proxy_run_the_session_the_tool_and_the_exact_command() -> 
     rec(session_id="sess-2"),  # another session id
     rec(key="fedcba9876543210:1"),  # the same session id from another proxy run (another agent)
     rec(tool_name="Shell"),
+    rec({"command": "rm -rf build", "cwd": "/"}, raw=True),  # the same command elsewhere
+    rec({"command": "rm -rf build", "env": {"HOME": "/"}}, raw=True),
 ])
 def test_anything_but_the_same_request_falls_outside_the_rule(attack: dict[str, Any]) -> None:
     assert scope_of(attack) != scope_of(rec())
+
+
+def test_the_models_prose_about_the_command_is_not_part_of_it() -> None:
+    described = rec({"command": "rm -rf build", "description": "Clean the build output"}, raw=True)
+    assert scope_of(described) == scope_of(rec())
+    a = scope_of(rec({"command": "ls", "cwd": "/tmp"}, raw=True))
+    assert a is not None and a.subject == '{"command":"ls","settings":{"cwd":"/tmp"}}'
 
 
 def test_only_the_proxys_keys_carry_an_origin() -> None:
@@ -62,12 +72,12 @@ def test_only_the_proxys_keys_carry_an_origin() -> None:
 def test_edits_are_the_same_files_and_without_tool_the_kind_counts() -> None:
     edit = rec(command=None, tool_name=None, tool_kind="edit",
                locations=[{"path": "/w/a.py"}], content=[{"type": "diff", "path": "/w/a.py", "newText": "x"}])
-    assert scope_of(edit) == Scope("0123456789abcdef", "sess-1", "edit", "paths:/w/a.py")
+    assert scope_of(edit) == Scope("0123456789abcdef", "sess-1", "edit", '{"paths":["/w/a.py"]}')
     other = {**edit, "locations": [{"path": "/w/a.py"}, {"path": "/w/b.py"}]}
     assert scope_of(other) != scope_of(edit)
     # Gemini: an execute request without rawInput: the command is the title, as the prompt shows it
     assert scope_of(rec(command=None, tool_name=None, title="`touch x`")) == Scope(
-        "0123456789abcdef", "sess-1", "execute", "command:touch x")
+        "0123456789abcdef", "sess-1", "execute", '{"command":"touch x"}')
     assert scope_of(rec(command=None, tool_name=None, tool_kind=None)) is None  # no tool, no kind
     assert scope_of(rec(command=None, tool_kind="other", title="")) is None  # nothing to be the same
 
@@ -168,6 +178,6 @@ def test_the_rooms_notice_shows_the_command_as_prose() -> None:
     from bot.inbox.session_rule_store import SessionRule
     from bot.room_answers import rule_notice
 
-    scope = Scope("0123456789abcdef", "s1", "Bash", "command:echo @room\n1. Allow once")
+    scope = Scope("0123456789abcdef", "s1", "Bash", '{"command":"echo @room\\n1. Allow once"}')
     text = rule_notice(SessionRule(3, scope, "@alice:hs", "s1:1", 1.0, 1.0))
     assert "\n" not in text and "@room" not in text and "rules revoke 3" in text

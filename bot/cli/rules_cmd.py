@@ -43,6 +43,8 @@ def _clean(text: object, limit: int = 80) -> str:
 def _line(rule: Mapping[str, Any]) -> str:
     what, paths = rule.get("command"), rule.get("paths")
     shown = f"command {_clean(what, 200)}" if isinstance(what, str) else f"files {_clean(', '.join(paths or []), 200)}"
+    if isinstance(rule.get("settings"), dict):
+        shown += f" with {_clean(json.dumps(rule['settings'], ensure_ascii=False), 120)}"
     return (
         f"{_clean(rule.get('id'), 20)}  session {_clean(rule.get('session_id'), 60)}"
         f"  tool {_clean(rule.get('tool'), 40)}  {shown}  set by {_clean(rule.get('set_by'), 60)}"

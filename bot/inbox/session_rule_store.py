@@ -12,7 +12,7 @@ from typing import Any
 import aiosqlite
 
 from bot.inbox.store import Inbox
-from bot.session_rules import Scope
+from bot.session_rules import Scope, subject_facts
 from bot.timeutil import iso_ms
 
 
@@ -29,14 +29,15 @@ class SessionRule:
 
     def to_api(self) -> dict[str, Any]:
         """The JSON form of ``GET /rules``."""
-        kind, _, what = self.scope.subject.partition(":")
+        facts = subject_facts(self.scope.subject)
         return {
             "id": str(self.id),
             "session_id": self.scope.session_id,
             "origin": self.scope.origin,
             "tool": self.scope.tool,
-            "command": what if kind == "command" else None,
-            "paths": what.split("\n") if kind == "paths" else None,
+            "command": facts.get("command"),
+            "settings": facts.get("settings"),
+            "paths": facts.get("paths"),
             "set_by": self.set_by,
             "request_id": self.request_id,
             "created_at": iso_ms(self.created_at),
