@@ -139,6 +139,10 @@ async def test_reaction_sets_a_rule_listed_and_revoked_over_cli_and_api(
         again = station.cli("permissions", "rules", "revoke", rule["id"])
         assert again.returncode == 1 and "404" in again.stderr
         assert (await station.ahttp("DELETE", f"/rules/{rule['id']}"))[0] == 404
+        assert (await station.ahttp("DELETE", "/rules/x1"))[0] == 404
+        for bad in ({}, {"key": "agent-picked"}, {"key": "0123456789abcdef:1", "sessionId": 5}, []):
+            st, body = await station.ahttp("POST", "/rules/end", bad)
+            assert st == 422 and body["error"] == "invalid_request", (bad, body)
         assert await rules(station, sid) == []
         await run.agent_sends(line(2, sid, "make test", "after_revoke"))  # a revoked rule stops matching
         assert (await station.prompt_for(sid, seq=2)) is not None
