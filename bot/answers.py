@@ -23,7 +23,6 @@ from typing import Any, Literal
 from bot.answer_text import KEYCAPS, NoSuchNumber, Pick, keycap_index, parse
 from bot.prompts.text import prose
 from bot.session_rules import ALIASES as SESSION_ALIASES
-from bot.session_rules import LABEL as SESSION_LABEL
 from bot.session_rules import REACTION as SESSION_REACTION
 
 __all__ = [
@@ -81,7 +80,7 @@ class Target:
     pending: bool
     kinds: Sequence[str] = ()  # the ACP kind of each option, same order (for ✅ / ❌)
     complete: bool = True  # the prompt showed everything; if not, only an addressed answer counts
-    session: bool = False  # "Allow for this session" is offered, numbered after the options
+    session: str | None = None  # the "Allow for this session" line when offered, numbered after the options
 
 
 @dataclass(frozen=True)
@@ -325,7 +324,7 @@ def _show(text: str, limit: int = 40) -> str:
 
 def _shown(target: Target) -> list[tuple[str, str]]:
     """The numbered lines of the prompt: the options, then "Allow for this session" when offered."""
-    return [*target.options, ("session", SESSION_LABEL)] if target.session else list(target.options)
+    return [*target.options, ("session", target.session)] if target.session else list(target.options)
 
 
 def _parse(text: str, target: Target) -> Pick | NoSuchNumber | None:

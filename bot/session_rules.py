@@ -22,10 +22,12 @@ from typing import Any
 from bot.inbox.record import Record
 from bot.prompts.preview import command_text
 
-__all__ = ["ALIASES", "LABEL", "REACTION", "Scope", "facts", "offered", "origin_of", "scope_of"]
+__all__ = ["ALIASES", "FILES_LABEL", "LABEL", "REACTION", "Scope", "facts", "offered", "origin_of", "scope_of"]
 
 LABEL = "Allow for this session (this command)"
-"""The bot's own numbered line after the agent's options."""
+"""The bot's own numbered line after the agent's options (for a command)."""
+FILES_LABEL = "Allow for this session (these files)"
+"""The same line for an edit, a read or a move."""
 ALIASES = ("s", "session")
 """Words that pick it (case-insensitive, whole text as for other answers)."""
 REACTION = "\U0001f501"
@@ -52,6 +54,7 @@ def origin_of(key: object) -> str | None:
     return m.group(1) if m else None
 
 
+_FILE_KINDS = frozenset({"edit", "delete", "move", "read"})
 _PROSE = frozenset({"command", "args", "description", "title", "reason", "explanation", "justification"})
 
 
@@ -107,14 +110,18 @@ def scope_of(rec: Mapping[str, Any]) -> Scope | None:
         # exactly what the prompt showed, and every other input that changes what runs (cwd, env, ...)
         return Scope(origin, session_id, tool, _subject(command=shown[1], settings=_settings(rec.get("raw_input"))))
     paths = _paths(rec.get("locations"), rec.get("content"))
-    if paths:  # an edit, a read or a move: the same files
+    if paths and kind in _FILE_KINDS:  # an edit, a read, a move: the same files (never for other kinds)
         return Scope(origin, session_id, tool, _subject(paths=paths))
     return None
 
 
-def offered(rec: Mapping[str, Any], kinds: Sequence[str]) -> bool:
-    """Whether the prompt offers "Allow for this session": an allow-once option and a scope."""
-    return "allow_once" in kinds and scope_of(rec) is not None
+def offered(rec: Mapping[str, Any], kinds: Sequence[str]) -> str | None:
+    """The "Allow for this session" line the prompt shows, or None when not offered (it needs an
+    allow-once option and a scope)."""
+    scope = scope_of(rec) if "allow_once" in kinds else None
+    if scope is None:
+        return None
+    return LABEL if "command" in subject_facts(scope.subject) else FILES_LABEL
 
 
 def facts(rec: Record) -> dict[str, Any]:

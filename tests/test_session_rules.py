@@ -80,10 +80,15 @@ def test_edits_are_the_same_files_and_without_tool_the_kind_counts() -> None:
         "0123456789abcdef", "sess-1", "execute", '{"command":"touch x"}')
     assert scope_of(rec(command=None, tool_name=None, tool_kind=None)) is None  # no tool, no kind
     assert scope_of(rec(command=None, tool_kind="other", title="")) is None  # nothing to be the same
+    # a file alone says what is the same only for file tools: an execute or fetch with other input is not
+    odd = rec({"cmd": "rm -rf ~"}, raw=True, tool_name=None, locations=[{"path": "/w/a.py"}])
+    assert scope_of(odd) is None and scope_of({**odd, "tool_kind": "fetch"}) is None
 
 
 def test_offered_only_with_an_allow_once_option() -> None:
-    assert offered(rec(), KINDS)
+    assert offered(rec(), KINDS) == LABEL
+    edit = rec(command=None, tool_kind="edit", locations=[{"path": "/w/a.py"}])
+    assert offered(edit, KINDS) == "Allow for this session (these files)"
     assert not offered(rec(), ("allow_always", "reject_once"))
     assert not offered(rec(key=None), KINDS)
 
@@ -95,7 +100,7 @@ def cand(text: str | None = None, *, reaction: str | None = None, explicit: bool
 
 
 def tgt(session: bool = True, kinds: tuple[str, ...] = KINDS) -> Target:
-    return Target("sess-1:1", "$p", OPTIONS, "d", 1, True, kinds, True, session)
+    return Target("sess-1:1", "$p", OPTIONS, "d", 1, True, kinds, True, LABEL if session else None)
 
 
 @pytest.mark.parametrize("text", ["s", "S", "session", "Session.", "4", " 4. ", "s - just this once more",
@@ -120,7 +125,7 @@ def test_reactions_and_numbers_without_the_offer() -> None:
 
 
 def test_an_agent_option_named_s_does_not_take_the_word() -> None:
-    named = Target("sess-1:1", "$p", (*OPTIONS, ("x", "S")), "d", 1, True, (*KINDS, "other"), True, True)
+    named = Target("sess-1:1", "$p", (*OPTIONS, ("x", "S")), "d", 1, True, (*KINDS, "other"), True, LABEL)
     got = resolve(cand("s"), named, [])
     assert not isinstance(got, Answer)  # two lines share the name: neither is picked
 

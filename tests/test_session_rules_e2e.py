@@ -204,3 +204,34 @@ async def test_rules_survive_a_restart_and_idle_ones_expire(station: Station, si
         await station.restart_daemon()
         await station.drain()
         await run.close()
+
+
+def edit_line(rpc_id: int, sid: str, path: str, new_text: str) -> str:
+    """A Write as Claude Code's adapter sends it: kind edit, the file as location and diff."""
+    tc = {"toolCallId": f"edit_{rpc_id}", "title": f"Write {path}", "kind": "edit",
+          "rawInput": {"file_path": path, "content": new_text}, "locations": [{"path": path}],
+          "content": [{"type": "diff", "path": path, "oldText": None, "newText": new_text}],
+          "_meta": {"claudeCode": {"toolName": "Write"}}}
+    options = [{"optionId": "allow_once", "name": "Allow once", "kind": "allow_once"},
+               {"optionId": "reject_once", "name": "Reject", "kind": "reject_once"}]
+    return json.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": "session/request_permission",
+                       "params": {"sessionId": sid, "toolCall": tc, "options": options}})
+
+
+async def test_session_on_an_edit_allows_the_same_file_only(station: Station, sid: str, tmp_path: Path) -> None:
+    run = await proxy(station, tmp_path)
+    try:
+        await run.agent_sends(edit_line(1, sid, "/w/notes.md", "one"))
+        prompt = await station.prompt_for(sid, seq=1)
+        assert prompt and "3. Allow for this session (these files)" in content(prompt)["body"]
+        await station.alice.text("Session - keep going", reply_to=prompt["event_id"])
+        assert await outcome(run, 1) == {"outcome": "selected", "optionId": "allow_once"}
+        [rule] = await rules(station, sid)
+        assert rule["paths"] == ["/w/notes.md"] and rule["tool"] == "Write" and rule["command"] is None
+        await run.agent_sends(edit_line(2, sid, "/w/notes.md", "two"))
+        assert await outcome(run, 2) == {"outcome": "selected", "optionId": "allow_once"}
+        await run.agent_sends(edit_line(3, sid, "/w/other.md", "one"))
+        assert await until(lambda: pending_has(station, {f"{sid}:3"}))
+    finally:
+        await station.drain()
+        await run.close()
