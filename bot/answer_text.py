@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 __all__ = ["KEYCAPS", "NoSuchNumber", "Pick", "keycap_index", "norm", "parse"]
@@ -81,14 +81,16 @@ def _number(choice: str) -> int | None:
     return int(digits) if len(digits) <= _MAX_DIGITS else 10**_MAX_DIGITS
 
 
-def _names(options: Sequence[tuple[str, str]]) -> dict[str, list[tuple[int, int]]]:
-    """norm(name) -> [(rank: 0 label / 1 id, index)]."""
+def _names(options: Sequence[tuple[str, str]], aliases: Mapping[str, int]) -> dict[str, list[tuple[int, int]]]:
+    """norm(name) -> [(rank: 0 label or alias / 1 id, index)]."""
     keys: dict[str, list[tuple[int, int]]] = {}
     for index, option in enumerate(options):
         for rank, raw in ((0, option[1]), (1, option[0])):
             key = norm(raw) if isinstance(raw, str) else ""
             if key:
                 keys.setdefault(key, []).append((rank, index))
+    for alias, index in aliases.items():
+        keys.setdefault(norm(alias), []).append((0, index))
     return keys
 
 
@@ -102,8 +104,13 @@ def _named(choice: str, keys: dict[str, list[tuple[int, int]]]) -> int | None:
     return chosen.pop() if len(chosen) == 1 else None  # two options share this name: not an answer
 
 
-def parse(text: str, options: Sequence[tuple[str, str]]) -> Pick | NoSuchNumber | None:
+def parse(
+    text: str, options: Sequence[tuple[str, str]], aliases: Mapping[str, int] | None = None
+) -> Pick | NoSuchNumber | None:
     """Read ``text`` as a whole answer to a prompt offering ``options`` ((id, label), numbered from 1).
+
+    ``aliases`` are more names for an option (by index), as strong as a label: a label equal to an
+    alias makes the name name nothing.
 
     A number wins over a label that happens to be a number; a label over an id; the longest
     choice over a shorter one (so an option named ``Allow - once`` is not read as ``Allow``).
@@ -111,7 +118,7 @@ def parse(text: str, options: Sequence[tuple[str, str]]) -> Pick | NoSuchNumber 
     text = text.strip() if isinstance(text, str) else ""
     if not text:
         return None
-    keys = _names(options)
+    keys = _names(options, aliases or {})
     longest = 4 * max((len(k) for k in keys), default=0) + 64  # no choice is longer: skip long heads fast
     for choice, feedback in _splits(text, longest):
         number = _number(choice)

@@ -22,6 +22,8 @@ from typing import Any, Literal
 
 from bot.answer_text import KEYCAPS, NoSuchNumber, Pick, keycap_index, parse
 from bot.prompts.text import prose
+from bot.session_rules import ALIASES as SESSION_ALIASES
+from bot.session_rules import REACTION as SESSION_REACTION
 
 __all__ = [
     "ANSWER_KEY",
@@ -78,6 +80,7 @@ class Target:
     pending: bool
     kinds: Sequence[str] = ()  # the ACP kind of each option, same order (for ✅ / ❌)
     complete: bool = True  # the prompt showed everything; if not, only an addressed answer counts
+    session: str | None = None  # the "Allow for this session" line when offered, numbered after the options
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class Answer:
     feedback: str | None
     sender: str
     event_id: str
+    session_rule: bool = False  # also add a session rule (the option is the allow-once one)
 
 
 RefusalKind = Literal["unparsable", "ambiguous", "stale", "not_pending", "unknown_request", "incomplete"]
@@ -318,11 +322,23 @@ def _show(text: str, limit: int = 40) -> str:
     return prose(text, limit)
 
 
+def _shown(target: Target) -> list[tuple[str, str]]:
+    """The numbered lines of the prompt: the options, then "Allow for this session" when offered."""
+    return [*target.options, ("session", target.session)] if target.session else list(target.options)
+
+
+def _parse(text: str, target: Target) -> Pick | NoSuchNumber | None:
+    """:func:`bot.answer_text.parse` over the prompt's numbered lines (``s`` / ``session`` name the last)."""
+    if not target.session:
+        return parse(text, target.options)
+    return parse(text, _shown(target), dict.fromkeys(SESSION_ALIASES, len(target.options)))
+
+
 def _choices(target: Target) -> str:
-    n = len(target.options)
+    n = len(_shown(target))
     if n == 0:
         return "This prompt offers no options."
-    listed = ", ".join(f"{i}. {_show(label or oid)}" for i, (oid, label) in enumerate(target.options, 1))
+    listed = ", ".join(f"{i}. {_show(label or oid)}" for i, (oid, label) in enumerate(_shown(target), 1))
     if n == 1:
         return f"Answer with 1 or the option's name: {listed}."
     return f"Answer with a number 1–{n} or an option's name: {listed}."
@@ -339,6 +355,9 @@ def _not_pending(target: Target) -> Refusal:
 
 
 def _answer(c: Candidate, target: Target, index: int, feedback: str | None) -> Answer:
+    if target.session and index == len(target.options):  # allow once, and a session rule
+        once = target.options[list(target.kinds).index("allow_once")][0]
+        return Answer(target.request_id, once, c.via, feedback, c.sender, c.event_id, session_rule=True)
     return Answer(target.request_id, target.options[index][0], c.via, feedback, c.sender, c.event_id)
 
 
@@ -364,7 +383,7 @@ def _resolve_text(c: Candidate, target: Target | None, live: Sequence[Target]) -
     if c.explicit:
         if target is None:
             return None  # a reply to something that is not a prompt: ordinary chat
-        parsed = parse(text, target.options)
+        parsed = _parse(text, target)
         if not target.pending:
             # Only answer-like text gets the notice; talk under a settled prompt is left alone.
             return _not_pending(target) if parsed is not None else None
@@ -376,7 +395,7 @@ def _resolve_text(c: Candidate, target: Target | None, live: Sequence[Target]) -
             return None  # conversation ("1 sec, let me check"): left alone, no notice
         return _unparsable(target)  # one word that is no option ("yes"): say what the answers are
     if target is not None:  # the one prompt the sender could have meant (bot.timeline.bind)
-        parsed = parse(text, target.options)
+        parsed = _parse(text, target)
         if not isinstance(parsed, Pick):
             return None
         if not target.pending:
@@ -384,7 +403,7 @@ def _resolve_text(c: Candidate, target: Target | None, live: Sequence[Target]) -
         if not target.complete:
             return _incomplete(target)
         return _answer(c, target, parsed.index, parsed.feedback)
-    if any(isinstance(parse(text, t.options), Pick) for t in live):
+    if any(isinstance(_parse(text, t), Pick) for t in live):
         return _ask(live)
     return None
 
@@ -413,17 +432,22 @@ def _incomplete(target: Target) -> Refusal:
 
 def _resolve_reaction(c: Candidate, target: Target | None) -> Answer | Refusal | None:
     key = c.reaction_key if isinstance(c.reaction_key, str) else ""
-    kind = SHORTCUTS.get(key.replace("\ufe0f", "").replace("\ufe0e", ""))
+    bare = key.replace("\ufe0f", "").replace("\ufe0e", "")
+    kind = SHORTCUTS.get(bare)
     number = keycap_index(key)
+    if bare == SESSION_REACTION:
+        number = len(target.options) + 1 if target is not None and target.session else 0
     if (number is None and kind is None) or target is None:
         return None
     if not target.pending:
         return _not_pending(target)
+    if number == 0:
+        return _unparsable(target, "This prompt offers no allow-for-this-session option. ")
     if kind is not None:
         if kind not in target.kinds:
             return _unparsable(target, f"This prompt offers no {kind.replace('_', ' ')} option. ")
         return _answer(c, target, list(target.kinds).index(kind), None)
-    if number is None or number > len(target.options):
+    if number is None or number > len(_shown(target)):
         return _unparsable(target, f"There is no option {number}. ")
     return _answer(c, target, number - 1, None)
 

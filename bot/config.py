@@ -168,8 +168,9 @@ class PromptsConfig(_Section):
     on_timeout: Literal["reject", "cancel"] = "reject"
     seed_reactions: bool = True
     post_rule_settled: bool = True
+    session_rule_ttl: float = 12 * 3600.0  # a session idle this long loses its session rules
 
-    @field_validator("timeout", mode="before")
+    @field_validator("timeout", "session_rule_ttl", mode="before")
     @classmethod
     def _duration(cls, v: Any) -> float:
         try:

@@ -31,6 +31,7 @@ from bot.metrics import Metrics, export_figures
 from bot.notices import Notices
 from bot.outbox import NOT_POSTED, Outbox
 from bot.room_answers import RoomAnswers
+from bot.session_rules import facts, scope_of
 from bot.statedir import secure_state_dir
 from bot.webhooks import Webhooks
 
@@ -59,6 +60,7 @@ class Daemon:
                              self.on_room_event)
         self.room_answers = RoomAnswers(self.inbox, self.matrix, self.notices, cfg.answerers, self.now,
                                         self.outbox.wake_post.set)
+        self.session_rules = self.room_answers.session_rules
         self.matrix.trust.refused = self.room_answers.refused  # a refused look-alike prompt still counts
         self.rules: list[Any] = []
         if cfg.rules:
@@ -104,29 +106,41 @@ class Daemon:
         rec, created = await self.inbox.submit(sub, now, self.cfg.prompts.timeout, submitted_by)
         if created:
             log.info("request_submitted", request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind)
-            if self.rules:
-                rec = await self._apply_rules(rec)
+            rec = await self._apply_rules(rec)
         return rec, created
 
     async def _apply_rules(self, rec: Record) -> Record:
+        """Config rules first (a deny there wins), then the session's own rules."""
         from bot.rules import decide
 
-        rule = decide(self.rules, rec.to_api())
+        rule = decide(self.rules, rec.to_api()) if self.rules else None
         if rule is None:
-            return rec
+            return await self._apply_session_rules(rec)
         try:
             option = choose(rec.options, rule.decision, scope=rule.scope, option_id=rule.option_id)
         except NoFittingOption as e:
             log.warning("rule_not_applicable", request_id=rec.id, reason=str(e))
             return rec
-        settled = await self.inbox.settle(
-            rec.id, option_id=option, by="rule", via="rule", feedback=None, now=self.now()
-        )
+        return await self._settle_by_rule(rec, option, "rule")
+
+    async def _apply_session_rules(self, rec: Record) -> Record:
+        scope = scope_of(facts(rec))
+        once = [str(o["optionId"]) for o in rec.options if o.get("kind") == "allow_once"]
+        if scope is None:
+            return rec
+        rule = await self.session_rules.match(scope, self.now())  # also: the session is active
+        if rule is None or not once:
+            return rec
+        log.info("session_rule_matched", rule_id=rule.id, request_id=rec.id)
+        return await self._settle_by_rule(rec, once[0], f"session rule (set by {rule.set_by})")
+
+    async def _settle_by_rule(self, rec: Record, option: str | None, by: str) -> Record:
+        settled = await self.inbox.settle(rec.id, option_id=option, by=by, via="rule", feedback=None, now=self.now())
         if settled is None:
             return rec
         if not self.cfg.prompts.post_rule_settled:
             await self.inbox.set_prompt_event(rec.id, NOT_POSTED)
-        log.info("request_settled_by_rule", request_id=rec.id, option_id=option)
+        log.info("request_settled_by_rule", request_id=rec.id, option_id=option, by=by)
         return settled
 
     async def decide(
@@ -165,6 +179,8 @@ class Daemon:
         while not self.stop.is_set():
             self.wake_timer.clear()
             try:
+                if await self.session_rules.expire(self.now() - self.cfg.prompts.session_rule_ttl):
+                    log.info("session_rules_expired")
                 for rec in await self.inbox.due(self.now()):
                     option = timeout_choice(rec.options, self.cfg.prompts.on_timeout)
                     settled = await self.inbox.settle(
@@ -180,6 +196,7 @@ class Daemon:
                 log.exception("timer_failed")
                 nxt = None
             wait = 30.0 if nxt is None else max(0.05, min(30.0, nxt - self.now()))
+            wait = min(wait, max(0.5, self.cfg.prompts.session_rule_ttl / 4))  # idle rules go in time
             await wait_any(self.stop, self.wake_timer, wait)
 
     # -- lifecycle -------------------------------------------------------------

@@ -10,6 +10,7 @@ from bot.inbox.record import Record
 from bot.notices import notice_content
 from bot.prompts import build_prompt
 from bot.prompts.attachment import full_text_content
+from bot.session_rules import facts, offered
 from bot.timeutil import to_datetime
 
 
@@ -31,6 +32,7 @@ def prompt_content(rec: Record) -> dict[str, Any]:
         tool_name=rec.tool_name,
         label=rec.label,
         cwd=rec.cwd,
+        session_line=offered(facts(rec), [str(o.get("kind")) for o in rec.options]),
     )
 
 

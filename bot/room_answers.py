@@ -17,12 +17,14 @@ from bot import answers, timeline
 from bot.config import AnswerersConfig
 from bot.inbox.options import by_meaning
 from bot.inbox.record import Record
+from bot.inbox.session_rule_store import SessionRule, SessionRules
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix
 from bot.matrix.room import may_answer
 from bot.notices import Notices
 from bot.posts import prompt_complete
 from bot.prompts.text import prose
+from bot.session_rules import facts, offered, scope_of
 from bot.timeutil import iso_ms
 
 log = structlog.get_logger("daemon")
@@ -50,6 +52,7 @@ def describe_outcome(rec: Record) -> str:
 def as_target(rec: Record) -> answers.Target:
     """What an answer can pick: the options numbered as the prompt numbers them (by meaning)."""
     shown = by_meaning(rec.options)
+    kinds = [str(o.get("kind", "")) for o in shown]
     return answers.Target(
         request_id=rec.id,
         prompt_event_id=rec.prompt_event_id or None,
@@ -57,8 +60,19 @@ def as_target(rec: Record) -> answers.Target:
         digest=rec.digest,
         revision=rec.revision,
         pending=rec.pending,
-        kinds=[str(o.get("kind", "")) for o in shown],
+        kinds=kinds,
         complete=prompt_complete(rec),
+        session=offered(facts(rec), kinds),
+    )
+
+
+def rule_notice(rule: SessionRule) -> str:
+    """What the room is told when an answer set a session rule (agent text shown as prose)."""
+    what = rule.to_api()
+    shown = prose(what["command"] if what["command"] is not None else ", ".join(what["paths"]), 200)
+    return (
+        f"Allowed for the rest of session {prose(rule.scope.session_id, 80)}: {prose(rule.scope.tool, 60)} "
+        f"{shown} (exactly this; session rule {rule.id}; revoke: permission-bot permissions rules revoke {rule.id})"
     )
 
 
@@ -80,6 +94,7 @@ class RoomAnswers:
         self.answerers = answerers
         self.now = now
         self.wake_post = wake_post
+        self.session_rules = SessionRules(inbox)
 
     async def handle(self, source: dict[str, Any]) -> None:
         """One station-room event: a timeline mark, maybe an answer."""
@@ -175,6 +190,15 @@ class RoomAnswers:
             "request_answered", request_id=settled.id, option_id=verdict.option_id, via=verdict.via,
             by=verdict.sender,
         )
+        scope = scope_of(facts(settled)) if verdict.session_rule else None
+        if scope is not None:  # the sender may answer: checked above, as for every answer
+            rule = await self.session_rules.add(scope, set_by=verdict.sender, request_id=settled.id, now=now)
+            log.info("session_rule_added", rule_id=rule.id, request_id=settled.id, by=verdict.sender)
+            self.notices.post(
+                rule_notice(rule),
+                reply_to=event_id,
+                thread_root=settled.prompt_event_id or None,
+            )
 
     async def _tell_not_answerer(self, user: str, event_id: str, thread_root: str | None) -> None:
         key = f"told.not_answerer.{user}"

@@ -159,6 +159,14 @@ class DaemonClient:
             return rec
         raise DaemonRefused(status, rec)
 
+    async def end_session_rules(self, key: str, session_id: str | None = None) -> int:
+        """``POST /rules/end``: the session (or every session of the proxy run behind ``key``) ended."""
+        body: dict[str, Any] = {"key": key} if session_id is None else {"key": key, "sessionId": session_id}
+        status, out = await self._call("POST", self._base / "rules" / "end", body, timeout=2.5)
+        if status == 200 and isinstance(out, dict) and isinstance(out.get("ended"), int):
+            return int(out["ended"])
+        raise DaemonRefused(status, out)
+
     async def submit_retrying(self, body: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
         """Submit until it works; past ``deadline`` (loop time) re-raise :class:`DaemonUnavailable`."""
         loop = asyncio.get_running_loop()

@@ -29,7 +29,7 @@ log = structlog.get_logger("bot.acp")
 FWD_PREFIX = "permission-bot:fwd:"
 _FWD_MARK = FWD_PREFIX.encode()
 _AGENT_WORDS = (b"request_permission", b"tool_call", b"cancel_request")
-_CLIENT_WORDS = (b"cancel", b'"cwd"')
+_CLIENT_WORDS = (b"cancel", b'"cwd"', b"session/close")
 _SESSION_WORD = b"sessionId"
 
 
@@ -158,6 +158,9 @@ class FromClient:
             if isinstance(sid, str):
                 _ask(self._loop, proxy.cancel_session(sid), proxy.cfg.cancel_budget + 3.0, "session/cancel")
             return True  # relayed after the raced requests were answered
+        if method == "session/close" and isinstance(params, dict) and isinstance(params.get("sessionId"), str):
+            self._loop.call_soon_threadsafe(proxy.on_session_close, params["sessionId"])
+            return True  # relayed as it is; the session's rules end beside it
         if isinstance(method, str) and isinstance(params, dict) and isinstance(params.get("cwd"), str):
             self._note_cwd(msg, params)
             return True

@@ -22,7 +22,7 @@ from typing import Any, Literal
 import structlog
 
 from bot.acp import outcomes
-from bot.acp.daemon_client import DaemonClient
+from bot.acp.daemon_client import DaemonClient, DaemonError
 from bot.acp.filters import FWD_PREFIX, FromAgent, FromClient, id_key
 from bot.acp.log import configure_stderr_logging
 from bot.acp.process import spawn, wait_agent
@@ -73,6 +73,7 @@ class Proxy:
         self._to_agent: FdSink | None = None
         self._to_client: FdSink | None = None
         self._oversize_noted = False
+        self._ending: set[asyncio.Task[None]] = set()
 
     # ---- hooks called by the line filters
 
@@ -111,6 +112,25 @@ class Proxy:
         req.log.info("$/cancel_request: the agent withdraws its permission request")
         req.cancel("agent", withdrawn=True)
         return True
+
+    def on_session_close(self, session_id: str) -> None:
+        """``session/close`` from the client: the session's rules end (in the background; the line is relayed)."""
+        if self._n:
+            task = asyncio.create_task(self.end_rules(session_id))
+            self._ending.add(task)
+            task.add_done_callback(self._ending.discard)
+
+    async def end_rules(self, session_id: str | None = None) -> None:
+        """Tell the daemon a session (None: every session of this run) ended, so its session rules end."""
+        if not self._n:
+            return  # nothing was ever submitted: no rule can exist
+        try:
+            n = await self.daemon.end_session_rules(f"{self.proxy_id}:0", session_id)
+        except DaemonError as e:
+            log.warning("could not end session rules in the daemon", error=str(e))
+            return
+        if n:
+            log.info("session rules ended", session_id=session_id, count=n)
 
     def _note_oversize(self, size: int) -> None:
         if not self._oversize_noted:
@@ -282,6 +302,7 @@ class Proxy:
                     r.task.cancel()
             in_thread(to_agent.close)  # not awaited: it may wait on a write that never ends
             to_client.closed = True
+            await asyncio.wait({asyncio.ensure_future(self.end_rules()), *self._ending}, timeout=3.0)
             await self.daemon.close()
         log.info("agent exited", code=rc)
         return rc

@@ -246,4 +246,7 @@ def create_app(daemon: Daemon, tokens: Tokens, limits: Limits | None = None) -> 
     from bot.api.hooks import add_hook_routes
 
     add_hook_routes(app)
+    from bot.api.rules import add_rule_routes
+
+    add_rule_routes(app)
     return app

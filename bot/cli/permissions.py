@@ -1,4 +1,4 @@
-"""`permission-bot permissions ls|approve|deny|watch`: the human side of the inbox (agentproto seed 002).
+"""`permission-bot permissions ls|approve|deny|watch|rules`: the human side of the inbox (agentproto seed 002).
 
 A thin client over the daemon's HTTP API (docs/design.md), stdlib only so it starts fast;
 ``bot.rules`` (pydantic) is imported by ``watch`` alone. Exit codes: 0 done; 1 the daemon said no
@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from bot.cli import rules_cmd
 from bot.cli.http import Client, DaemonUnreachable, UsageError, discover
 from bot.discovery import TOKEN_ENV, warn_argv_token
 from bot.durations import DurationError, format_age, parse_duration
@@ -73,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--url", metavar="URL", help="the daemon's API (env PERMISSION_BOT_URL; http://127.0.0.1:8750)")
     g.add_argument("--token-file", metavar="PATH", help="a file holding the API token (else env PERMISSION_BOT_TOKEN)")
     g.add_argument("--token", metavar="TOKEN", help="deprecated: the token in argv, readable by any local process")
-    sub = p.add_subparsers(dest="perm_verb", metavar="{ls,approve,deny,watch}", required=True)
+    sub = p.add_subparsers(dest="perm_verb", metavar="{ls,approve,deny,watch,rules}", required=True)
 
     ls = sub.add_parser(
         "ls",
@@ -130,6 +131,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--once", action="store_true", help="one pass, then exit")
     w.add_argument("--dry-run", action="store_true", help="print what would be done; resolve nothing")
     w.add_argument("--json", action="store_true", help="one JSON object per line")
+    rules_cmd.add_arguments(sub, conn)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -165,6 +167,11 @@ def run(args: argparse.Namespace) -> int:
             return _decide(args, client, verb)
         if verb == "watch":
             return _watch(args, client)
+        if verb == "rules":
+            try:
+                return rules_cmd.run(args, client, lambda status, body: _http_message(status, body, client))
+            except rules_cmd.RulesError as err:
+                raise _Fail(str(err)) from None
         raise _Fail(f"unknown permissions verb {verb!r}", 2)
     except UsageError as err:
         return _error(str(err), 2)

@@ -123,6 +123,17 @@ async def _v6_submitted_by(db: aiosqlite.Connection) -> None:
     await db.execute("ALTER TABLE requests ADD COLUMN submitted_by TEXT")
 
 
+async def _v7_session_rules(db: aiosqlite.Connection) -> None:
+    # "Allow for this session" rules (bot.session_rules): exact scopes, ended with their session or when idle.
+    await db.execute(
+        "CREATE TABLE IF NOT EXISTS session_rules (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+        " origin TEXT NOT NULL, session_id TEXT NOT NULL, tool TEXT NOT NULL, subject TEXT NOT NULL,"
+        " set_by TEXT NOT NULL, request_id TEXT NOT NULL, created_at REAL NOT NULL, used_at REAL NOT NULL,"
+        " UNIQUE (origin, session_id, tool, subject))"
+    )
+    await db.execute("CREATE INDEX IF NOT EXISTS session_rules_used ON session_rules (used_at)")
+
+
 STEPS: list[Step] = [
     _v1_first_release,
     _v2_posted_at_and_parking,
@@ -130,6 +141,7 @@ STEPS: list[Step] = [
     _v4_cwd,
     _v5_timeline,
     _v6_submitted_by,
+    _v7_session_rules,
 ]
 LATEST = len(STEPS)
 

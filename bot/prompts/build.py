@@ -101,12 +101,15 @@ def build_prompt(
     tool_name: str | None = None,
     label: str | None = None,
     cwd: str | None = None,
+    session_line: str | None = None,
 ) -> dict[str, Any]:
     """The prompt's ``m.room.message`` content: prose, HTML, the v2 fields and the v1 card.
 
     ``options`` are ACP options (``optionId``, ``name``, ``kind``) in the agent's order; ``locations`` ACP
     ToolCallLocations; ``content`` ACP ToolCallContent; ``tool_name`` the harness's own tool name (never
-    the title); ``label`` and ``cwd`` say which agent asks, and where. ``expires_at`` naive means UTC.
+    the title); ``label`` and ``cwd`` say which agent asks, and where; ``session_line`` is the bot's own
+    "Allow for this session" line, numbered after the options in the body and HTML only (the v2
+    ``options`` stay the agent's). ``expires_at`` naive means UTC.
     Raises ``ValueError`` when no valid event can say this (empty ids, no options or more than 20, repeated
     or over-long option ids).
     """
@@ -123,6 +126,7 @@ def build_prompt(
         "tool": valid(tool_name) if isinstance(tool_name, str) and tool_name else "",
         "agent": valid(label) if isinstance(label, str) and label.strip() else "",
         "cwd": valid(cwd) if isinstance(cwd, str) and cwd.strip() else "",
+        "session_line": session_line or "",
     }
     facts["read"] = gather(
         raw_input=raw_input,
@@ -157,6 +161,8 @@ def _prompt_at(
             option["scope"] = scope
         v2_options.append(option)
         shown.append(prose(label) or prose(option_id) or f"option {len(shown) + 1}")
+    if facts["session_line"]:
+        shown.append(facts["session_line"])
     preview = build_preview(
         agent=facts["agent"],
         cwd=facts["cwd"],

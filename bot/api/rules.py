@@ -1,0 +1,61 @@
+"""``/rules``: the session rules ("Allow for this session"): list, revoke one, end a session's.
+
+Listing needs any valid token, revoking a decider token, ending a session's rules an agent
+token (the proxy ends its own sessions).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from bot.api.app import DAEMON, _caller, _error, _json_body
+from bot.inbox.submission import SubmissionError
+from bot.session_rules import origin_of
+
+MAX_ID = 255
+
+
+async def list_rules(request: web.Request) -> web.Response:
+    """``GET /rules[?session=ID]``: ``{"rules": [...]}``, oldest first."""
+    if isinstance(who := _caller(request, "read"), web.Response):
+        return who
+    session = request.query.get("session") or None
+    rules = await request.app[DAEMON].session_rules.list(session)
+    return web.json_response({"rules": [r.to_api() for r in rules]})
+
+
+async def revoke_rule(request: web.Request) -> web.Response:
+    """``DELETE /rules/{id}``: the rule revoked, or 404."""
+    if isinstance(who := _caller(request, "decide"), web.Response):
+        return who
+    raw = request.match_info["id"]
+    known = raw.isascii() and raw.isdigit() and len(raw) < 19
+    rule = await request.app[DAEMON].session_rules.revoke(int(raw)) if known else None
+    if rule is None:
+        return _error(404, "not_found", f"no session rule {raw[:80]!r}")
+    return web.json_response({"revoked": rule.to_api()})
+
+
+async def end_session(request: web.Request) -> web.Response:
+    """``POST /rules/end`` ``{"key": KEY, "sessionId"?: ID}``: a proxy's session (or all of its sessions)
+    ended. ``key`` is any key the proxy gave its requests; the answer says how many rules were dropped."""
+    if isinstance(who := _caller(request, "submit"), web.Response):
+        return who
+    body = await _json_body(request)
+    if not isinstance(body, dict):
+        raise SubmissionError("body: expected a JSON object")
+    origin = origin_of(body.get("key"))
+    if origin is None:
+        raise SubmissionError("key: expected a key the proxy set (PROXYID:N)")
+    sid = body.get("sessionId")
+    if sid is not None and (not isinstance(sid, str) or not sid or len(sid) > MAX_ID):
+        raise SubmissionError(f"sessionId: expected a string of 1 to {MAX_ID} characters")
+    n = await request.app[DAEMON].session_rules.end(origin, sid)
+    return web.json_response({"ended": n})
+
+
+def add_rule_routes(app: web.Application) -> None:
+    """Register the ``/rules`` routes on ``app``."""
+    app.router.add_get("/rules", list_rules)
+    app.router.add_post("/rules/end", end_session)
+    app.router.add_delete("/rules/{id}", revoke_rule)

@@ -1,0 +1,132 @@
+"""The inbox's part for session rules (table ``session_rules``): add, match, list, revoke, end, expire.
+
+A rule is kept until it is revoked, its session ends (the proxy says so) or the session has sent no
+request for longer than ``prompts.session_rule_ttl``. Matching is one exact lookup of the request's scope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+
+from bot.inbox.store import Inbox
+from bot.session_rules import Scope, subject_facts
+from bot.timeutil import iso_ms
+
+
+@dataclass(frozen=True)
+class SessionRule:
+    """One stored rule."""
+
+    id: int
+    scope: Scope
+    set_by: str
+    request_id: str
+    created_at: float
+    used_at: float
+
+    def to_api(self) -> dict[str, Any]:
+        """The JSON form of ``GET /rules``."""
+        facts = subject_facts(self.scope.subject)
+        return {
+            "id": str(self.id),
+            "session_id": self.scope.session_id,
+            "origin": self.scope.origin,
+            "tool": self.scope.tool,
+            "command": facts.get("command"),
+            "settings": facts.get("settings"),
+            "paths": facts.get("paths"),
+            "set_by": self.set_by,
+            "request_id": self.request_id,
+            "created_at": iso_ms(self.created_at),
+            "used_at": iso_ms(self.used_at),
+        }
+
+
+def _rule(r: aiosqlite.Row) -> SessionRule:
+    return SessionRule(
+        id=int(r["id"]),
+        scope=Scope(r["origin"], r["session_id"], r["tool"], r["subject"]),
+        set_by=r["set_by"],
+        request_id=r["request_id"],
+        created_at=float(r["created_at"]),
+        used_at=float(r["used_at"]),
+    )
+
+
+class SessionRules:
+    """Session rules over one open ``Inbox``."""
+
+    def __init__(self, inbox: Inbox) -> None:
+        self.inbox = inbox
+
+    async def add(self, scope: Scope, *, set_by: str, request_id: str, now: float) -> SessionRule:
+        """Store a rule (the same scope again keeps the first rule, marked used now)."""
+        async with self.inbox.transaction() as db:
+            await db.execute(
+                "INSERT INTO session_rules (origin, session_id, tool, subject, set_by, request_id, created_at,"
+                " used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (origin, session_id, tool, subject)"
+                " DO UPDATE SET used_at=excluded.used_at",
+                (scope.origin, scope.session_id, scope.tool, scope.subject, set_by, request_id, now, now),
+            )
+            cur = await db.execute(
+                "SELECT * FROM session_rules WHERE origin=? AND session_id=? AND tool=? AND subject=?",
+                (scope.origin, scope.session_id, scope.tool, scope.subject),
+            )
+            row = await cur.fetchone()
+        assert row is not None
+        return _rule(row)
+
+    async def match(self, scope: Scope, now: float) -> SessionRule | None:
+        """The rule for exactly ``scope``, or None. The session is active: its rules are marked used now
+        (a session's rules expire together, once it has been idle for the ttl)."""
+        args = (scope.origin, scope.session_id)
+        rows = await self.inbox._read_rows(
+            "SELECT 1 FROM session_rules WHERE origin=? AND session_id=? LIMIT 1", args
+        )
+        if await rows.fetchone() is None:
+            return None  # the common case: no write
+        async with self.inbox.transaction() as db:
+            await db.execute("UPDATE session_rules SET used_at=? WHERE origin=? AND session_id=?", (now, *args))
+            cur = await db.execute(
+                "SELECT * FROM session_rules WHERE origin=? AND session_id=? AND tool=? AND subject=?",
+                (*args, scope.tool, scope.subject),
+            )
+            row = await cur.fetchone()
+            await cur.close()
+        return _rule(row) if row is not None else None
+
+    async def list(self, session_id: str | None = None) -> list[SessionRule]:
+        """Every rule (of one session id), oldest first."""
+        sql, args = "SELECT * FROM session_rules", tuple[str, ...]()
+        if session_id is not None:
+            sql, args = sql + " WHERE session_id=?", (session_id,)
+        rows = await self.inbox._read_rows(sql + " ORDER BY id", args)
+        return [_rule(r) for r in await rows.fetchall()]
+
+    async def revoke(self, rule_id: int) -> SessionRule | None:
+        """Remove one rule; the rule removed, or None when there was none by that id."""
+        async with self.inbox.transaction() as db:
+            cur = await db.execute("DELETE FROM session_rules WHERE id=? RETURNING *", (rule_id,))
+            row = await cur.fetchone()
+            await cur.close()
+        return _rule(row) if row is not None else None
+
+    async def end(self, origin: str, session_id: str | None = None) -> int:
+        """The session (or, without one, every session of the proxy run ``origin``) ended: drop its rules."""
+        async with self.inbox.transaction() as db:
+            if session_id is None:
+                cur = await db.execute("DELETE FROM session_rules WHERE origin=?", (origin,))
+            else:
+                cur = await db.execute(
+                    "DELETE FROM session_rules WHERE origin=? AND session_id=?", (origin, session_id)
+                )
+            return int(cur.rowcount)
+
+    async def expire(self, idle_before: float) -> int:
+        """Drop rules not used since ``idle_before``; how many."""
+        async with self.inbox.transaction() as db:
+            cur = await db.execute("DELETE FROM session_rules WHERE used_at < ?", (idle_before,))
+            return int(cur.rowcount)

@@ -1,0 +1,138 @@
+"""Session rules ("Allow for this session"): which requests one covers. Pure.
+
+An answerer's ``s`` / ``session`` / 🔁 on a prompt answers allow once and adds a rule that settles
+later requests of the same session at once, but only requests that are the same in every fact the
+rule was made from (:class:`Scope`), compared exactly: never a prefix or a glob of the command
+(a rule for ``rm -rf build`` does not allow ``rm -rf build ~``).
+
+The scope's ``origin`` is the proxy run that submitted the request (the first part of the ``key``
+the proxy sets, ``PROXYID:N``; an agent's own ``key`` never reaches the daemon), so a session id
+the agent picks cannot inherit another agent's rules. Requests without such a key are never offered
+a session rule.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from bot.inbox.record import Record
+from bot.prompts.preview import command_text
+
+__all__ = ["ALIASES", "FILES_LABEL", "LABEL", "REACTION", "Scope", "facts", "offered", "origin_of", "scope_of"]
+
+LABEL = "Allow for this session (this command)"
+"""The bot's own numbered line after the agent's options (for a command)."""
+FILES_LABEL = "Allow for this session (these files)"
+"""The same line for an edit, a read or a move."""
+ALIASES = ("s", "session")
+"""Words that pick it (case-insensitive, whole text as for other answers)."""
+REACTION = "\U0001f501"
+"""🔁 picks it as a reaction."""
+
+_PROXY_KEY = re.compile(r"([0-9a-f]{16}):[0-9]+", re.ASCII)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a session rule covers; equal scopes, and only those, match."""
+
+    origin: str
+    session_id: str
+    tool: str  # the harness's tool name, or the ACP kind when there is none
+    subject: str  # canonical JSON: {"command", "settings"?} or {"paths": sorted}
+
+
+def origin_of(key: object) -> str | None:
+    """The proxy run behind a request's ``key`` (``PROXYID:N``), or None when the proxy did not set it."""
+    if not isinstance(key, str):
+        return None
+    m = _PROXY_KEY.fullmatch(key)
+    return m.group(1) if m else None
+
+
+_FILE_KINDS = frozenset({"edit", "delete", "move", "read"})
+_PROSE = frozenset({"command", "args", "description", "title", "reason", "explanation", "justification"})
+
+
+def _settings(raw_input: object) -> dict[str, Any] | None:
+    """The raw input's other fields (not the command, not the model's prose about it), or None.
+    Part of the scope: ``ls`` with ``cwd`` ``/tmp`` is not ``ls`` with ``cwd`` ``~``."""
+    if not isinstance(raw_input, Mapping):
+        return None
+    return {str(k): v for k, v in raw_input.items() if k not in _PROSE} or None
+
+
+def _subject(**what: Any) -> str:
+    """The facts a rule holds the same, as canonical JSON (compared as a string, exactly)."""
+    return json.dumps({k: v for k, v in what.items() if v is not None}, sort_keys=True, ensure_ascii=False,
+                      separators=(",", ":"), default=str)
+
+
+def subject_facts(subject: str) -> dict[str, Any]:
+    """``command`` (with ``settings``) or ``paths``, read back from a stored subject."""
+    try:
+        out = json.loads(subject)
+    except ValueError:
+        return {}
+    return out if isinstance(out, dict) else {}
+
+
+def _paths(locations: object, content: object) -> list[str]:
+    found: set[str] = set()
+    for items, field in ((locations, "path"), (content, "path")):
+        if not isinstance(items, list):
+            continue
+        for item in items:
+            if isinstance(item, Mapping) and isinstance(item.get(field), str) and item[field]:
+                if items is content and item.get("type") != "diff":
+                    continue
+                found.add(item[field])
+    return sorted(found)
+
+
+def scope_of(rec: Mapping[str, Any]) -> Scope | None:
+    """The scope a request falls in (its API form: ``key``, ``session_id``, ``tool_name``, ``tool_kind``,
+    ``raw_input``, ``locations``, ``content``, ``title``), or None when no session rule can cover it."""
+    origin = origin_of(rec.get("key"))
+    session_id = rec.get("session_id")
+    tool = rec.get("tool_name") or rec.get("tool_kind")
+    if origin is None or not isinstance(session_id, str) or not session_id or not isinstance(tool, str):
+        return None
+    title = rec.get("title")
+    kind = rec.get("tool_kind")
+    shown = command_text(rec.get("raw_input"), kind=kind if isinstance(kind, str) else None,
+                         title=title if isinstance(title, str) else "")
+    if shown is not None and shown[0] == "Command" and shown[1].strip():
+        # exactly what the prompt showed, and every other input that changes what runs (cwd, env, ...)
+        return Scope(origin, session_id, tool, _subject(command=shown[1], settings=_settings(rec.get("raw_input"))))
+    paths = _paths(rec.get("locations"), rec.get("content"))
+    if paths and kind in _FILE_KINDS:  # an edit, a read, a move: the same files (never for other kinds)
+        return Scope(origin, session_id, tool, _subject(paths=paths))
+    return None
+
+
+def offered(rec: Mapping[str, Any], kinds: Sequence[str]) -> str | None:
+    """The "Allow for this session" line the prompt shows, or None when not offered (it needs an
+    allow-once option and a scope)."""
+    scope = scope_of(rec) if "allow_once" in kinds else None
+    if scope is None:
+        return None
+    return LABEL if "command" in subject_facts(scope.subject) else FILES_LABEL
+
+
+def facts(rec: Record) -> dict[str, Any]:
+    """What :func:`scope_of` reads, from an inbox record."""
+    return {
+        "key": rec.key,
+        "session_id": rec.session_id,
+        "tool_name": rec.tool_name,
+        "tool_kind": rec.tool_kind,
+        "raw_input": rec.raw_input,
+        "locations": rec.locations,
+        "content": rec.content,
+        "title": rec.title,
+    }
