@@ -201,7 +201,7 @@ class RoomAnswers:
             )
 
     async def _tell_not_answerer(self, user: str, event_id: str, thread_root: str | None) -> None:
-        key = f"told.not_answerer.{user}"
+        key = f"told.not_answerer.{user}.{thread_root or '-'}"  # once per person and prompt, never a flood
         if await self.inbox.get_kv(key):
             return
         await self.inbox.set_kv(key, iso_ms(self.now()))

@@ -43,6 +43,8 @@ async def test_answer_first_reaches_the_agent_before_the_cancel(fake: FakeDaemon
                 assert rec["state"] == "resolved" and rec["outcome"]["answered_by"] == "@alice:hs"
             else:
                 assert reply == {"outcome": "cancelled"} and rec["state"] == "cancelled"
+            await r.wait(lambda n=i: sum(b'"session/cancel"' in x for x in r.agent_lines()) > n,
+                         what="the cancel relayed to the agent")
             lines = r.agent_lines()
             answer_at = next(j for j, x in enumerate(lines) if json.loads(x).get("id") == i and b"method" not in x)
             cancel_at = [j for j, x in enumerate(lines) if b'"session/cancel"' in x][i]
