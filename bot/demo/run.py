@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from bot import jsonhttp
 from bot.aio import on_signals
+from bot.demo import add_arguments
 from bot.demo.daemon import DemoDaemon, write_config
 from bot.demo.homeserver import Homeserver, http
 from bot.demo.saved import DemoError, Saved, lock
@@ -34,28 +35,6 @@ __all__ = ["Demo", "DemoError", "add_arguments", "main", "run"]
 
 LABEL = "demo-agent"
 PROMPT_TEXT = "Clean the build directory, please."
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The demo's flags."""
-    p.add_argument(
-        "--auto",
-        action="store_true",
-        help="answer the prompt from a scripted human (replies 1) and exit when the agent has its outcome",
-    )
-    p.add_argument(
-        "--state-dir",
-        default="demo-state",
-        metavar="DIR",
-        help="where Synapse, the accounts and the daemon keep their state (default: ./demo-state)",
-    )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=90.0,
-        metavar="SECONDS",
-        help="with --auto: give up when the agent has no outcome after this long (default: 90)",
-    )
 
 
 class Demo:
