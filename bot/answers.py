@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bot.answer_text import KEYCAPS, NoSuchNumber, Pick, keycap_index, parse
+from bot.events.models import ANSWER_KEY
 from bot.prompts.text import prose
 from bot.session_rules import ALIASES as SESSION_ALIASES
 from bot.session_rules import REACTION as SESSION_REACTION
@@ -38,9 +39,6 @@ __all__ = [
     "resolve",
     "strip_reply_fallback",
 ]
-
-ANSWER_KEY = "dev.agentpod.permission.answer"
-"""The content key of a structured answer."""
 
 SHORTCUTS = {"\u2705": "allow_once", "\u274c": "reject_once"}
 """Reactions that pick an option by its ACP kind: ✅ allow once, ❌ reject once."""

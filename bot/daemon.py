@@ -9,7 +9,6 @@ restart picks up exactly where the last run stopped.
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -235,13 +234,3 @@ class Daemon:
         await self.harnesses.close()
         await self.matrix.close()
         await self.inbox.close()
-
-
-def install_signal_handlers(stop: asyncio.Event) -> None:
-    """SIGTERM and SIGINT stop the daemon cleanly."""
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass

@@ -20,16 +20,17 @@ STOP_GRACE = 10.0  # seconds the running loops get to finish after a stop
 
 
 async def _serve(cfg: Config) -> int:
+    from bot.aio import on_signals
     from bot.api.app import create_app
     from bot.api.auth import Tokens
     from bot.api.limits import LimitedRunner, Limits
-    from bot.daemon import Daemon, install_signal_handlers
+    from bot.daemon import Daemon
 
     log = structlog.get_logger("run")
     from bot.inbox.schema import SchemaTooNew
 
     daemon = Daemon(cfg)
-    install_signal_handlers(daemon.stop)
+    on_signals(lambda _sig: daemon.stop.set())
     try:
         await daemon.start()
     except SchemaTooNew as e:
