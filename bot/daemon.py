@@ -23,6 +23,7 @@ from bot.event_size import check_submission
 from bot.harness import Harnesses
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
 from bot.inbox.record import EXPIRED, Record
+from bot.inbox.states import Via
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
@@ -134,7 +135,7 @@ class Daemon:
         return await self._settle_by_rule(rec, once[0], f"session rule (set by {rule.set_by})")
 
     async def _settle_by_rule(self, rec: Record, option: str | None, by: str) -> Record:
-        settled = await self.inbox.settle(rec.id, option_id=option, by=by, via="rule", feedback=None, now=self.now())
+        settled = await self.inbox.settle(rec.id, option_id=option, by=by, via=Via.RULE, feedback=None, now=self.now())
         if settled is None:
             return rec
         if not self.cfg.prompts.post_rule_settled:
@@ -158,14 +159,13 @@ class Daemon:
         if rec is None or not rec.pending:
             raise NotFound(request_id)
         chosen = choose(rec.options, decision, scope=scope, option_id=option_id)
-        if decision == "cancel":
-            via = "cancel"
+        how = Via.CANCEL if decision == "cancel" else Via(via)
         settled = await self.inbox.settle(
-            request_id, option_id=chosen, by=by, via=via, feedback=feedback, now=self.now()
+            request_id, option_id=chosen, by=by, via=how, feedback=feedback, now=self.now()
         )
         if settled is None:
             raise NotFound(request_id)
-        log.info("request_decided", request_id=request_id, option_id=chosen, via=via, by=by)
+        log.info("request_decided", request_id=request_id, option_id=chosen, via=how, by=by)
         return settled
 
     # -- room events ----------------------------------------------------------
@@ -183,7 +183,7 @@ class Daemon:
                 for rec in await self.inbox.due(self.now()):
                     option = timeout_choice(rec.options, self.cfg.prompts.on_timeout)
                     settled = await self.inbox.settle(
-                        rec.id, option_id=option, by="timeout", via="timeout", feedback=None, now=self.now(),
+                        rec.id, option_id=option, by="timeout", via=Via.TIMEOUT, feedback=None, now=self.now(),
                         state=EXPIRED,
                     )
                     if settled:
