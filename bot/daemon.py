@@ -207,28 +207,22 @@ class Daemon:
             await self.inbox.set_kv("install_id", install_id)
         self.outbox.install_id = install_id
 
-    async def run_matrix(self) -> None:
-        """Log in, join, then sync and send until stopped."""
+    async def connect(self) -> None:
+        """Log in and join the station room; then the daemon is ready."""
         await self.matrix.login()
         await self.matrix.join_room()
         self.ready = True
         self.ready_at = self.now()
-        tasks = [
+
+    def matrix_tasks(self) -> list[asyncio.Task[None]]:
+        """The Matrix-side tasks, started (sync, outbox workers, notices, harness watchers); run by
+        :class:`bot.supervisor.Supervisor`, which stops them."""
+        return [
             asyncio.create_task(self.matrix.sync_forever(self.on_room_event, self.stop), name="sync"),
             *self.outbox.tasks(),
             asyncio.create_task(self.notices.run(self.stop), name="notices"),
             *self.harnesses.tasks(self.stop),
         ]
-        try:
-            done, _ = await asyncio.wait([*tasks, asyncio.create_task(self.stop.wait())],
-                                         return_when=asyncio.FIRST_COMPLETED)
-            for t in done:
-                if t in tasks and t.exception() is not None:
-                    raise t.exception()  # type: ignore[misc]
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def close(self) -> None:
         await self.harnesses.close()
