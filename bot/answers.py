@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bot.answer_text import KEYCAPS, NoSuchNumber, Pick, keycap_index, parse
+from bot.events.models import ANSWER_KEY
+from bot.inbox.states import Via
 from bot.prompts.text import prose
 from bot.session_rules import ALIASES as SESSION_ALIASES
 from bot.session_rules import REACTION as SESSION_REACTION
@@ -39,14 +41,12 @@ __all__ = [
     "strip_reply_fallback",
 ]
 
-ANSWER_KEY = "dev.agentpod.permission.answer"
-"""The content key of a structured answer."""
-
 SHORTCUTS = {"\u2705": "allow_once", "\u274c": "reject_once"}
 """Reactions that pick an option by its ACP kind: ✅ allow once, ❌ reject once."""
 
 
-Via = Literal["matrix", "reaction", "structured"]
+ROOM_VIAS = (Via.MATRIX, Via.REACTION, Via.STRUCTURED)
+"""The ways an answer comes from the room."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class Answer:
 
     request_id: str
     option_id: str
-    via: str  # "matrix" (text), "reaction", "structured"
+    via: Via  # one of ROOM_VIAS
     feedback: str | None
     sender: str
     event_id: str
@@ -165,7 +165,7 @@ def _classify_reaction(content: Mapping[Any, Any], sender: str, event_id: str) -
     return Candidate(
         event_id=event_id,
         sender=sender,
-        via="reaction",
+        via=Via.REACTION,
         prompt_event_id=target,
         request_id=None,
         text=None,
@@ -236,7 +236,7 @@ def _classify_message(content: Mapping[Any, Any], sender: str, event_id: str) ->
     return Candidate(
         event_id=event_id,
         sender=sender,
-        via="matrix",
+        via=Via.MATRIX,
         prompt_event_id=addressed,
         request_id=None,
         text=text.strip(),
@@ -287,7 +287,7 @@ def _classify_structured(
     return Candidate(
         event_id=event_id,
         sender=sender,
-        via="structured",
+        via=Via.STRUCTURED,
         prompt_event_id=addressed,
         request_id=request_id,
         text=None,
@@ -369,11 +369,11 @@ def resolve(c: Candidate, target: Target | None, pending: Sequence[Target]) -> A
     ``None`` (then the bot asks which, if the text answers any of ``pending``).
     ``pending`` all pending prompts, oldest first. ``None`` means: not an answer, stay quiet.
     """
-    if c.via == "structured":
+    if c.via == Via.STRUCTURED:
         return _resolve_structured(c, target)
-    if c.via == "reaction":
+    if c.via == Via.REACTION:
         return _resolve_reaction(c, target)
-    if c.via == "matrix":
+    if c.via == Via.MATRIX:
         return _resolve_text(c, target, [t for t in pending if t.pending])
     return None
 

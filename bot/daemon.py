@@ -9,7 +9,6 @@ restart picks up exactly where the last run stopped.
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 import uuid
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from bot.event_size import check_submission
 from bot.harness import Harnesses
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
 from bot.inbox.record import EXPIRED, Record
+from bot.inbox.states import Via
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
@@ -135,7 +135,7 @@ class Daemon:
         return await self._settle_by_rule(rec, once[0], f"session rule (set by {rule.set_by})")
 
     async def _settle_by_rule(self, rec: Record, option: str | None, by: str) -> Record:
-        settled = await self.inbox.settle(rec.id, option_id=option, by=by, via="rule", feedback=None, now=self.now())
+        settled = await self.inbox.settle(rec.id, option_id=option, by=by, via=Via.RULE, feedback=None, now=self.now())
         if settled is None:
             return rec
         if not self.cfg.prompts.post_rule_settled:
@@ -159,14 +159,13 @@ class Daemon:
         if rec is None or not rec.pending:
             raise NotFound(request_id)
         chosen = choose(rec.options, decision, scope=scope, option_id=option_id)
-        if decision == "cancel":
-            via = "cancel"
+        how = Via.CANCEL if decision == "cancel" else Via(via)
         settled = await self.inbox.settle(
-            request_id, option_id=chosen, by=by, via=via, feedback=feedback, now=self.now()
+            request_id, option_id=chosen, by=by, via=how, feedback=feedback, now=self.now()
         )
         if settled is None:
             raise NotFound(request_id)
-        log.info("request_decided", request_id=request_id, option_id=chosen, via=via, by=by)
+        log.info("request_decided", request_id=request_id, option_id=chosen, via=how, by=by)
         return settled
 
     # -- room events ----------------------------------------------------------
@@ -184,7 +183,7 @@ class Daemon:
                 for rec in await self.inbox.due(self.now()):
                     option = timeout_choice(rec.options, self.cfg.prompts.on_timeout)
                     settled = await self.inbox.settle(
-                        rec.id, option_id=option, by="timeout", via="timeout", feedback=None, now=self.now(),
+                        rec.id, option_id=option, by="timeout", via=Via.TIMEOUT, feedback=None, now=self.now(),
                         state=EXPIRED,
                     )
                     if settled:
@@ -208,40 +207,24 @@ class Daemon:
             await self.inbox.set_kv("install_id", install_id)
         self.outbox.install_id = install_id
 
-    async def run_matrix(self) -> None:
-        """Log in, join, then sync and send until stopped."""
+    async def connect(self) -> None:
+        """Log in and join the station room; then the daemon is ready."""
         await self.matrix.login()
         await self.matrix.join_room()
         self.ready = True
         self.ready_at = self.now()
-        tasks = [
+
+    def matrix_tasks(self) -> list[asyncio.Task[None]]:
+        """The Matrix-side tasks, started (sync, outbox workers, notices, harness watchers); run by
+        :class:`bot.supervisor.Supervisor`, which stops them."""
+        return [
             asyncio.create_task(self.matrix.sync_forever(self.on_room_event, self.stop), name="sync"),
             *self.outbox.tasks(),
             asyncio.create_task(self.notices.run(self.stop), name="notices"),
             *self.harnesses.tasks(self.stop),
         ]
-        try:
-            done, _ = await asyncio.wait([*tasks, asyncio.create_task(self.stop.wait())],
-                                         return_when=asyncio.FIRST_COMPLETED)
-            for t in done:
-                if t in tasks and t.exception() is not None:
-                    raise t.exception()  # type: ignore[misc]
-        finally:
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def close(self) -> None:
         await self.harnesses.close()
         await self.matrix.close()
         await self.inbox.close()
-
-
-def install_signal_handlers(stop: asyncio.Event) -> None:
-    """SIGTERM and SIGINT stop the daemon cleanly."""
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):
-            pass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import urllib.parse
 from pathlib import Path
 
 DEFAULT_URL = "http://127.0.0.1:8750"
@@ -55,6 +56,12 @@ def discover(url: str | None, token: str | None, token_file: str | None = None) 
         return u, read_token_file(token_file)
     t = token if token is not None else os.environ.get(TOKEN_ENV)
     return u, (t or None)
+
+
+def is_http_url(url: str) -> bool:
+    """Whether ``url`` looks like ``http(s)://HOST[:PORT]...`` (what a daemon URL must be)."""
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 
 def agent_environment(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:

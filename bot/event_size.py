@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from bot.inbox.record import RESOLVED, Outcome, Record
+from bot.inbox.states import State, Via
 from bot.inbox.submission import Submission, SubmissionError
 
 MAX_EVENT = 65_536
@@ -49,7 +50,7 @@ def provisional(sub: Submission, now: float, timeout: float) -> Record:
         id=f"{sub.session_id}:{WORST_SEQ}", session_id=sub.session_id, request_seq=WORST_SEQ, key=sub.key,
         label=sub.label, tool_call_id=sub.tool_call_id, title=sub.title, tool_kind=sub.tool_kind,
         tool_name=sub.tool_name, options=sub.options, raw_input=sub.raw_input, locations=sub.locations,
-        content=sub.content, params=sub.params, digest=sub.digest, revision=WORST_SEQ, state="pending",
+        content=sub.content, params=sub.params, digest=sub.digest, revision=WORST_SEQ, state=State.PENDING,
         requested_at=now, expires_at=now + timeout, prompt_event_id=None, prompt_edited=False, outcome=None,
         cwd=sub.cwd,
     )
@@ -59,7 +60,7 @@ def worst_settled(rec: Record, prompt_event_id: str = "$" + "x" * 255) -> Record
     """``rec`` settled the longest way: the longest option name, user id and feedback."""
     longest = max(rec.options, key=lambda o: len(json.dumps(o)))
     outcome = Outcome(
-        option_id=str(longest["optionId"]), answered_by="@" + "x" * (MAX_USER_ID - 1), via="structured",
+        option_id=str(longest["optionId"]), answered_by="@" + "x" * (MAX_USER_ID - 1), via=Via.STRUCTURED,
         feedback=WORST_FEEDBACK, decided_at=rec.expires_at,
     )
     return replace(rec, state=RESOLVED, outcome=outcome, prompt_event_id=prompt_event_id)

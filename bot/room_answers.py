@@ -26,18 +26,9 @@ from bot.posts import prompt_complete
 from bot.prompts.text import prose
 from bot.session_rules import facts, offered, scope_of
 from bot.timeutil import iso_ms
+from bot.words import via_words
 
 log = structlog.get_logger("daemon")
-
-VIA_WORDS = {
-    "matrix": "reply",
-    "reaction": "reaction",
-    "structured": "structured answer",
-    "api": "the HTTP API",
-    "rule": "a rule",
-    "timeout": "timeout",
-    "cancel": "cancellation",
-}
 
 
 def describe_outcome(rec: Record) -> str:
@@ -46,7 +37,7 @@ def describe_outcome(rec: Record) -> str:
     if o is None:
         return "still pending"
     what = prose(rec.option_name(o.option_id) or "") if o.option_id else "cancelled"  # agent text
-    return f"{what}, by {o.answered_by} via {VIA_WORDS.get(o.via, o.via)} at {iso_ms(o.decided_at)}"
+    return f"{what}, by {o.answered_by} via {via_words(o.via)} at {iso_ms(o.decided_at)}"
 
 
 def as_target(rec: Record) -> answers.Target:

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-VIA_WORDS = {
-    "matrix": "reply",
-    "reaction": "reaction",
-    "structured": "app",
-    "api": "API",
-    "rule": "rule",
-    "timeout": "timeout",
-    "cancel": "cancellation",
+from bot.inbox.states import Via
+
+VIA_WORDS: dict[str, str] = {
+    Via.MATRIX: "reply",
+    Via.REACTION: "reaction",
+    Via.STRUCTURED: "app",
+    Via.API: "API",
+    Via.RULE: "rule",
+    Via.TIMEOUT: "timeout",
+    Via.CANCEL: "cancellation",
 }
 
 

@@ -12,10 +12,10 @@ import aiohttp
 import pytest
 
 from bot import health
-from bot.cli.run_cmd import _run_until_stopped
 from bot.matrix.errors import MatrixFatal
 from bot.matrix.retry import Backoff, retry
 from bot.matrix.sync import SYNC_KEY, Syncer
+from bot.supervisor import Supervisor
 
 
 def test_backoff_doubles_to_the_cap_with_jitter_and_resets() -> None:
@@ -94,15 +94,22 @@ async def test_sync_token_save_gives_way_to_a_stop() -> None:
 
 
 class StandIn:
-    """A daemon whose Matrix side does what ``run_matrix`` is given."""
+    """A daemon whose log-in does what ``connect`` is given, with no Matrix-side tasks."""
 
     def __init__(self, run: Any, ready: bool = False) -> None:
         self.stop = asyncio.Event()
         self.ready = ready
         self._run = run
 
-    async def run_matrix(self) -> None:
+    async def connect(self) -> None:
         await self._run()
+
+    def matrix_tasks(self) -> list[asyncio.Task[None]]:
+        return []
+
+
+def _run_until_stopped(d: Any) -> Any:
+    return Supervisor(d)._matrix_until_stopped()
 
 
 async def test_stop_while_login_waits_on_an_unreachable_homeserver_ends_at_once() -> None:
@@ -240,3 +247,30 @@ async def test_a_failed_commit_is_rolled_back_and_the_next_transaction_works(tmp
         assert created and (await inbox.get(rec.id)) is not None
     finally:
         await inbox.close()
+
+
+class WholeStandIn(StandIn):
+    """A stand-in with a timer, a webhook sender and Matrix-side tasks, one of which fails."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda: asyncio.sleep(0), ready=True)
+        self.webhooks = SimpleNamespace(run=lambda stop: stop.wait())
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def timer_loop(self) -> None:
+        await asyncio.sleep(3600)
+
+    def matrix_tasks(self) -> list[asyncio.Task[None]]:
+        async def sync() -> None:
+            await asyncio.sleep(0.05)
+            raise RuntimeError("sync broke")
+
+        self.tasks = [asyncio.create_task(sync()), asyncio.create_task(asyncio.sleep(3600))]
+        return self.tasks
+
+
+async def test_one_failing_task_stops_every_task_and_exits_1() -> None:
+    d = WholeStandIn()
+    assert await asyncio.wait_for(Supervisor(cast(Any, d)).run(), 5) == 1
+    assert d.stop.is_set() and d.tasks and all(t.done() for t in d.tasks)
+    assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]

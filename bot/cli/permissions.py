@@ -26,6 +26,7 @@ from bot.discovery import TOKEN_ENV, warn_argv_token
 from bot.durations import DurationError, format_age, parse_duration
 from bot.hide import hide_secrets
 from bot.ids import url_segment as quote_id
+from bot.words import clip
 
 if TYPE_CHECKING:
     from bot.rules import Rule
@@ -219,13 +220,6 @@ def clean(text: str) -> str:
     return _CTRL.sub("?", _SPACE.sub(" ", text)).strip()
 
 
-def cut(text: str, width: int) -> str:
-    """``text`` in at most ``width`` characters, ending in … when cut."""
-    if len(text) <= width:
-        return text
-    return text[: max(0, width - 1)] + "…"
-
-
 def dumps(obj: object, indent: int | None = None) -> str:
     """JSON with readable non-ASCII, but C1 controls, bidi marks and line separators escaped."""
     seps = (",", ": ") if indent else (",", ":")
@@ -317,8 +311,8 @@ def table(records: Sequence[Mapping[str, Any]], width: int, now: datetime) -> li
     last = max(len(_HEAD[4]), width - sum(widths) - 2 * len(widths))
     lines = []
     for row in [_HEAD, *rows]:
-        cells = [cut(row[i], w).ljust(w) for i, w in enumerate(widths)]
-        lines.append("  ".join([*cells, cut(row[4], last)]).rstrip())
+        cells = [clip(row[i], w).ljust(w) for i, w in enumerate(widths)]
+        lines.append("  ".join([*cells, clip(row[4], last)]).rstrip())
     return lines
 
 
@@ -335,7 +329,7 @@ def _ls(args: argparse.Namespace, client: Client) -> int:
     if status != 200:
         raise _Fail(_http_message(status, body, client))
     if not isinstance(body, list):
-        raise _Fail(f"unexpected answer from {client.url}/permissions (not a JSON list): {cut(str(body), 80)}")
+        raise _Fail(f"unexpected answer from {client.url}/permissions (not a JSON list): {clip(str(body), 80)}")
     records = [r for r in body if isinstance(r, dict)]
     if args.session:
         records = [r for r in records if _matches_session(r, args.session)]
@@ -367,7 +361,7 @@ def _reason(body: object) -> str:
         if isinstance(r, str) and r:
             return clean(r)
     if isinstance(body, str) and body.strip():
-        return cut(clean(body), 200)
+        return clip(clean(body), 200)
     return ""
 
 
@@ -463,7 +457,7 @@ def _decide(args: argparse.Namespace, client: Client, verb: str) -> int:
     if status != 200:
         raise _Fail(_http_message(status, rec, client))
     if not isinstance(rec, dict):
-        raise _Fail(f"unexpected answer from {client.url} (not a JSON record): {cut(str(rec), 80)}")
+        raise _Fail(f"unexpected answer from {client.url} (not a JSON record): {clip(str(rec), 80)}")
     _out(dumps(rec, indent=2) if args.json else clean(_summary(verb, rid, rec)))
     return 0
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import TYPE_CHECKING
 
 import structlog
 from aiohttp import web
@@ -13,23 +12,20 @@ from aiohttp import web
 from bot import logs
 from bot.config import Config, ConfigError, load_config
 
-if TYPE_CHECKING:
-    from bot.daemon import Daemon
-
-STOP_GRACE = 10.0  # seconds the running loops get to finish after a stop
-
 
 async def _serve(cfg: Config) -> int:
     from bot.api.app import create_app
     from bot.api.auth import Tokens
     from bot.api.limits import LimitedRunner, Limits
-    from bot.daemon import Daemon, install_signal_handlers
+    from bot.daemon import Daemon
+    from bot.supervisor import Supervisor
 
     log = structlog.get_logger("run")
     from bot.inbox.schema import SchemaTooNew
 
     daemon = Daemon(cfg)
-    install_signal_handlers(daemon.stop)
+    supervisor = Supervisor(daemon)
+    supervisor.catch_signals()  # before start-up: a SIGTERM at any stage stops cleanly
     try:
         await daemon.start()
     except SchemaTooNew as e:
@@ -58,46 +54,14 @@ async def _serve(cfg: Config) -> int:
         await daemon.close()
         return 1
     log.info("api_listening", listen=cfg.api.listen)
-    timer = asyncio.create_task(daemon.timer_loop(), name="timer")
-    hooks = asyncio.create_task(daemon.webhooks.run(daemon.stop), name="webhooks")
     code = 0
     try:
-        code = await _run_until_stopped(daemon)
+        code = await supervisor.run()
     finally:
-        daemon.stop.set()
-        timer.cancel()
-        await asyncio.gather(timer, hooks, return_exceptions=True)
         await runner.cleanup()
         await daemon.close()
         log.info("stopped", code=code)
     return code
-
-
-async def _run_until_stopped(daemon: Daemon) -> int:
-    """The Matrix side until a stop (SIGTERM at any stage) or a failure: 0, or 1 with one clear line."""
-    from bot.matrix.errors import MatrixFatal
-
-    log = structlog.get_logger("run")
-    main = asyncio.create_task(daemon.run_matrix(), name="matrix")
-    stopped = asyncio.create_task(daemon.stop.wait(), name="stop")
-    await asyncio.wait([main, stopped], return_when=asyncio.FIRST_COMPLETED)
-    stopped.cancel()
-    if not main.done():  # stopped: running loops end on their own; login or join waiting on the network is cancelled
-        _, pending = await asyncio.wait([main], timeout=STOP_GRACE if daemon.ready else 0)
-        if pending:
-            main.cancel()
-    try:
-        await main
-    except asyncio.CancelledError:
-        if not daemon.stop.is_set():
-            raise
-    except MatrixFatal as e:
-        log.error("matrix_fatal", error=str(e))
-        return 1
-    except Exception as e:
-        log.exception("daemon_failed", error=f"{type(e).__name__}: {e}")
-        return 1
-    return 0
 
 
 def run(config_path: str) -> int:

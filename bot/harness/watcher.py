@@ -31,6 +31,7 @@ from bot.harness.mapping import (
 from bot.inbox import links as L
 from bot.inbox.links import Link, Links, Squatted
 from bot.inbox.record import CANCELLED, Record
+from bot.inbox.states import Via
 from bot.inbox.store import Inbox
 from bot.timeutil import iso_ms
 
@@ -163,7 +164,7 @@ class Watcher:
             if (link.harness_id, link.fingerprint) in current:
                 continue
             rec = await self.inbox.settle(
-                link.request_id, option_id=None, by=self.by, via="cancel", feedback=ELSEWHERE,
+                link.request_id, option_id=None, by=self.by, via=Via.CANCEL, feedback=ELSEWHERE,
                 now=self.now(), state=CANCELLED,
             )
             if rec is not None:

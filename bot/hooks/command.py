@@ -22,7 +22,6 @@ import select
 import signal
 import stat
 import sys
-import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,7 +29,7 @@ from typing import Any, Literal
 import aiohttp
 
 from bot.aio import on_signals
-from bot.discovery import TokenFileError, discover
+from bot.discovery import TokenFileError, discover, is_http_url
 from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
 from bot.hooks.output import deny
 
@@ -57,8 +56,7 @@ def credentials(url: str | None, token_file: str | None) -> tuple[str, str | Non
         base, token = discover(url, None, token_file)
     except TokenFileError as e:
         raise HookFailure(str(e)) from None
-    parts = urllib.parse.urlsplit(base)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
+    if not is_http_url(base):
         raise HookFailure(f"the daemon URL must look like http://HOST:PORT (got {base[:80]!r})")
     return base, token
 

@@ -24,6 +24,7 @@ from bot.hooks.models import Cli, HookInput, parse_hook_input
 from bot.hooks.output import decision
 from bot.hooks.translate import build_submission
 from bot.inbox.record import Record
+from bot.inbox.states import Via
 
 if TYPE_CHECKING:
     from bot.daemon import Daemon
@@ -57,7 +58,7 @@ async def _withdraw(daemon: Daemon, rec: Record, by: str) -> None:
     from bot.daemon import NotFound
 
     try:
-        await daemon.decide(rec.id, "cancel", by=by, via="cancel")
+        await daemon.decide(rec.id, "cancel", by=by, via=Via.CANCEL)
     except NotFound:
         return
     log.info("hook_request_withdrawn", request_id=rec.id, by=by)

@@ -6,11 +6,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bot.inbox.states import State, Via
 from bot.timeutil import iso_ms
 
-PENDING, RESOLVED, EXPIRED, CANCELLED = "pending", "resolved", "expired", "cancelled"
-STATES = (PENDING, RESOLVED, EXPIRED, CANCELLED)
-VIAS = ("matrix", "reaction", "structured", "api", "rule", "timeout", "cancel")
+PENDING, RESOLVED, EXPIRED, CANCELLED = State.PENDING, State.RESOLVED, State.EXPIRED, State.CANCELLED  # old names
+STATES = tuple(State)
+VIAS = tuple(Via)
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class Outcome:
 
     option_id: str | None
     answered_by: str
-    via: str
+    via: Via
     feedback: str | None
     decided_at: float
 
@@ -44,7 +45,7 @@ class Record:
     params: dict[str, Any]
     digest: str
     revision: int
-    state: str
+    state: State
     requested_at: float
     expires_at: float
     prompt_event_id: str | None

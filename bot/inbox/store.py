@@ -17,6 +17,7 @@ import aiosqlite
 
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Outcome, Record, dumps
 from bot.inbox.schema import upgrade
+from bot.inbox.states import State, Via
 from bot.inbox.submission import Submission
 from bot.timeline import Kind, Mark
 
@@ -32,7 +33,7 @@ def _row_to_record(r: aiosqlite.Row) -> Record:
         outcome = Outcome(
             option_id=r["outcome_option_id"],
             answered_by=r["outcome_by"],
-            via=r["outcome_via"],
+            via=Via(r["outcome_via"]),
             feedback=r["outcome_feedback"],
             decided_at=r["decided_at"],
         )
@@ -53,7 +54,7 @@ def _row_to_record(r: aiosqlite.Row) -> Record:
         params=json.loads(r["params"]),
         digest=r["digest"],
         revision=r["revision"],
-        state=r["state"],
+        state=State(r["state"]),
         requested_at=r["requested_at"],
         expires_at=r["expires_at"],
         prompt_event_id=r["prompt_event_id"],
@@ -258,10 +259,10 @@ class Inbox:
         *,
         option_id: str | None,
         by: str,
-        via: str,
+        via: Via,
         feedback: str | None,
         now: float,
-        state: str | None = None,
+        state: State | None = None,
         event_id: str | None = None,
     ) -> Record | None:
         """Leave ``pending`` once. Returns the settled record, or None when it was not pending.

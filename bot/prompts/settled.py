@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.events import format_utc_ms, validate_content
+from bot.inbox.states import State, Via
 from bot.prompts.build import HTML_FORMAT
 from bot.prompts.message import ANSWER_HINT, hint_html
 from bot.prompts.text import cut, esc, one_line, prose, valid, visible
@@ -34,18 +35,18 @@ def _outcome_line(
     )
     named = f" ({prose(label)})" if label else ""
     chosen = {"approve": "Approved", "reject": "Rejected"}.get(str(meaning), "Chose")
-    if state == "resolved":
+    if state == State.RESOLVED:
         icon = {"approve": "✅", "reject": "❌"}.get(str(meaning), "☑️")
         line = f"{icon} {chosen}{named}"
-    elif state == "expired":
+    elif state == State.EXPIRED:
         line = "⏱ Expired, no answer in time" + (f": {chosen.lower()}{named}" if option_id else ": cancelled")
-    elif state == "cancelled":
+    elif state == State.CANCELLED:
         line = "🚫 Cancelled"
     else:
         line = f"{one_line(state)}{named}"
-    if answered_by and answered_by not in {via, "timeout", "cancel"}:
+    if answered_by and answered_by not in {via, Via.TIMEOUT, Via.CANCEL}:
         line += f" by {one_line(answered_by)}"
-    if via not in {"timeout", "cancel", ""}:
+    if via not in {Via.TIMEOUT, Via.CANCEL, ""}:
         line += f" via {VIA_WORDS.get(via) or one_line(via)}"
     if feedback and feedback.strip():
         shown, _ = cut(one_line(visible(one_line(feedback)[: MAX_FEEDBACK_SHOWN + 1])), MAX_FEEDBACK_SHOWN)

@@ -1,0 +1,93 @@
+"""The one place that starts and stops every task of the daemon.
+
+At once: the expiry timer and the webhook sender. Once logged in and joined: the sync loop, the
+outbox workers, the notices and the harness watchers. SIGTERM/SIGINT (from :meth:`Supervisor.catch_signals`,
+called before start-up so a stop at any stage counts) set the daemon's ``stop``; the first task that
+fails stops the rest. :meth:`Supervisor.run` answers the exit code: 0 after a stop, 1 after a failure
+(one clear line: ``matrix_fatal`` or ``daemon_failed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import structlog
+
+from bot.aio import on_signals
+from bot.matrix.errors import MatrixFatal
+
+if TYPE_CHECKING:
+    from bot.daemon import Daemon
+
+STOP_GRACE = 10.0  # seconds the running loops get to finish after a stop
+
+log = structlog.get_logger("run")
+
+
+class Supervisor:
+    """Owns the daemon's tasks: starts them, waits for a stop or a failure, and ends them all."""
+
+    def __init__(self, daemon: Daemon, grace: float = STOP_GRACE) -> None:
+        self.daemon = daemon
+        self.grace = grace
+
+    def catch_signals(self) -> Callable[[], None]:
+        """SIGTERM and SIGINT stop the daemon cleanly; returns what removes the handlers."""
+        return on_signals(lambda _sig: self.daemon.stop.set())
+
+    async def run(self) -> int:
+        """Every task until a stop or a failure; all of them have ended when this returns."""
+        d = self.daemon
+        always = [
+            asyncio.create_task(d.timer_loop(), name="timer"),
+            asyncio.create_task(d.webhooks.run(d.stop), name="webhooks"),
+        ]
+        try:
+            return await self._matrix_until_stopped()
+        finally:
+            d.stop.set()
+            always[0].cancel()  # the webhook sender ends on its own once stopped
+            await asyncio.gather(*always, return_exceptions=True)
+
+    async def _matrix_until_stopped(self) -> int:
+        """The Matrix side until a stop (at any stage) or a failure: 0, or 1 with one clear line."""
+        d = self.daemon
+        main = asyncio.create_task(self._matrix_side(), name="matrix")
+        stopped = asyncio.create_task(d.stop.wait(), name="stop")
+        await asyncio.wait([main, stopped], return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not main.done():  # stopped: running loops end on their own; a log-in waiting on the network is cancelled
+            _, pending = await asyncio.wait([main], timeout=self.grace if d.ready else 0)
+            if pending:
+                main.cancel()
+        try:
+            await main
+        except asyncio.CancelledError:
+            if not d.stop.is_set():
+                raise
+        except MatrixFatal as e:
+            log.error("matrix_fatal", error=str(e))
+            return 1
+        except Exception as e:
+            log.exception("daemon_failed", error=f"{type(e).__name__}: {e}")
+            return 1
+        return 0
+
+    async def _matrix_side(self) -> None:
+        """Log in and join, then run sync, outbox, notices and watchers until a stop or the first failure."""
+        d = self.daemon
+        await d.connect()
+        tasks = d.matrix_tasks()
+        waiter = asyncio.create_task(d.stop.wait())
+        try:
+            done, _ = await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                if t in tasks and t.exception() is not None:
+                    raise t.exception()  # type: ignore[misc]
+        finally:
+            waiter.cancel()
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
