@@ -1,20 +1,27 @@
 """Latency: what the bot adds to the homeserver's own two hops.
 
-    .venv/bin/python bench/latency.py [--rounds 30]
+    .venv/bin/python bench/latency.py [--rounds 40]
 
 Real Synapse on loopback. Baseline: two plain matrix-nio clients play ping-pong
-(A sends, B sees it by sync and replies, A sees the reply), N rounds. Product:
-an SDK agent behind `permission-bot acp` asks permission; a scripted answerer
-sees the prompt by sync and replies "1"; the agent gets the outcome, N rounds
-(the agent's own clock, from asking to the answer). Prints medians, p95 and
-the ratio product/baseline (target: median ratio <= 1.25).
+(A sends, B sees it by sync and replies, A sees the reply), N rounds, half
+before and half after the product's. Product, the sequential pattern: an SDK
+agent behind `permission-bot acp` asks permission; a scripted answerer sees the
+prompt by sync and replies "1"; the agent gets the outcome and asks again at
+once, N rounds (the agent's own clock, from asking to the answer). Prints
+median and p90 of both and their ratios (targets: median <= 1.10, p90 <= 1.25),
+the rounds in order and whether they fall into two groups (bimodal), and the
+per-stage breakdown from the ``request_timing`` events of the daemon's and the
+proxy's logs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
+import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -119,13 +126,13 @@ class Recorder(Client):
                 await self.outcomes.put(json.loads(t[len("OUTCOME "):]))
 
 
-async def product(st: Station, answerer: Peer, rounds: int) -> list[float]:
+async def product(st: Station, answerer: Peer, rounds: int, log: Any) -> list[float]:
     """An SDK agent behind `permission-bot acp` asks; the answerer replies "1" when it sees the prompt."""
     client = Recorder()
     agent = [st.exe, "acp", "--url", st.api_url, "--token", TOKEN, "--", sys.executable,
              str(ROOT / "tests" / "agents" / "scripted_agent.py")]
     out: list[float] = []
-    async with spawn_agent_process(client, agent[0], *agent[1:]) as (conn, _proc):
+    async with spawn_agent_process(client, agent[0], *agent[1:], transport_kwargs={"stderr": log}) as (conn, _proc):
         await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities(
             fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False),
             client_info=Implementation(name="bench", version="1"))
@@ -156,13 +163,76 @@ async def product(st: Station, answerer: Peer, rounds: int) -> list[float]:
     return out
 
 
-def p95(xs: list[float]) -> float:
-    return sorted(xs)[max(0, round(0.95 * len(xs)) - 1)]
+def pct(xs: list[float], q: float) -> float:
+    """The ``q`` quantile (nearest rank)."""
+    return sorted(xs)[max(0, min(len(xs), round(q * len(xs))) - 1)]
+
+
+KV = re.compile(r"(\w+)=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|\S+)")
+
+
+def timings(path: Path) -> list[dict[str, float]]:
+    """The ``request_timing`` events of a daemon or proxy log (key=value or JSON lines)."""
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if "request_timing" not in line:
+            continue
+        try:
+            fields: dict[str, Any] = json.loads(line)
+        except ValueError:
+            fields = {k: v.strip("'\"") for k, v in KV.findall(line)}
+        if fields.get("event") != "request_timing":
+            continue
+        row = {}
+        for k, v in fields.items():
+            if k.endswith("_ms"):
+                try:
+                    row[k] = float(v)
+                except (TypeError, ValueError):
+                    pass
+        out.append(row)
+    return out
+
+
+STAGES = [  # (label, field): one request's way, in order
+    ("submitted -> prompt posted", "submit_to_post_ms"),
+    ("  of which: submitted -> prompt sent (the bot)", "submit_to_send_ms"),
+    ("  and: prompt sent -> posted (the homeserver)", "send_to_post_ms"),
+    ("posted -> answer sent (person's sync + reply)", "post_to_answer_ms"),
+    ("answer sent -> seen in the bot's sync", "answer_to_seen_ms"),
+    ("seen -> settled", "seen_to_settled_ms"),
+    ("settled -> proxy told (long-poll answer)", "settled_to_proxy_ms"),
+    ("proxy told -> agent told", "proxy_to_agent_ms"),
+    ("settled -> settled edit sent (off the path)", "settled_to_edit_ms"),
+]
+
+
+def breakdown(rows: list[dict[str, float]]) -> dict[str, tuple[float, float, int]]:
+    out = {}
+    for label, field in STAGES:
+        xs = [r[field] for r in rows if field in r]
+        if xs:
+            out[label] = (statistics.median(xs), pct(xs, 0.9), len(xs))
+    return out
+
+
+def bimodal(prod: list[float], base_median: float) -> tuple[bool, float, float]:
+    """Do the rounds fall into two groups? Either they alternate (lag-1 autocorrelation <= -0.3), or sorted
+    they show an empty band wider than half the baseline median with at least 20 % of the rounds on each side.
+    Returns (bimodal, the widest such band in ms, the lag-1 autocorrelation)."""
+    m = statistics.mean(prod)
+    num = sum((a - m) * (b - m) for a, b in itertools.pairwise(prod))
+    den = sum((a - m) ** 2 for a in prod) or 1.0
+    lag1 = num / den
+    xs = sorted(prod)
+    lo, hi = max(1, int(0.2 * len(xs))), int(0.8 * len(xs))
+    band = max((xs[i] - xs[i - 1] for i in range(lo, hi + 1) if i < len(xs)), default=0.0)
+    return lag1 <= -0.3 or band > 0.5 * base_median, band, lag1
 
 
 async def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--no-seed-reactions", action="store_true", help="measure without keycap seeding")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pb-latency-"))
@@ -172,6 +242,7 @@ async def main() -> int:
     if a.no_seed_reactions:
         st.prompts["seed_reactions"] = False
     peers: list[Peer] = []
+    proxy_log = work / "proxy.log"
     try:
         await st.setup()
         ping = Peer(hs.url, st.carol.user_id, st.carol.token, st.room_id)
@@ -181,21 +252,36 @@ async def main() -> int:
         for p in peers:
             await p.start()
         await baseline(ping, pong, 3)  # warm up
-        base = await baseline(ping, pong, a.rounds)
-        prod = await product(st, answerer, a.rounds)
-        bm, pm = statistics.median(base), statistics.median(prod)
-        print(f"baseline ping-pong (2 hops, plain nio): median {bm:.1f} ms, p95 {p95(base):.1f} ms, n={len(base)}")
-        print(f"product ask -> answer (agent's clock):   median {pm:.1f} ms, p95 {p95(prod):.1f} ms, n={len(prod)}")
-        print(f"median ratio product/baseline: {pm / bm:.2f} (target <= 1.25)")
-        print(json.dumps({"baseline_median_ms": round(bm, 1), "baseline_p95_ms": round(p95(base), 1),
-                          "product_median_ms": round(pm, 1), "product_p95_ms": round(p95(prod), 1),
-                          "ratio": round(pm / bm, 2), "rounds": a.rounds}))
+        half = (a.rounds + 1) // 2  # the baseline's rounds before and after the product's: the same load
+        base = await baseline(ping, pong, half)
+        with proxy_log.open("wb") as f:
+            prod = await product(st, answerer, a.rounds, f)
+        base += await baseline(ping, pong, a.rounds - half)
+        await asyncio.sleep(1.0)  # the last settled edit is sent off the path: let its trace reach the log
+        bm, pm, b90, p90 = statistics.median(base), statistics.median(prod), pct(base, 0.9), pct(prod, 0.9)
+        two, band, lag1 = bimodal(prod, bm)
+        print(f"baseline ping-pong (2 hops, plain nio): median {bm:.1f} ms, p90 {b90:.1f} ms, n={len(base)}")
+        print(f"product ask -> answer (agent's clock):   median {pm:.1f} ms, p90 {p90:.1f} ms, n={len(prod)}")
+        print(f"ratio median {pm / bm:.2f} (target <= 1.10), p90 {p90 / b90:.2f} (target <= 1.25)")
+        print(f"rounds in order (ms): {' '.join(f'{x:.0f}' for x in prod)}")
+        print(f"bimodal: {'YES' if two else 'no'} (widest empty band between the 20th and 80th percentile "
+              f"{band:.0f} ms, bimodal above {0.5 * bm:.0f}; lag-1 autocorrelation {lag1:+.2f}, "
+              f"alternating at <= -0.30)")
+        rows = timings(st.log_path) + timings(proxy_log)
+        print("stage breakdown (from request_timing in the daemon's and the proxy's logs):")
+        for label, (med, q90, n) in breakdown(rows).items():
+            print(f"  {label:<48} median {med:7.1f} ms  p90 {q90:7.1f} ms  n={n}")
+        print(json.dumps({"baseline_median_ms": round(bm, 1), "baseline_p90_ms": round(b90, 1),
+                          "product_median_ms": round(pm, 1), "product_p90_ms": round(p90, 1),
+                          "ratio_median": round(pm / bm, 2), "ratio_p90": round(p90 / b90, 2),
+                          "bimodal": two, "rounds": a.rounds}))
         return 0
     finally:
         for p in peers:
             await p.close()
         await st.teardown()
         hs.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

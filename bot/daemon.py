@@ -69,6 +69,7 @@ class Daemon:
             self.rules = parse_rules(list(cfg.rules))
         self.inbox.listen(self._on_change)
         self.inbox.listen(self.outbox.on_change)
+        self.inbox.listen(self.outbox.timings.on_change)
         self.webhooks = Webhooks(cfg.webhooks)
         self.inbox.listen(self.webhooks.on_change)
         self.inbox.listen(self.metrics.on_change)
@@ -217,8 +218,9 @@ class Daemon:
     def matrix_tasks(self) -> list[asyncio.Task[None]]:
         """The Matrix-side tasks, started (sync, outbox workers, notices, harness watchers); run by
         :class:`bot.supervisor.Supervisor`, which stops them."""
+        handler = self.outbox.timings.room_handler(self.on_room_event, self.now)  # stamps when answers are seen
         return [
-            asyncio.create_task(self.matrix.sync_forever(self.on_room_event, self.stop), name="sync"),
+            asyncio.create_task(self.matrix.sync_forever(handler, self.stop), name="sync"),
             *self.outbox.tasks(),
             asyncio.create_task(self.notices.run(self.stop), name="notices"),
             *self.harnesses.tasks(self.stop),

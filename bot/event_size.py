@@ -72,8 +72,7 @@ class TooLarge(SubmissionError):
 
 def check_submission(sub: Submission, now: float, timeout: float, *, encrypted: bool) -> None:
     """Raise TooLarge when the prompt or its worst-case settled edit would not fit one event."""
-    from bot.outbox import settled_content  # the exact contents the outbox sends
-    from bot.posts import prompt_content
+    from bot.posts import prompt_content, settled_content  # the exact contents the outbox sends
 
     rec = provisional(sub, now, timeout)
     where = " in an encrypted room" if encrypted else ""

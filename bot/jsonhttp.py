@@ -69,9 +69,11 @@ def decode(raw: bytes) -> Any:
 
 
 def call(
-    method: str, url: str, body: Any = None, *, token: str | None = None, timeout: float = 30.0
+    method: str, url: str, body: Any = None, *, token: str | None = None, timeout: float = 30.0,
+    links: list[str] | None = None,
 ) -> tuple[int, Any]:
-    """Send one JSON request; ``(status, body)`` for any status; ``Unreachable`` when nothing answered."""
+    """Send one JSON request; ``(status, body)`` for any status; ``Unreachable`` when nothing answered.
+    ``links`` gets the answer's ``Link`` header values."""
     data = None if body is None else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data, method=method)
     req.add_header("Accept", "application/json")
@@ -82,6 +84,8 @@ def call(
     try:
         with opener(url).open(req, timeout=timeout) as resp:
             status, raw = resp.status, resp.read()
+            if links is not None:
+                links.extend(resp.headers.get_all("Link") or [])
     except urllib.error.HTTPError as err:
         status = err.code
         try:

@@ -2,22 +2,24 @@
 
 Four workers, each re-reading the inbox, so a restart picks up where the last
 run stopped: ``post`` sends prompts not in the room yet (16 in flight, with
-deterministic txn ids); ``settle`` edits settled prompts to show their outcome
-(edits are coalesced and yield to new prompts); ``seed`` adds keycap reactions
-to prompts still pending a second after posting; ``clear`` takes back the seeded
-keycaps of settled prompts.
+deterministic txn ids); ``settle`` edits settled prompts to show their outcome;
+``seed`` adds keycap reactions to prompts still pending a second after posting;
+``clear`` takes back the seeded keycaps of settled prompts.
 
-Prompts and edits are the foreground: what a person waits for. Keycaps are
-background work: every background send waits until no prompt or edit is being
-sent, so a burst of seeding or clean-up (four events a prompt) never delays
-the next prompt or the next edit (the homeserver persists one room's events in
-order, so a queue of reactions ahead of an edit would).
+Prompts and edits are the foreground. A settled prompt is edited at once, and a
+new prompt waits until the edits already due are in the room: a plain answer
+binds only to a prompt whose predecessors the room shows settled, with nothing
+after its posting (bot/timeline.py), so each edit must come before the next
+prompt, never in the middle of the next round (where it made every second round
+slow: the homeserver persists one room's events in order). Keycaps are background
+work: they wait until no prompt or edit is being sent and the room is quiet
+(bot/quiet.py), so a burst of seeding or clean-up (four events a prompt) never
+delays a prompt, an edit or a quick answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -31,64 +33,25 @@ from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix, SendFailed, txn_id
 from bot.matrix.retry import KeyedBackoff
 from bot.metrics import Metrics
-from bot.posts import full_text_notice, prompt_content, remember_complete
-from bot.prompts import build_settled, edit_content
-from bot.timeutil import to_datetime
+from bot.posts import (
+    full_text_notice,
+    prompt_content,
+    remember_complete,
+    settled_content,
+    short_prompt_content,
+    short_settled_content,
+)
+from bot.quiet import Quiet
+from bot.timing import Timings
 
 log = structlog.get_logger("outbox")
 
 FOREGROUND = ("post", "settle")  # workers whose sends a person waits for
 
 SEND_CONCURRENCY = 16  # sends in flight to the homeserver at once
-EDIT_COALESCE = 0.25  # seconds settled prompts wait so a burst of answers is edited in one pass
+EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits already due to be sent
 SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
 NOT_POSTED = ""  # prompt_event_id of a rule-settled request that is recorded but not posted
-
-
-def settled_content(rec: Record) -> dict[str, Any]:
-    """The m.replace edit that shows ``rec``'s outcome."""
-    assert rec.outcome is not None and rec.prompt_event_id
-    o = rec.outcome
-    new = build_settled(
-        prompt_content(rec),
-        state=rec.state,
-        option_id=o.option_id,
-        option_name=rec.option_name(o.option_id),
-        answered_by=o.answered_by,
-        via=o.via,
-        feedback=o.feedback,
-        decided_at=to_datetime(o.decided_at),
-    )
-    return edit_content(rec.prompt_event_id, new)
-
-
-SHORT_FIELD = 2048  # a short fallback keeps the content's fields up to this size (JSON bytes)
-
-
-def short_content(full: dict[str, Any], body: str) -> dict[str, Any]:
-    """``full`` without its large fields and with ``body``: what is sent when ``full`` is too large."""
-    kept = {k: v for k, v in full.items()
-            if k not in ("body", "formatted_body", "format") and len(json.dumps(v)) <= SHORT_FIELD}
-    kept["body"] = body
-    return kept
-
-
-def short_prompt_content(rec: Record) -> dict[str, Any]:
-    """A prompt the homeserver refused as too large, said in a few lines."""
-    full = prompt_content(rec)
-    names = ", ".join(f"{i}. {o['name'][:60]}" for i, o in enumerate(rec.options, start=1))
-    return short_content(
-        full, f"Permission request {rec.id}: {rec.title[:200]}\n(too large to show here; "
-        f"see GET /permissions/{rec.id})\nAnswer: {names}"[:4000],
-    )
-
-
-def short_settled_content(rec: Record) -> dict[str, Any]:
-    """The settled edit the homeserver refused as too large, as its outcome line alone."""
-    assert rec.prompt_event_id
-    full = settled_content(rec)["m.new_content"]
-    line = str(full.get("body", "")).split("\n", 1)[0]
-    return edit_content(rec.prompt_event_id, short_content(full, f"{line}\n(the request is too large to repeat here)"))
 
 
 class Outbox:
@@ -116,12 +79,14 @@ class Outbox:
         self.wake_settle = asyncio.Event()
         self.wake_seed = asyncio.Event()
         self.wake_clear = asyncio.Event()
-        self.posting_idle = asyncio.Event()
-        self.posting_idle.set()
         self.foreground_idle = asyncio.Event()  # no prompt and no edit being sent
         self.foreground_idle.set()
         self._foreground = 0
         self.retries = KeyedBackoff()  # per record: one failing send never delays another record's
+        self.quiet = Quiet()  # edits and keycaps wait for it
+        self.edits_idle = asyncio.Event()  # no settled prompt waiting for its edit: a new prompt may go
+        self.edits_idle.set()
+        self.timings = Timings()  # each request's way through, logged as request_timing once edited
 
     def on_change(self, kind: str, rec: Record) -> None:
         """Inbox listener: a new request wakes the poster, a settlement the editor and the clean-up."""
@@ -129,6 +94,8 @@ class Outbox:
             self.foreground_idle.clear()  # a prompt is on its way: background sends hold back now
             self.wake_post.set()
         else:
+            self.quiet.settled(rec.id, self.now())
+            self.edits_idle.clear()
             self.foreground_idle.clear()
             self.wake_settle.set()
             self.wake_clear.set()
@@ -179,33 +146,38 @@ class Outbox:
             self.foreground_idle.set()
 
     async def _background_turn(self) -> bool:
-        """Wait until no prompt or edit is being sent; False when stopping."""
-        while not self.foreground_idle.is_set() and not self.stop.is_set():
-            await wait_any(self.stop, self.foreground_idle, 1.0)
-        return not self.stop.is_set()
+        """Wait until no prompt or edit is being sent and the room is quiet; False when stopping."""
+        while not self.stop.is_set():
+            if not self.foreground_idle.is_set():
+                await wait_any(self.stop, self.foreground_idle, 1.0)
+                continue
+            busy = self.quiet.busy_for(self.now(), posting=False)
+            if busy <= 0:
+                return True
+            await sleep_unless_stopped(self.stop, busy)
+        return False
 
     async def _post_step(self) -> float:
         """Post every prompt not in the room yet; then re-read answers parked for them."""
         while batch := self._ready("post", await self.inbox.needing_post(limit=256 + self.retries.waiting())):
-            self.posting_idle.clear()
-            try:
-                await self._pool("post", self._post, batch)
-            finally:
-                self.posting_idle.set()
+            if not self.edits_idle.is_set():  # the edits already due go first (see the module docstring)
+                await wait_any(self.stop, self.edits_idle, EDITS_FIRST_WAIT)
+            await self._pool("post", self._post, batch)
         for source in await self.inbox.take_parked():
             await self.reprocess(source)
         return self.retries.next_in(self.now(), 10.0)
 
     async def _settle_step(self) -> float:
-        """Edit settled prompts to show their outcome; take back the seeded keycaps."""
-        await sleep_unless_stopped(self.stop, EDIT_COALESCE)  # answers often come in bursts: edit them in one pass
-        if not self.posting_idle.is_set():  # a new prompt is on its way: it goes first
-            await wait_any(self.stop, self.posting_idle, 5.0)
-        while batch := self._ready("edit", [
-            r for r in await self.inbox.needing_edit(limit=256 + self.retries.waiting())
-            if r.prompt_event_id != NOT_POSTED
-        ]):
-            await self._pool("edit", self._edit, batch)
+        """Edit settled prompts to show their outcome, at once (a new prompt waits for these edits)."""
+        try:
+            while batch := self._ready("edit", [
+                r for r in await self.inbox.needing_edit(limit=256 + self.retries.waiting())
+                if r.prompt_event_id != NOT_POSTED
+            ]):
+                await self._pool("edit", self._edit, batch)
+        finally:  # also when a send failed: its retry must not hold new prompts back
+            if not self.wake_settle.is_set():
+                self.edits_idle.set()
         return self.retries.next_in(self.now(), 10.0)
 
     def _ready(self, kind: str, recs: list[Record]) -> list[Record]:
@@ -272,6 +244,7 @@ class Outbox:
 
     async def _post(self, rec: Record) -> None:
         content = prompt_content(rec)
+        self.timings.mark(rec.id, "sending", self.now())
         try:
             event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id))
         except SendFailed as e:
@@ -279,6 +252,8 @@ class Outbox:
                 raise
             log.warning("prompt_too_large", request_id=rec.id, fallback="short prompt")
             event_id = await self.matrix.send(short_prompt_content(rec), txn_id("ps", self.install_id, rec.id))
+        self.quiet.posted(rec.id, self.now())
+        self.timings.mark(rec.id, "posted", self.now())
         await self.inbox.set_prompt_event(rec.id, event_id, self.now())
         self.metrics.posted()
         self.wake_seed.set()
@@ -302,6 +277,7 @@ class Outbox:
             log.warning("edit_too_large", request_id=rec.id, fallback="outcome line only")
             short = short_settled_content(rec)
             event_id = await self.matrix.send(short, txn_id("es", self.install_id, rec.id, *amended))
+        self.timings.edited(rec.id, self.now(), via=o.via if o else None)
         await self.inbox.mark_edited(rec.id, event_id)
         log.info("prompt_edited", request_id=rec.id, state=rec.state)
 

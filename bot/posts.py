@@ -3,12 +3,13 @@ shows everything (answers need that, so it is remembered per request instead of 
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from typing import Any
 
 from bot.inbox.record import Record
 from bot.notices import notice_content
-from bot.prompts import build_prompt
+from bot.prompts import build_prompt, build_settled, edit_content
 from bot.prompts.attachment import full_text_content
 from bot.session_rules import facts, offered
 from bot.timeutil import to_datetime
@@ -68,3 +69,49 @@ def full_text_notice(rec: Record, prompt_event_id: str) -> dict[str, Any]:
     )
     relation = notice_content("", reply_to=None, thread_root=prompt_event_id)["m.relates_to"]
     return {**content, "m.relates_to": relation}
+
+
+def settled_content(rec: Record) -> dict[str, Any]:
+    """The m.replace edit that shows ``rec``'s outcome."""
+    assert rec.outcome is not None and rec.prompt_event_id
+    o = rec.outcome
+    new = build_settled(
+        prompt_content(rec),
+        state=rec.state,
+        option_id=o.option_id,
+        option_name=rec.option_name(o.option_id),
+        answered_by=o.answered_by,
+        via=o.via,
+        feedback=o.feedback,
+        decided_at=to_datetime(o.decided_at),
+    )
+    return edit_content(rec.prompt_event_id, new)
+
+
+SHORT_FIELD = 2048  # a short fallback keeps the content's fields up to this size (JSON bytes)
+
+
+def short_content(full: dict[str, Any], body: str) -> dict[str, Any]:
+    """``full`` without its large fields and with ``body``: what is sent when ``full`` is too large."""
+    kept = {k: v for k, v in full.items()
+            if k not in ("body", "formatted_body", "format") and len(json.dumps(v)) <= SHORT_FIELD}
+    kept["body"] = body
+    return kept
+
+
+def short_prompt_content(rec: Record) -> dict[str, Any]:
+    """A prompt the homeserver refused as too large, said in a few lines."""
+    full = prompt_content(rec)
+    names = ", ".join(f"{i}. {o['name'][:60]}" for i, o in enumerate(rec.options, start=1))
+    return short_content(
+        full, f"Permission request {rec.id}: {rec.title[:200]}\n(too large to show here; "
+        f"see GET /permissions/{rec.id})\nAnswer: {names}"[:4000],
+    )
+
+
+def short_settled_content(rec: Record) -> dict[str, Any]:
+    """The settled edit the homeserver refused as too large, as its outcome line alone."""
+    assert rec.prompt_event_id
+    full = settled_content(rec)["m.new_content"]
+    line = str(full.get("body", "")).split("\n", 1)[0]
+    return edit_content(rec.prompt_event_id, short_content(full, f"{line}\n(the request is too large to repeat here)"))

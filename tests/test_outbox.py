@@ -109,3 +109,19 @@ async def test_a_new_prompt_is_not_queued_behind_keycap_seeding(rig: Any) -> Non
     await _until(lambda: matrix.kinds().count("post") == 11)
     post_at = max(i for i, (k, _t) in enumerate(matrix.sent) if k == "post")
     assert post_at - seen <= 2, matrix.kinds()[seen:post_at + 1]  # at most the reaction already in flight
+
+
+def _order(matrix: FakeMatrix) -> list[str]:
+    return [k for k in matrix.kinds() if k in ("post", "edit")]
+
+
+async def test_each_edit_goes_before_the_next_prompt(rig: Any) -> None:
+    """An agent asks again at once after each answer: the room shows each prompt settled before the next one
+    (a plain answer binds only then), and the edit never lands in the middle of the next round."""
+    inbox, matrix, _box = rig
+    for i in range(5):
+        (rid,) = await _submit(inbox, f"s{i}", 1)
+        await _until(lambda i=i: _order(matrix).count("post") == i + 1)
+        await _settle(inbox, rid)  # answered at once, and the agent asks again at once
+    await _until(lambda: _order(matrix).count("edit") == 5)
+    assert _order(matrix) == ["post", "edit"] * 5

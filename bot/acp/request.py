@@ -9,6 +9,8 @@ gets that answer instead, so the agent, the record and the room always agree.
 from __future__ import annotations
 
 import asyncio
+import time
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -60,6 +62,8 @@ class Request:
         self.task: asyncio.Task[None] | None = None
         self.submission: dict[str, Any] = {}
         self.resubmits = Backoff(first=0.2, cap=5.0)  # never a tight loop when the daemon keeps forgetting
+        self.settled_rec: dict[str, Any] | None = None  # the settled record, with when the proxy was told
+        self.told_at = 0.0
 
     def cancel(self, by: str, budget: float | None = None, *, answer: bool = True, withdrawn: bool = False) -> None:
         """Ask for this request to be cancelled in the daemon (the agent then gets what the daemon holds)."""
@@ -109,6 +113,22 @@ class Request:
             await self.proxy.send_agent(outcomes.withdrawn_error(self.rpc_id))
         else:
             await self.proxy.answer(self.rpc_id, result)
+        if self.settled_rec is not None:
+            self._log_timing(self.settled_rec, time.time())
+
+    def _log_timing(self, rec: dict[str, Any], agent_told: float) -> None:
+        """``request_timing``: settled -> proxy told (the long-poll's answer) -> agent told, in ms."""
+        decided = (rec.get("outcome") or {}).get("decided_at")
+        try:
+            settled = datetime.fromisoformat(str(decided).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return
+        self.log.info(
+            "request_timing",
+            request_id=rec.get("id"),
+            settled_to_proxy_ms=round((self.told_at - settled) * 1000, 1),
+            proxy_to_agent_ms=round((agent_told - self.told_at) * 1000, 1),
+        )
 
     async def _race(self, task: asyncio.Task[Any]) -> bool:
         """Wait for ``task`` or a cancel; True when the task finished and no cancel came."""
@@ -156,6 +176,7 @@ class Request:
                 return await self._cancel_in_daemon(self.record_id)
             rec = poll.result()
             self.record_id = rec["id"]
+        self.told_at, self.settled_rec = time.time(), rec
         result = outcomes.result_from_record(rec)
         self.log.info(
             "permission request settled",

@@ -20,6 +20,7 @@ from bot.api.events import EVENTS, EventLog, stream
 from bot.api.limits import Limits, busy
 from bot.event_size import TooLarge
 from bot.events._util import unicode_problem
+from bot.inbox import pages
 from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
 from bot.inbox.submission import SubmissionError
@@ -99,11 +100,26 @@ async def submit(request: web.Request) -> web.Response:
 
 
 async def list_pending(request: web.Request) -> web.Response:
+    """Pending requests, oldest first: all of them, or a page (``limit``, ``cursor``) with a ``Link`` to the next."""
     if isinstance(denied := _caller(request, "read"), web.Response):
         return denied
     session = request.query.get("session") or None
-    recs = await request.app[DAEMON].inbox.pending(session)
-    return web.json_response([r.to_api() for r in recs])
+    inbox = request.app[DAEMON].inbox
+    limit_s, cursor = request.query.get("limit"), request.query.get("cursor")
+    if limit_s is None and cursor is None:  # the unpaged list, as before pagination
+        body, _ = await inbox.pending_json(session=session)
+        return web.Response(body=body, content_type="application/json")
+    try:
+        limit = pages.parse_limit(limit_s) if limit_s is not None else pages.DEFAULT_LIMIT
+        after = pages.decode(cursor) if cursor else None
+    except ValueError as e:
+        return _error(422, "invalid_request", str(e))
+    body, nxt = await inbox.pending_json(limit, after, session)
+    resp = web.Response(body=body, content_type="application/json")
+    if nxt is not None:
+        url = request.rel_url.update_query(limit=str(limit), cursor=pages.encode(nxt))
+        resp.headers["Link"] = f'<{url}>; rel="next"'
+    return resp
 
 
 async def get_one(request: web.Request) -> web.Response:

@@ -13,17 +13,11 @@ import asyncio
 import getpass
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
-
-from bot.config import Config, ConfigError, load_config
-from bot.inbox.store import Inbox
-from bot.matrix import cross_signing
-from bot.matrix.crypto import fingerprint
-from bot.matrix.errors import MatrixFatal
-from bot.matrix.identities import PIN_KEY
-from bot.matrix.signing import Identity, key_of
+if TYPE_CHECKING:  # the Matrix side loads only when an e2ee verb runs: other commands start fast
+    from bot.config import Config
+    from bot.inbox.store import Inbox
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -37,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 async def _session(cfg: Config) -> tuple[Inbox, dict[str, Any]]:
+    from bot.inbox.store import Inbox
+    from bot.matrix.errors import MatrixFatal
+
     inbox = Inbox(cfg.state_dir / "inbox.sqlite3")
     await inbox.open()
     session = await inbox.get_json("matrix.session")
@@ -47,6 +44,12 @@ async def _session(cfg: Config) -> tuple[Inbox, dict[str, Any]]:
 
 
 async def accept_identity(cfg: Config, user: str) -> str:
+    from bot.matrix import cross_signing
+    from bot.matrix.crypto import fingerprint
+    from bot.matrix.errors import MatrixFatal
+    from bot.matrix.identities import PIN_KEY
+    from bot.matrix.signing import key_of
+
     inbox, session = await _session(cfg)
     try:
         api = cross_signing.Api(cfg.matrix.homeserver, session["access_token"])
@@ -64,6 +67,10 @@ async def accept_identity(cfg: Config, user: str) -> str:
 
 
 async def reset_identity(cfg: Config, password: str) -> str:
+    from bot.matrix import cross_signing
+    from bot.matrix.crypto import fingerprint
+    from bot.matrix.signing import Identity
+
     inbox, session = await _session(cfg)
     await inbox.close()
     user, device = cfg.matrix.user_id, str(session.get("device_id") or "")
@@ -80,6 +87,11 @@ async def reset_identity(cfg: Config, password: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    import aiohttp
+
+    from bot.config import ConfigError, load_config
+    from bot.matrix.errors import MatrixFatal
+
     os.umask(0o077)  # it writes into the state folder (keys, the inbox): its owner's only, as `run` does
     try:
         cfg = load_config(args.config)

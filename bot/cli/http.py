@@ -48,6 +48,7 @@ class Client:
         self.url = url
         self.token = token
         self.timeout = timeout
+        self.next_page: str | None = None  # the last answer's ``Link: <...>; rel="next"`` (a path and query)
 
     def call(self, method: str, path: str, body: object = None, query: dict[str, str] | None = None) -> tuple[int, Any]:
         """Send one request; raise DaemonUnreachable when nothing answers."""
@@ -55,6 +56,20 @@ class Client:
         if query:
             target += "?" + urllib.parse.urlencode(query)
         try:
-            return jsonhttp.call(method, target, body, token=self.token, timeout=self.timeout)
+            links: list[str] = []
+            status, out = jsonhttp.call(method, target, body, token=self.token, timeout=self.timeout, links=links)
         except jsonhttp.Unreachable as e:
             raise DaemonUnreachable(self.url, e.reason) from None
+        self.next_page = next_link(links)
+        return status, out
+
+
+def next_link(values: list[str]) -> str | None:
+    """The path and query of the ``rel="next"`` target in ``Link`` header values, if any."""
+    for value in values:
+        for part in value.split(","):
+            target, _, params = part.partition(";")
+            if 'rel="next"' in params.replace(" ", "") or "rel=next" in params.replace(" ", ""):
+                u = urllib.parse.urlsplit(target.strip().strip("<>"))
+                return u.path + ("?" + u.query if u.query else "")
+    return None

@@ -323,14 +323,24 @@ def _matches_session(rec: Mapping[str, Any], session: str) -> bool:
     return session in (rec.get("session_id"), rec.get("sessionId"), rec.get("label"))
 
 
+LS_PAGE = "1000"  # records per GET /permissions page (a daemon without pages answers all at once)
+
+
 def _ls(args: argparse.Namespace, client: Client) -> int:
-    query = {"session": args.session} if args.session else None
-    status, body = client.call("GET", "/permissions", query=query)
-    if status != 200:
-        raise _Fail(_http_message(status, body, client))
-    if not isinstance(body, list):
-        raise _Fail(f"unexpected answer from {client.url}/permissions (not a JSON list): {clip(str(body), 80)}")
-    records = [r for r in body if isinstance(r, dict)]
+    query: dict[str, str] | None = {"limit": LS_PAGE, **({"session": args.session} if args.session else {})}
+    records: list[dict[str, Any]] = []
+    path = "/permissions"
+    while True:
+        status, body = client.call("GET", path, query=query)
+        if status != 200:
+            raise _Fail(_http_message(status, body, client))
+        if not isinstance(body, list):
+            raise _Fail(f"unexpected answer from {client.url}/permissions (not a JSON list): {clip(str(body), 80)}")
+        records += [r for r in body if isinstance(r, dict)]
+        nxt = client.next_page
+        if not nxt or not nxt.startswith("/permissions?"):
+            break
+        path, query = nxt, None
     if args.session:
         records = [r for r in records if _matches_session(r, args.session)]
     if args.json:
