@@ -183,7 +183,11 @@ async def test_real_agent_session_cancel_cancels_the_turn(
         p = await run.prompt(station)
         run.cancel_file.touch()
         done = await run.done(model_api)
-        assert done["stop_reasons"] == ["cancelled"] and done["client_permission_requests"] == 0
+        # What the proxy owes: the request answered cancelled, nothing run. The stop reason is the agent's:
+        # Claude's adapter says "cancelled"; Gemini CLI 0.61 sometimes ends the turn first ("end_turn").
+        allowed = [["cancelled"]] if name == "claude" else [["cancelled"], ["end_turn"]]
+        assert done["stop_reasons"] in allowed, done
+        assert done["client_permission_requests"] == 0
         got = await record(station, p["content"]["request_id"])
         assert got["state"] == "cancelled" and got["outcome"]["option_id"] is None
         assert not run.marker.exists(), "cancelled, yet the tool ran"
