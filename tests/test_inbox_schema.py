@@ -11,6 +11,8 @@ import pytest
 
 from bot.inbox import schema
 from bot.inbox.store import Inbox
+from bot.inbox.submission import parse_submission
+from tests.support.station import request_body
 
 # The schema exactly as first released (commit 6b05906), before versions existed.
 FIRST_RELEASE = schema.V1
@@ -48,6 +50,12 @@ async def test_first_release_state_folder_is_upgraded_and_keeps_its_requests(tmp
         await inbox.set_prompt_event("s:1", "$new", 5.0)  # failed with "no such column: posted_at" before
         await inbox.park("$e", {"event_id": "$e"}, 1.0)
         assert await inbox.take_parked() == [{"event_id": "$e"}]
+        # every later step's columns and tables work on the upgraded folder: a new request (cwd,
+        # submitted_by), its settlement, and the old session's numbering carried on
+        body = {**request_body("s", tool_call_id="c2"), "cwd": "/work"}
+        new, created = await inbox.submit(parse_submission(body), 10.0, 60)
+        assert created and new.id == "s:2" and new.cwd == "/work"
+        assert await inbox.settle(new.id, option_id="allow_once", by="@a:x", via="matrix", feedback=None, now=11.0)
     finally:
         await inbox.close()
     assert _user_version(path) == schema.LATEST
