@@ -357,7 +357,7 @@ def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Con
         if h.url is None and h.workspace is None and not env.get("AGENTPROTO_DAEMON_URL"):
             raise ConfigError(f"harnesses.{i}.url: required (or workspace, or env AGENTPROTO_DAEMON_URL)")
     if cfg.rules:
-        from bot.rules import RuleError, parse_rules
+        from bot.inbox.rules import RuleError, parse_rules
 
         try:
             parse_rules(list(cfg.rules))

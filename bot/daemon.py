@@ -27,8 +27,8 @@ from bot.inbox.states import Via
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
+from bot.matrix.notices import Notices
 from bot.metrics import Metrics, export_figures
-from bot.notices import Notices
 from bot.outbox import NOT_POSTED, Outbox
 from bot.room_answers import RoomAnswers
 from bot.session_rules import facts, scope_of
@@ -64,7 +64,7 @@ class Daemon:
         self.matrix.trust.refused = self.room_answers.refused  # a refused look-alike prompt still counts
         self.rules: list[Any] = []
         if cfg.rules:
-            from bot.rules import parse_rules
+            from bot.inbox.rules import parse_rules
 
             self.rules = parse_rules(list(cfg.rules))
         self.inbox.listen(self._on_change)
@@ -112,7 +112,7 @@ class Daemon:
 
     async def _apply_rules(self, rec: Record) -> Record:
         """Config rules first (a deny there wins), then the session's own rules."""
-        from bot.rules import decide
+        from bot.inbox.rules import decide
 
         rule = decide(self.rules, rec.to_api()) if self.rules else None
         if rule is None:

@@ -15,17 +15,17 @@ import structlog
 
 from bot import answers, timeline
 from bot.config import AnswerersConfig
+from bot.events.timestamps import iso_ms
 from bot.inbox.options import by_meaning
 from bot.inbox.record import Record
 from bot.inbox.session_rule_store import SessionRule, SessionRules
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix
+from bot.matrix.notices import Notices
 from bot.matrix.room import may_answer
-from bot.notices import Notices
 from bot.posts import prompt_complete
 from bot.prompts.text import prose
 from bot.session_rules import facts, offered, scope_of
-from bot.timeutil import iso_ms
 from bot.words import via_words
 
 log = structlog.get_logger("daemon")

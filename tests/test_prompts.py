@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.events import schema_verdict, validate_content
+from bot.inbox.digest import digest_params
 from bot.inbox.options import by_meaning
 from bot.prompts import (
     ANSWER_HINT,
     CONTENT_BUDGET,
     build_prompt,
     build_settled,
-    digest_params,
     edit_content,
     option_meaning,
 )

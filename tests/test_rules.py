@@ -1,4 +1,4 @@
-"""bot.rules: parsing (JSON, @FILE, TOML-shaped data, flags), matching and deny-over-allow."""
+"""bot.inbox.rules: parsing (JSON, @FILE, TOML-shaped data, flags), matching and deny-over-allow."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.rules import (
+from bot.inbox.rules import (
     Rule,
     RuleError,
     build_rules,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.discovery import TokenFileError, agent_environment, discover, read_token_file
+from bot.cli.discovery import TokenFileError, agent_environment, discover, read_token_file
 from bot.ids import is_safe_id, url_segment
 from bot.inbox.submission import SubmissionError, parse_submission
 from bot.statedir import secure_state_dir

@@ -30,7 +30,7 @@ from bot.acp.relay import FdSink, LineRelay, in_thread, read_fd, relay_thread
 from bot.acp.request import Request
 from bot.acp.toolcalls import ToolCallCache
 from bot.aio import on_signals
-from bot.discovery import DEFAULT_URL
+from bot.cli.discovery import DEFAULT_URL
 
 log = structlog.get_logger("bot.acp")
 

@@ -62,7 +62,7 @@ def _agent_command(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the proxy until the agent exits; its exit code (2 for a usage error)."""
-    from bot.discovery import ARGV_TOKEN_WARNING, TokenFileError, discover
+    from bot.cli.discovery import ARGV_TOKEN_WARNING, TokenFileError, discover
 
     cmd = _agent_command(args)
     if not cmd:

@@ -72,7 +72,7 @@ def _print_config(args: argparse.Namespace) -> int:
     if args.http and args.target != "claude-code":
         print("permission-bot hook print-config: --http is for claude-code", file=sys.stderr)
         return 2
-    from bot.discovery import discover
+    from bot.cli.discovery import discover
 
     http_url = discover(args.url, None)[0] if args.http else None
     out = snippet(cast(Cli, args.target), prompt_timeout=timeout, fallback=args.fallback, http_url=http_url)

@@ -10,8 +10,8 @@ import urllib.parse
 from typing import Any
 
 from bot import jsonhttp
-from bot.discovery import URL_ENV, TokenFileError, is_http_url
-from bot.discovery import discover as discover_daemon
+from bot.cli.discovery import URL_ENV, TokenFileError, is_http_url
+from bot.cli.discovery import discover as discover_daemon
 
 
 class UsageError(Exception):

@@ -1,7 +1,7 @@
 """`permission-bot permissions ls|approve|deny|watch|rules`: the human side of the inbox (agentproto seed 002).
 
 A thin client over the daemon's HTTP API (docs/design.md), stdlib only so it starts fast;
-``bot.rules`` (pydantic) is imported by ``watch`` alone. Exit codes: 0 done; 1 the daemon said no
+``bot.inbox.rules`` (pydantic) is imported by ``watch`` alone. Exit codes: 0 done; 1 the daemon said no
 (HTTP 404/409/401/...) or cannot be reached; 2 bad command line (argparse, --url, rules).
 """
 
@@ -21,15 +21,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from bot.cli import rules_cmd
+from bot.cli.discovery import TOKEN_ENV, warn_argv_token
 from bot.cli.http import Client, DaemonUnreachable, UsageError, discover
-from bot.discovery import TOKEN_ENV, warn_argv_token
 from bot.durations import DurationError, format_age, parse_duration
 from bot.hide import hide_secrets
 from bot.ids import url_segment as quote_id
 from bot.words import clip
 
 if TYPE_CHECKING:
-    from bot.rules import Rule
+    from bot.inbox.rules import Rule
 
 PROG = "permission-bot"
 EMPTY = "no pending permission requests"
@@ -513,7 +513,7 @@ class _Watch:
 
     def handle(self, rec: Mapping[str, Any]) -> None:
         """Act on one listed record, at most once per process."""
-        from bot.rules import decide
+        from bot.inbox.rules import decide
 
         rid = rec.get("id")
         if not isinstance(rid, str) or rid in self.seen:
@@ -563,7 +563,7 @@ def _usage(message: str) -> NoReturn:
 
 
 def _watch(args: argparse.Namespace, client: Client) -> int:
-    from bot.rules import RuleError, build_rules
+    from bot.inbox.rules import RuleError, build_rules
 
     try:
         rules = build_rules(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta, timezone
 
-__all__ = ["format_utc_ms", "is_rfc3339", "parse_rfc3339"]
+__all__ = ["format_utc_ms", "is_rfc3339", "iso_ms", "parse_rfc3339", "to_datetime"]
 
 # ASCII digits only ([0-9], not \d), upper-case T and Z, seconds required, offsets with a colon.
 _RFC3339 = re.compile(
@@ -74,3 +74,13 @@ def format_utc_ms(when: datetime) -> str:
         f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
         f".{utc.microsecond // 1000:03d}Z"
     )
+
+
+def iso_ms(ts: float) -> str:
+    """Epoch seconds -> RFC 3339 UTC with milliseconds and ``Z``: ``2026-11-07T10:30:00.000Z``."""
+    return format_utc_ms(to_datetime(ts))
+
+
+def to_datetime(ts: float) -> datetime:
+    """Epoch seconds -> aware UTC datetime."""
+    return datetime.fromtimestamp(ts, tz=UTC)

@@ -17,9 +17,9 @@ from typing import Any
 
 import rfc8785
 
+from bot.inbox.digest import digest_params
 from bot.inbox.record import Record
 from bot.inbox.submission import Submission, SubmissionError, parse_submission
-from bot.prompts import digest_params
 
 SAFE = re.compile(r"[A-Za-z0-9._:@-]{1,200}")
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9._@-]+")

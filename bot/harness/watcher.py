@@ -17,6 +17,7 @@ import structlog
 
 from bot.aio import wait_any
 from bot.config import HarnessConfig
+from bot.events.timestamps import iso_ms
 from bot.harness.client import Client, DiscoveryError, Endpoint, HarnessDown, TokenRefused, discover
 from bot.harness.mapping import (
     CHANGED,
@@ -33,7 +34,6 @@ from bot.inbox.links import Link, Links, Squatted
 from bot.inbox.record import CANCELLED, Record
 from bot.inbox.states import Via
 from bot.inbox.store import Inbox
-from bot.timeutil import iso_ms
 
 log = structlog.get_logger("harness")
 

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import aiohttp
 
 from bot.aio import on_signals
-from bot.discovery import TokenFileError, discover, is_http_url
+from bot.cli.discovery import TokenFileError, discover, is_http_url
 from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
 from bot.hooks.output import deny
 

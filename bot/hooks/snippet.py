@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.discovery import DEFAULT_URL, TOKEN_ENV
+from bot.cli.discovery import DEFAULT_URL, TOKEN_ENV
 from bot.hooks.models import Cli
 
 MARGIN = 60.0  # seconds the hook outlives prompts.timeout

@@ -11,9 +11,9 @@ from typing import Any
 
 import aiosqlite
 
+from bot.events.timestamps import iso_ms
 from bot.inbox.store import Inbox
 from bot.session_rules import Scope, subject_facts
-from bot.timeutil import iso_ms
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import rfc8785
 
 from bot.events._util import unicode_problem
 from bot.ids import SAFE_ID_RULE, is_safe_id
-from bot.prompts import digest_params
+from bot.inbox.digest import digest_params
 
 OURS = ("key", "label", "toolCallContext", "cwd")
 MAX_OPTIONS = 20

@@ -1,4 +1,4 @@
-"""A permission request -> the prompt's Matrix content; the digest. Pure: no I/O, no clock.
+"""A permission request -> the prompt's Matrix content. Pure: no I/O, no clock.
 
 The prompt is one ``m.room.message`` whose content is a valid ``dev.agentpod.permission.v2`` object with the
 v1 card beside it (CONTRACT.md, "Matrix wire"). Options are numbered by meaning
@@ -8,14 +8,11 @@ v1 card list them in that order with the agent's ids. Everything built here pass
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
-
-import rfc8785
 
 from bot.events import CARD_KEY, SUBJECT_SCHEMA, SUITE_EVENT_TYPE, format_utc_ms, validate_content
 from bot.inbox.options import by_meaning
@@ -37,15 +34,6 @@ _MEANINGS: dict[str, tuple[str, str | None]] = {
     "reject_always": ("reject", "always"),
 }
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def digest_params(params: dict[str, Any]) -> str:
-    """Lowercase hex SHA-256 of the RFC 8785 canonical JSON of ``params``.
-
-    Raises ``ValueError`` (rfc8785's ``CanonicalizationError``) for values JCS cannot hold: NaN, infinities,
-    integers beyond 2**53.
-    """
-    return hashlib.sha256(rfc8785.dumps(params)).hexdigest()
 
 
 def option_meaning(kind: str) -> tuple[str, str | None]:
