@@ -194,9 +194,10 @@ class WebhookConfig(_Section):
 
     url: str
     secret: str | None = Field(default=None, repr=False)
-    events: list[Literal["permission-request", "permission-resolved"]] = [
+    events: list[Literal["permission-request", "permission-resolved", "permission-amended"]] = [
         "permission-request",
         "permission-resolved",
+        "permission-amended",
     ]
     timeout: float = 10.0
     max_attempts: int = Field(default=8, ge=1, le=100)

@@ -75,7 +75,7 @@ class Daemon:
         self.inbox.listen(self.metrics.on_change)
         export_figures(self.metrics, self.matrix, self.webhooks)
         self.harnesses = Harnesses(cfg.harnesses, self.inbox, now=self.now, timeout=cfg.prompts.timeout,
-                                   after_new=self._apply_rules, on_amended=self.outbox.wake_settle.set)
+                                   after_new=self._apply_rules)
         self.inbox.listen(self.harnesses.on_change)
         self.ready = False
         self.ready_at = 0.0

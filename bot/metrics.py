@@ -49,6 +49,8 @@ class Metrics:
                                       registry=r)
         self.resolved = Counter(P + "resolved", "Requests settled since start, by state and path.",
                                 ["state", "via"], registry=r)
+        self.amended = Counter(P + "amended", "Settled requests shown otherwise since start (a watched harness "
+                               "did not take the answer).", registry=r)
         self.time_to_answer = Histogram(P + "time_to_answer_seconds", "From submission to settlement.",
                                         buckets=BUCKETS, registry=r)
         started = time.time()
@@ -62,9 +64,11 @@ class Metrics:
 
     # -- where things happen ---------------------------------------------------------------------------
     def on_change(self, kind: str, rec: Record) -> None:
-        """Inbox listener: a new request counts as submitted; a settlement by state, path and time taken."""
+        """Inbox listener: submissions; settlements by state, path and time taken; amendments."""
         if kind == "request":
             self.submissions.inc()
+        elif kind == "amended":
+            self.amended.inc()
         elif rec.outcome is not None:
             self.settled(rec.state, rec.outcome.via, rec.outcome.decided_at - rec.requested_at)
 

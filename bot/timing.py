@@ -59,7 +59,7 @@ class Timings:
         """Inbox listener: submitted, and settled (by the room event being handled, if any)."""
         if kind == "request":
             self.mark(rec.id, "submitted", rec.requested_at)
-        elif rec.outcome is not None:
+        elif kind == "resolved" and rec.outcome is not None:
             if self._event is not None and rec.id in self._stamps:
                 seen, sent = self._event
                 self.mark(rec.id, "seen", seen)

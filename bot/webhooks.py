@@ -19,10 +19,10 @@ import structlog
 
 from bot.config import WebhookConfig
 from bot.inbox.record import Record
+from bot.inbox.states import Change
 
 log = structlog.get_logger("webhooks")
 
-EVENT_NAMES = {"request": "permission-request", "resolved": "permission-resolved"}
 MAX_QUEUED = 10_000  # deliveries waiting per hook
 MAX_QUEUED_BYTES = 8 * 1024 * 1024  # their bodies, per hook: a dead endpoint cannot pin more memory
 
@@ -44,7 +44,7 @@ class Webhooks:
 
     def on_change(self, kind: str, rec: Record) -> None:
         """Inbox listener: queue the event for every hook that wants it."""
-        name = EVENT_NAMES[kind]
+        name = Change(kind).event
         body = json.dumps({"event": name, "record": rec.to_api()}, separators=(",", ":")).encode()
         for i, (hook, q) in enumerate(zip(self.hooks, self.queues, strict=True)):
             if name not in hook.events:

@@ -7,12 +7,14 @@ workspace (``.agentproto/runtime.json``), and once more without it at the end.
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.support.harness_server import FakeHarness
@@ -122,12 +124,32 @@ async def test_an_answer_the_harness_no_longer_takes_is_shown_answered_elsewhere
     fake, _ = harness
     pid = fake.hold(session_id=sid)
     prompt = await _prompt(station, sid)
-    await fake.stop()
-    await station.alice.text("1", reply_to=prompt["event_id"])
-    st, rec = await station.ahttp("GET", f"/permissions/{content(prompt)['request_id']}?wait=30")
-    assert st == 200 and rec["state"] == "resolved"  # alice's answer is in, the harness is down
-    fake.resolve_here(pid, "reject_once")  # meanwhile its CLI answered
-    await fake.start()
+    rid = content(prompt)["request_id"]
+    seen: list[tuple[str, str]] = []  # GET /events for this request: (event, state)
+
+    async def watch(resp: aiohttp.ClientResponse) -> None:
+        name = ""
+        async for raw in resp.content:
+            line = raw.decode().rstrip("\n")
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: ") and (data := json.loads(line[6:])).get("id") == rid:
+                seen.append((name, data["state"]))
+                if name == "permission-amended":
+                    return
+
+    auth = {"Authorization": f"Bearer {station.token}"}
+    async with aiohttp.ClientSession() as http, http.get(station.api_url + "/events", headers=auth) as resp:
+        watcher = asyncio.create_task(watch(resp))
+        await fake.stop()
+        await station.alice.text("1", reply_to=prompt["event_id"])
+        st, rec = await station.ahttp("GET", f"/permissions/{rid}?wait=30")
+        assert st == 200 and rec["state"] == "resolved"  # alice's answer is in, the harness is down
+        fake.resolve_here(pid, "reject_once")  # meanwhile its CLI answered
+        await fake.start()
+        await asyncio.wait_for(watcher, 30)
+    # Those who heard "resolved" are told it was not delivered after all: an amendment, not a second resolution.
+    assert seen == [("permission-resolved", "resolved"), ("permission-amended", "cancelled")]
 
     def elsewhere(e: dict[str, Any]) -> bool:
         new = content(e).get("m.new_content", {})

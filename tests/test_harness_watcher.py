@@ -92,8 +92,9 @@ async def test_an_answer_the_harness_no_longer_takes_is_shown_answered_elsewhere
 ) -> None:
     ib = await _inbox(tmp_path)
     p1, p2 = fake.hold(), fake.hold()
-    amended: list[int] = []
-    w = _watcher(ib, fake, on_amended=lambda: amended.append(1))
+    amended: list[tuple[str, str]] = []
+    ib.listen(lambda kind, rec: amended.append((kind, rec.state)) if kind == "amended" else None)
+    w = _watcher(ib, fake)
     await w.step(client)
     r1, r2 = await ib.pending()
     # r1: answered in the room while the harness's CLI answered it too (seen gone before sending).
@@ -112,7 +113,7 @@ async def test_an_answer_the_harness_no_longer_takes_is_shown_answered_elsewhere
         assert got.outcome.feedback and got.outcome.feedback.startswith(ELSEWHERE)
         assert "@alice:hs's answer" in got.outcome.feedback
     assert [d["by"] for d in fake.decisions] == ["cli"] and fake.refused.count(404) == 2  # the token check + r2
-    assert len(amended) == 2
+    assert amended == [("amended", "cancelled")] * 2  # events, webhooks, metrics and the outbox hear it
     await ib.close()
 
 

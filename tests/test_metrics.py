@@ -35,6 +35,9 @@ async def test_inbox_listener_counts_and_pending_is_read_from_the_inbox(tmp_path
         await inbox.settle(ids[0], option_id="allow_once", by="@alice:x", via="matrix", feedback=None,
                            now=time.time())
         m.posted()
+        rec = await inbox.get(ids[0])
+        assert rec is not None
+        m.on_change("amended", rec)  # a watched harness did not take the answer: counted, not resolved again
         got = _samples(await m.render())
     finally:
         await inbox.close()
@@ -43,6 +46,7 @@ async def test_inbox_listener_counts_and_pending_is_read_from_the_inbox(tmp_path
     assert got[("permission_bot_prompts_posted_total", ())] == 1
     assert got[("permission_bot_resolved_total", (("state", "resolved"), ("via", "matrix")))] == 1
     assert got[("permission_bot_time_to_answer_seconds_count", ())] == 1
+    assert got[("permission_bot_amended_total", ())] == 1
     assert got[("permission_bot_time_to_answer_seconds_bucket", (("le", "1.0"),))] == 1
 
 

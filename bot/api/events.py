@@ -19,10 +19,10 @@ from aiohttp import web
 from aiohttp_sse import EventSourceResponse
 
 from bot.inbox.record import Record
+from bot.inbox.states import Change
 
 RING = 1000
 PING = 15.0
-NAMES = {"request": "permission-request", "resolved": "permission-resolved"}
 
 
 class EventLog:
@@ -36,7 +36,7 @@ class EventLog:
 
     def on_change(self, kind: str, rec: Record) -> None:
         self.last += 1
-        self.ring.append((self.last, NAMES[kind], json.dumps(rec.to_api(), separators=(",", ":"))))
+        self.ring.append((self.last, Change(kind).event, json.dumps(rec.to_api(), separators=(",", ":"))))
         self.tick.set()
         self.tick = asyncio.Event()  # the set one wakes those already waiting; new waits take this one
 

@@ -28,12 +28,11 @@ class Harnesses:
         now: Callable[[], float],
         timeout: float,
         after_new: Callable[[Record], Awaitable[Record]] | None = None,
-        on_amended: Callable[[], None] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
         env = os.environ if env is None else env
         self.watchers = [
-            Watcher(c, inbox, now=now, timeout=timeout, env=env, after_new=after_new, on_amended=on_amended)
+            Watcher(c, inbox, now=now, timeout=timeout, env=env, after_new=after_new)
             for c in cfgs
         ]
         self._session: aiohttp.ClientSession | None = None

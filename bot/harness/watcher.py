@@ -55,7 +55,6 @@ class Watcher:
         timeout: float,
         env: Mapping[str, str],
         after_new: Callable[[Record], Awaitable[Record]] | None = None,
-        on_amended: Callable[[], None] | None = None,
     ) -> None:
         self.cfg = cfg
         self.name = cfg.name
@@ -65,7 +64,6 @@ class Watcher:
         self.timeout = timeout
         self.env = env
         self.after_new = after_new
-        self.on_amended = on_amended
         self.wake = asyncio.Event()
         self.by = f"harness:{cfg.name}"
         self.state, self.error, self.since = STARTING, "", now()
@@ -212,7 +210,5 @@ class Watcher:
             await self._amend(rec, elsewhere_note(rec), L.ELSEWHERE)
 
     async def _amend(self, rec: Record, note: str, delivery: str) -> None:
-        amended = await self.links.answered_elsewhere(rec.id, self.by, note, delivery, self.now())
+        await self.links.answered_elsewhere(rec.id, self.by, note, delivery, self.now())  # listeners hear it
         log.info("harness_answer_not_delivered", harness=self.name, request_id=rec.id, delivery=delivery)
-        if amended is not None and self.on_amended is not None:
-            self.on_amended()

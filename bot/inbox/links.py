@@ -122,7 +122,8 @@ class Links:
     async def answered_elsewhere(self, request_id: str, by: str, note: str, delivery: str, now: float) -> Record | None:
         """A settled request whose answer the harness no longer took: shown cancelled, with ``note``.
 
-        The original answer stays named in the note; the prompt is edited again (``prompt_edited`` reset).
+        The original answer stays named in the note; the prompt is edited again (``prompt_edited`` reset), and
+        the listeners hear ``amended``.
         """
         async with self.inbox.transaction() as db:
             await db.execute(
@@ -137,4 +138,8 @@ class Links:
                 return None
             cur = await db.execute("SELECT * FROM requests WHERE id=?", (request_id,))
             row = await cur.fetchone()
-        return _row_to_record(row) if row else None
+        if row is None:
+            return None
+        rec = _row_to_record(row)
+        self.inbox.emit("amended", rec)  # the prompt is edited again; events, webhooks and metrics are told
+        return rec

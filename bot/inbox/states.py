@@ -31,3 +31,16 @@ class Via(_Word):
     RULE = "rule"
     TIMEOUT = "timeout"
     CANCEL = "cancel"
+
+
+class Change(_Word):
+    """What an inbox listener is told happened to a record (``Inbox.listen``)."""
+
+    REQUEST = "request"  # a new pending request
+    RESOLVED = "resolved"  # it left pending (resolved, expired or cancelled), once
+    AMENDED = "amended"  # settled, then shown otherwise: a watched harness did not take the answer
+
+    @property
+    def event(self) -> str:
+        """Its name on GET /events and in webhooks: ``permission-request`` and so on."""
+        return f"permission-{self.value}"
