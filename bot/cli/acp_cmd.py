@@ -16,7 +16,7 @@ import urllib.parse
 from collections.abc import Sequence
 from typing import Literal, cast
 
-from bot.durations import DurationError, parse_duration
+from bot.cli.flags import duration_flag
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,10 +71,8 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        connect_timeout = parse_duration(args.connect_timeout)
-    except DurationError as e:
-        print(f"permission-bot acp: --connect-timeout: {e}", file=sys.stderr)
+    connect_timeout = duration_flag("permission-bot acp", "--connect-timeout", args.connect_timeout)
+    if connect_timeout is None:
         return 2
     try:
         url, token = discover(args.url, args.token, args.token_file)

@@ -89,15 +89,11 @@ async def reset_identity(cfg: Config, password: str) -> str:
 def run(args: argparse.Namespace) -> int:
     import aiohttp
 
-    from bot.config import ConfigError, load_config
+    from bot.cli.config_file import load_or_exit
     from bot.matrix.errors import MatrixFatal
 
     os.umask(0o077)  # it writes into the state folder (keys, the inbox): its owner's only, as `run` does
-    try:
-        cfg = load_config(args.config)
-    except ConfigError as e:
-        print(f"permission-bot: config error: {e}", file=sys.stderr)
-        return 2
+    cfg = load_or_exit(args.config)
     try:
         if args.e2ee_command == "accept-identity":
             print(asyncio.run(accept_identity(cfg, args.user)))

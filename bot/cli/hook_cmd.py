@@ -7,6 +7,7 @@ import json
 import sys
 from typing import cast
 
+from bot.cli.flags import duration_flag
 from bot.durations import DurationError, parse_duration
 from bot.hooks.models import CLIS, Cli
 
@@ -64,10 +65,8 @@ def _print_config(args: argparse.Namespace) -> int:
     if args.target is None:
         print("permission-bot hook print-config: name the CLI: claude-code or codex", file=sys.stderr)
         return 2
-    try:
-        timeout = parse_duration(args.prompt_timeout)
-    except DurationError as e:
-        print(f"permission-bot hook print-config: --prompt-timeout: {e}", file=sys.stderr)
+    timeout = duration_flag("permission-bot hook print-config", "--prompt-timeout", args.prompt_timeout)
+    if timeout is None:
         return 2
     if args.http and args.target != "claude-code":
         print("permission-bot hook print-config: --http is for claude-code", file=sys.stderr)

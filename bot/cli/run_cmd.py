@@ -10,7 +10,8 @@ import structlog
 from aiohttp import web
 
 from bot import logs
-from bot.config import Config, ConfigError, load_config
+from bot.cli.config_file import load_or_exit
+from bot.config import Config
 
 
 async def _serve(cfg: Config) -> int:
@@ -65,13 +66,9 @@ async def _serve(cfg: Config) -> int:
 
 
 def run(config_path: str) -> int:
-    """Load the config (one line naming the key on error, exit 2) and run until stopped."""
+    """Load the config (one line naming the key on error, exit 2: :func:`load_or_exit`) and run until stopped."""
     os.umask(0o077)  # everything the daemon writes (state, keys, logs it creates) is its owner's only
-    try:
-        cfg = load_config(config_path)
-    except ConfigError as e:
-        print(f"permission-bot: config error: {e}", file=sys.stderr)
-        return 2
+    cfg = load_or_exit(config_path)
     secrets = [s for s in (cfg.matrix.password, cfg.matrix.access_token, cfg.matrix.recovery_key, cfg.api.token) if s]
     secrets += [t.secret for t in cfg.api.tokens if t.secret]
     secrets += [w.secret for w in cfg.webhooks if w.secret]

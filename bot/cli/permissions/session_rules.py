@@ -1,7 +1,7 @@
 """`permission-bot permissions rules [--session ID] [--json]` and `... rules revoke RULE_ID`.
 
 The session rules an answerer set with ``s`` / 🔁 ("Allow for this session"), over ``GET /rules``
-and ``DELETE /rules/{id}``. Stdlib only; errors are one line (the caller prints them).
+and ``DELETE /rules/{id}``. Stdlib only.
 """
 
 from __future__ import annotations
@@ -9,10 +9,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from bot.cli.http import Client
+from bot.cli.permissions.render import clean
+from bot.cli.permissions.report import Fail, http_message
 from bot.ids import url_segment as quote_id
 
 EMPTY = "no session rules"
@@ -35,47 +37,38 @@ def add_arguments(sub: Any, conn: argparse.ArgumentParser) -> None:
     rv.add_argument("--json", action="store_true", help="print the revoked rule as JSON")
 
 
-def _clean(text: object, limit: int = 80) -> str:
-    """Agent text on one line, control characters shown as '?', cut to ``limit``."""
-    s = "".join(c if c.isprintable() else "?" for c in " ".join(str(text).split()))
-    return s if len(s) <= limit else s[: limit - 1] + "…"
-
-
 def _line(rule: Mapping[str, Any]) -> str:
     what, paths = rule.get("command"), rule.get("paths")
-    shown = f"command {_clean(what, 200)}" if isinstance(what, str) else f"files {_clean(', '.join(paths or []), 200)}"
+    shown = f"command {clean(what, 200)}" if isinstance(what, str) else f"files {clean(', '.join(paths or []), 200)}"
     if isinstance(rule.get("settings"), dict):
-        shown += f" with {_clean(json.dumps(rule['settings'], ensure_ascii=False), 120)}"
+        shown += f" with {clean(json.dumps(rule['settings'], ensure_ascii=False), 120)}"
     return (
-        f"{_clean(rule.get('id'), 20)}  session {_clean(rule.get('session_id'), 60)}"
-        f"  tool {_clean(rule.get('tool'), 40)}  {shown}  set by {_clean(rule.get('set_by'), 60)}"
-        f"  last used {_clean(rule.get('used_at'), 30)}"
+        f"{clean(rule.get('id'), 20)}  session {clean(rule.get('session_id'), 60)}"
+        f"  tool {clean(rule.get('tool'), 40)}  {shown}  set by {clean(rule.get('set_by'), 60)}"
+        f"  last used {clean(rule.get('used_at'), 30)}"
     )
 
 
-def run(args: argparse.Namespace, client: Client, fail: Callable[[int, Any], str]) -> int:
-    """List or revoke; ``fail(status, body)`` makes the one-line error for an HTTP refusal."""
+def run(args: argparse.Namespace, client: Client) -> int:
+    """List or revoke; an HTTP refusal raises :class:`Fail`."""
     out = sys.stdout
     if getattr(args, "rules_verb", None) == "revoke":
         status, body = client.call("DELETE", f"/rules/{quote_id(args.rule_id)}")
         if status != 200 or not isinstance(body, dict):
-            raise RulesError(fail(status, body))
+            raise Fail(http_message(status, body, client))
         rule = body.get("revoked") or {}
         out.write((json.dumps(rule) if args.json else f"revoked session rule {_line(rule)}") + "\n")
         return 0
     status, body = client.call("GET", "/rules", query={"session": args.session} if args.session else None)
     if status != 200 or not isinstance(body, dict) or not isinstance(body.get("rules"), list):
-        raise RulesError(fail(status, body))
+        raise Fail(http_message(status, body, client))
     rules = [r for r in body["rules"] if isinstance(r, dict)]
     if args.json:
         out.write(json.dumps(rules) + "\n")
     elif not rules:
-        out.write(EMPTY + (f" in session {_clean(args.session)}" if args.session else "") + "\n")
+        out.write(EMPTY + (f" in session {clean(args.session, 80)}" if args.session else "") + "\n")
     else:
         out.write("".join(_line(r) + "\n" for r in rules))
     out.flush()
     return 0
 
-
-class RulesError(Exception):
-    """An HTTP refusal, as one line."""

@@ -1,0 +1,24 @@
+"""The config for a command that needs it (`run`, `e2ee`): loaded, or one line naming the key and exit 2.
+
+The line is ``permission-bot: config error: KEY: what is wrong``; it never holds a value from the
+file or the environment (bot.config words every problem without one: a value may be a secret).
+`doctor` reports the same line as its failed ``config`` check instead (it exits 1 when a check fails).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from bot.config import Config, ConfigError, load_config
+
+EXIT_CONFIG = 2
+
+
+def load_or_exit(path: str | Path) -> Config:
+    """The validated config at ``path``; on a problem, its one line on stderr and ``SystemExit(2)``."""
+    try:
+        return load_config(path)
+    except ConfigError as e:
+        print(f"permission-bot: config error: {e}", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_CONFIG) from None

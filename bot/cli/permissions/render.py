@@ -1,0 +1,150 @@
+"""What the `permissions` verbs print: terminal-safe lines, JSON, a record's facts, the ``ls`` table (pure)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.durations import format_age
+from bot.words import clip
+
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: object, limit: int | None = None) -> str:
+    """One terminal-safe line: whitespace runs become one space, anything unprintable (control, bidi and
+    other format characters) becomes '?'; cut with … to ``limit`` characters when one is given."""
+    line = "".join(c if c.isprintable() else "?" for c in " ".join(str(text).split()))
+    return line if limit is None else clip(line, limit)
+
+
+def dumps(obj: object, indent: int | None = None) -> str:
+    """JSON with readable non-ASCII, but C1 controls, bidi marks and line separators escaped."""
+    seps = (",", ": ") if indent else (",", ":")
+    text = json.dumps(obj, ensure_ascii=False, indent=indent, separators=seps)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _str(rec: Mapping[str, Any], *keys: str) -> str:
+    for k in keys:
+        v = rec.get(k)
+        if isinstance(v, str) and v:
+            return v
+    return ""
+
+
+def tool_of(rec: Mapping[str, Any]) -> str:
+    """The record's tool name, falling back to its title and kind."""
+    return _str(rec, "tool_name", "toolName", "title", "tool_kind") or "?"
+
+
+def session_of(rec: Mapping[str, Any]) -> str:
+    """The session's label when it has one, else its id."""
+    return _str(rec, "label", "session_id", "sessionId") or "?"
+
+
+def matches_session(rec: Mapping[str, Any], session: str) -> bool:
+    """Whether ``session`` is the record's session id or label."""
+    return session in (rec.get("session_id"), rec.get("sessionId"), rec.get("label"))
+
+
+def preview(raw: object) -> str:
+    """What the tool would do, in brief: the command, else the path/url/pattern, else compact JSON."""
+    if raw is None or raw == {}:
+        return ""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, Mapping):
+        for k in ("command", "cmd"):
+            v = raw.get(k)
+            if isinstance(v, str) and v:
+                return v
+            if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+                return shlex.join(v)
+        for k in ("file_path", "path", "abs_path", "notebook_path", "url", "pattern", "query"):
+            v = raw.get(k)
+            if isinstance(v, str) and v:
+                return v
+    try:
+        return json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return str(raw)
+
+
+def question(rec: Mapping[str, Any]) -> str:
+    """``Allow "TOOL"?`` and a preview of the raw input."""
+    q = _str(rec, "text") or f'Allow "{tool_of(rec)}"?'
+    p = preview(rec.get("raw_input", rec.get("rawInput")))
+    return f"{q} {p}" if p else q
+
+
+def _parse_time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def age_of(rec: Mapping[str, Any], now: datetime) -> str:
+    """How long the request has waited (``12s``, ``3m``), ``?`` when unknown."""
+    t = _parse_time(rec.get("requested_at", rec.get("requestedAt")))
+    return format_age((now - t).total_seconds()) if t else "?"
+
+
+_HEAD = ("ID", "SESSION", "TOOL", "AGE", "QUESTION")
+_CAPS = (32, 24, 24, 6)
+
+
+def table(records: Sequence[Mapping[str, Any]], width: int, now: datetime) -> list[str]:
+    """The ``ls`` table: one line per record, cells cut with … to fit ``width`` columns."""
+    rows = [
+        (
+            clean(str(r.get("id", "?"))),
+            clean(session_of(r)),
+            clean(tool_of(r)),
+            age_of(r, now),
+            clean(question(r)),
+        )
+        for r in records
+    ]
+    widths = [min(cap, max(len(_HEAD[i]), *(len(row[i]) for row in rows))) for i, cap in enumerate(_CAPS)]
+    last = max(len(_HEAD[4]), width - sum(widths) - 2 * len(widths))
+    lines = []
+    for row in [_HEAD, *rows]:
+        cells = [clip(row[i], w).ljust(w) for i, w in enumerate(widths)]
+        lines.append("  ".join([*cells, clip(row[4], last)]).rstrip())
+    return lines
+
+
+def outcome_text(outcome: Mapping[str, Any]) -> str:
+    """A settled record's outcome in brief: ``OPTION by WHO via VIA`` (``cancelled`` without an option)."""
+    bits = [str(outcome.get("option_id") or "cancelled")]
+    for k, fmt in (("answered_by", "by {}"), ("via", "via {}")):
+        v = outcome.get(k)
+        if isinstance(v, str) and v:
+            bits.append(fmt.format(v))
+    return clean(" ".join(bits))
+
+
+def summary(verb: str, rid: str, rec: Mapping[str, Any]) -> str:
+    """The line ``approve``/``deny`` prints: what was chosen (option id and name), or that it was cancelled."""
+    done = "approved" if verb == "approve" else "denied"
+    outcome = rec.get("outcome")
+    oid = outcome.get("option_id") if isinstance(outcome, Mapping) else None
+    if not oid:
+        if rec.get("state") == "cancelled":
+            return f"{done} {rid}: cancelled (no reject-flavoured option offered)"
+        return f"{done} {rid}"
+    name = outcome.get("option_name") if isinstance(outcome, Mapping) else None
+    if not name:
+        for o in rec.get("options") or []:
+            if isinstance(o, Mapping) and o.get("optionId") == oid:
+                name = o.get("name")
+    return f"{done} {rid} with {oid}" + (f" ({name})" if isinstance(name, str) and name else "")

@@ -1,0 +1,118 @@
+"""`permissions ls` (every pending request, page by page) and `permissions approve|deny ID`."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import shutil
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.cli.http import Client, DaemonUnreachable
+from bot.cli.permissions.render import clean, dumps, matches_session, outcome_text, summary, table
+from bot.cli.permissions.report import Fail, http_message, out, reason
+from bot.ids import url_segment as quote_id
+from bot.words import clip
+
+EMPTY = "no pending permission requests"
+LS_PAGE = "1000"  # records per GET /permissions page (a daemon without pages answers all at once)
+
+
+def ls(args: argparse.Namespace, client: Client) -> int:
+    """Print every pending request (optionally of one session), oldest first: a table, or JSON."""
+    query: dict[str, str] | None = {"limit": LS_PAGE, **({"session": args.session} if args.session else {})}
+    records: list[dict[str, Any]] = []
+    path = "/permissions"
+    while True:
+        status, body = client.call("GET", path, query=query)
+        if status != 200:
+            raise Fail(http_message(status, body, client))
+        if not isinstance(body, list):
+            raise Fail(f"unexpected answer from {client.url}/permissions (not a JSON list): {clip(str(body), 80)}")
+        records += [r for r in body if isinstance(r, dict)]
+        nxt = client.next_page
+        if not nxt or not nxt.startswith("/permissions?"):
+            break
+        path, query = nxt, None
+    if args.session:
+        records = [r for r in records if matches_session(r, args.session)]
+    if args.json:
+        out(dumps(records, indent=2 if sys.stdout.isatty() else None))  # the C encoder has no indent
+        return 0
+    if not records:
+        out(EMPTY + (f" in session {clean(args.session)}" if args.session else ""))
+        return 0
+    width = shutil.get_terminal_size((160, 24)).columns
+    sys.stdout.write("\n".join(table(records, width, datetime.now(UTC))) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+def _who() -> str:
+    try:
+        return "cli:" + getpass.getuser()
+    except (OSError, KeyError, ImportError):
+        return "cli:unknown"
+
+
+def _fetch(client: Client, rid: str) -> tuple[int, dict[str, Any] | None]:
+    """``(status, record)`` for ``rid`` in any state; status 0 when unreachable (explains a 404/409)."""
+    try:
+        status, rec = client.call("GET", f"/permissions/{quote_id(rid)}")
+    except DaemonUnreachable:
+        return 0, None
+    return status, (rec if status == 200 and isinstance(rec, dict) else None)
+
+
+def _explain_404(client: Client, rid: str) -> str:
+    status, rec = _fetch(client, rid)
+    if status == 404:
+        why = "unknown id; see permissions ls"
+    elif rec is None:
+        why = "unknown or already resolved"
+    elif rec.get("state") == "pending":
+        why = "it was pending a moment ago; try again"
+    else:
+        outcome = rec.get("outcome")
+        done = f": {outcome_text(outcome)}" if isinstance(outcome, Mapping) else ""
+        why = f"already {clean(str(rec.get('state')))}{done}"
+    return f"HTTP 404: no pending request {clean(rid)} ({why})"
+
+
+def _explain_409(client: Client, rid: str, verb: str, option_id: str | None, body: object) -> str:
+    _, rec = _fetch(client, rid)
+    offered = ""
+    if rec is not None and isinstance(rec.get("options"), list):
+        ids = [str(o.get("optionId")) for o in rec["options"] if isinstance(o, Mapping)]
+        offered = f"; offered: {clean(', '.join(ids))}" if ids else ""
+    if option_id is not None:
+        return f"HTTP 409: {clean(rid)} does not offer option {clean(option_id)}{offered}"
+    if verb == "approve":
+        hint = "pass --option-id (see ls --json)"
+        return f"HTTP 409: {clean(rid)} offers no allow-flavoured option; {hint}{offered}"
+    return f"HTTP 409: {clean(rid)}: {reason(body) or 'no fitting option'}{offered}"
+
+
+def decide(args: argparse.Namespace, client: Client, verb: str) -> int:
+    """``approve`` or ``deny`` one request; a 404/409 is explained from the record as it now is."""
+    rid: str = args.id
+    body: dict[str, Any] = {"decision": verb, "by": _who()}
+    if getattr(args, "always", False):
+        body["scope"] = "always"
+    if args.option_id is not None:
+        body["option_id"] = args.option_id
+    if args.feedback is not None:
+        body["feedback"] = args.feedback
+    status, rec = client.call("POST", f"/permissions/{quote_id(rid)}", body)
+    if status == 404:
+        raise Fail(_explain_404(client, rid))
+    if status == 409:
+        raise Fail(_explain_409(client, rid, verb, args.option_id, rec))
+    if status != 200:
+        raise Fail(http_message(status, rec, client))
+    if not isinstance(rec, dict):
+        raise Fail(f"unexpected answer from {client.url} (not a JSON record): {clip(str(rec), 80)}")
+    out(dumps(rec, indent=2) if args.json else clean(summary(verb, rid, rec)))
+    return 0

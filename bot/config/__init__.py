@@ -1,0 +1,43 @@
+"""TOML config -> validated settings, with environment overrides for secrets.
+
+Every problem becomes one ``ConfigError`` line naming the key, e.g. ``matrix.homeserver: required``;
+never a value (it may be a secret).
+
+Parts: base.py (ConfigError, the section base, duration and URL field types), matrix.py ([matrix]
+with trust and pinned devices, [answerers]), api.py ([api]), tokens.py ([[api.tokens]] and their
+secrets from the environment), service.py ([state], [prompts], [log], [[webhooks]]), harnesses.py
+([[harnesses]]), env.py (secrets from the environment), messages.py (a validation error as one line),
+load.py (the whole Config, parse_config, load_config; [[rules]] are checked by bot.inbox.rules).
+"""
+
+from __future__ import annotations
+
+from bot.config.api import ApiConfig
+from bot.config.base import ConfigError
+from bot.config.env import ENV_ACCESS_TOKEN, ENV_API_TOKEN, ENV_PASSWORD, ENV_RECOVERY_KEY
+from bot.config.harnesses import HarnessConfig
+from bot.config.load import Config, load_config, parse_config
+from bot.config.matrix import AnswerersConfig, MatrixConfig, VerifiedDevice
+from bot.config.service import LogConfig, PromptsConfig, StateConfig, WebhookConfig
+from bot.config.tokens import ApiTokenConfig
+
+__all__ = [
+    "ENV_ACCESS_TOKEN",
+    "ENV_API_TOKEN",
+    "ENV_PASSWORD",
+    "ENV_RECOVERY_KEY",
+    "AnswerersConfig",
+    "ApiConfig",
+    "ApiTokenConfig",
+    "Config",
+    "ConfigError",
+    "HarnessConfig",
+    "LogConfig",
+    "MatrixConfig",
+    "PromptsConfig",
+    "StateConfig",
+    "VerifiedDevice",
+    "WebhookConfig",
+    "load_config",
+    "parse_config",
+]
