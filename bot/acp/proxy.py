@@ -25,6 +25,7 @@ from bot.acp import outcomes
 from bot.acp.daemon_client import DaemonClient, DaemonError
 from bot.acp.filters import FWD_PREFIX, FromAgent, FromClient, id_key
 from bot.acp.log import configure_stderr_logging
+from bot.acp.messages import withdrawn_id
 from bot.acp.process import spawn, wait_agent
 from bot.acp.relay import FdSink, LineRelay, in_thread, read_fd, relay_thread
 from bot.acp.request import Request
@@ -99,7 +100,7 @@ class Proxy:
 
     async def on_cancel_request(self, params: Any) -> bool:
         """``$/cancel_request`` from the agent: withdraw the permission request it names. True when taken."""
-        key = id_key(params.get("requestId")) if isinstance(params, dict) else None
+        key = id_key(withdrawn_id(params))
         if key is None:
             return False
         req = next((r for r in self.requests.values() if id_key(r.rpc_id) == key), None)
