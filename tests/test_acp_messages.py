@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from acp.schema import CancelRequestNotification
 
-from bot.acp import messages
+from bot.acp import messages, outcomes
 from bot.acp.proxy import Proxy, ProxyConfig
 from bot.acp.request import Request
 from bot.acp.toolcalls import ToolCallCache
@@ -106,6 +107,10 @@ def test_cancel_request_ids_are_taken_exactly() -> None:
     for odd in (True, 1.0, [1], {"a": 1}):
         assert messages.withdrawn_id({"requestId": odd}) is None, odd
     assert messages.withdrawn_id({}) is None and messages.withdrawn_id([1]) is None
+    # and the one the proxy writes itself, for a request it forwarded to the client
+    assert outcomes.wire(CancelRequestNotification(request_id="permission-bot:fwd:p:1")) == {
+        "requestId": "permission-bot:fwd:p:1"
+    }
 
 
 def test_cancel_and_close_name_their_session() -> None:

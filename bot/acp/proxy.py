@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import structlog
+from acp.schema import CancelRequestNotification
 
 from bot.acp import outcomes
 from bot.acp.daemon_client import DaemonClient, DaemonError
@@ -107,7 +108,8 @@ class Proxy:
         if req is None:
             return False  # not one of ours: it goes to the client unchanged
         if req.forwarded:  # the client holds it under the proxy's id: tell it under that id
-            note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": self._fwd_id(req)}}
+            withdraw = CancelRequestNotification(request_id=self._fwd_id(req))
+            note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": outcomes.wire(withdraw)}
             await in_thread(self.relay_to_client, _dump(note))
             return True
         req.log.info("$/cancel_request: the agent withdraws its permission request")
