@@ -37,6 +37,7 @@ def empty(value: Any) -> bool:
     """Missing in all but name: null, ``""``, ``[]`` or ``{}``."""
     return value is None or value == "" or value == [] or value == {}
 
+
 class BadMessage(ValueError):
     """ACP params the proxy will not act on: the message names the first wrong field."""
 
@@ -99,7 +100,5 @@ def tool_call_note(params: Any) -> tuple[str, ToolCallFields, bool] | None:
 
 def context_fields(tool_call: ToolCallFields) -> dict[str, Any]:
     """The fields a prompt needs that ``tool_call`` carries, non-empty, in ACP's wire form."""
-    wire: dict[str, Any] = tool_call.model_dump(
-        mode="json", by_alias=True, exclude_none=True, include=_CONTEXT_ATTRS
-    )
+    wire: dict[str, Any] = tool_call.model_dump(mode="json", by_alias=True, exclude_none=True, include=_CONTEXT_ATTRS)
     return {k: v for k, v in wire.items() if not empty(v)}
