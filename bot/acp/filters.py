@@ -5,6 +5,7 @@ unparsed when it *certainly* holds none of the methods the proxy handles: a line
 backslash anywhere (a JSON escape may spell any name, ``"request_permissio\\u006e"``) or with
 one of the plain words is parsed. Without a backslash, JSON text spells every key and string
 byte for byte, so the word test is exact. Everything not taken is relayed unchanged.
+The filters judge the JSON-RPC envelope; the ACP params are read in :mod:`bot.acp.messages`.
 
 What they find goes to the event loop in arrival order. ``session/cancel`` and
 ``$/cancel_request`` wait (bounded) for the loop's answer before the relay moves on, so the
@@ -20,6 +21,9 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from acp.schema import CancelNotification, CloseSessionRequest
+
+from bot.acp.messages import session_of
 
 if TYPE_CHECKING:
     from bot.acp.proxy import Proxy
@@ -154,12 +158,11 @@ class FromClient:
         proxy, method = self._proxy, msg.get("method")
         params = msg.get("params")
         if method == "session/cancel" and "id" not in msg:
-            sid = params.get("sessionId") if isinstance(params, dict) else None
-            if isinstance(sid, str):
+            if (sid := session_of(CancelNotification, params)) is not None:
                 _ask(self._loop, proxy.cancel_session(sid), proxy.cfg.cancel_budget + 3.0, "session/cancel")
             return True  # relayed after the raced requests were answered
-        if method == "session/close" and isinstance(params, dict) and isinstance(params.get("sessionId"), str):
-            self._loop.call_soon_threadsafe(proxy.on_session_close, params["sessionId"])
+        if method == "session/close" and (sid := session_of(CloseSessionRequest, params)) is not None:
+            self._loop.call_soon_threadsafe(proxy.on_session_close, sid)
             return True  # relayed as it is; the session's rules end beside it
         if isinstance(method, str) and isinstance(params, dict) and isinstance(params.get("cwd"), str):
             self._note_cwd(msg, params)

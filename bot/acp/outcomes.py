@@ -7,26 +7,28 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp.schema import AllowedOutcome, DeniedOutcome, RequestPermissionResponse
+from acp.schema import AllowedOutcome, DeniedOutcome, Error, RequestPermissionResponse
+from pydantic import BaseModel
 
 REQUEST_CANCELLED = -32800  # JSON-RPC "Request cancelled": ACP's reply to a request withdrawn by ``$/cancel_request``
 WITHDRAWN = "withdrawn by the agent"
 
 
-def _dump(resp: RequestPermissionResponse) -> dict[str, Any]:
-    out: dict[str, Any] = resp.model_dump(mode="json", by_alias=True, exclude_none=True)
+def wire(model: BaseModel) -> dict[str, Any]:
+    """A model in ACP's wire form (camelCase, no nulls)."""
+    out: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
     return out
 
 
 def cancelled() -> dict[str, Any]:
     """``{"outcome": {"outcome": "cancelled"}}``."""
-    return _dump(RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled")))
+    return wire(RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled")))
 
 
 def selected(option_id: str, feedback: str | None = None) -> dict[str, Any]:
     """``{"outcome": {"outcome": "selected", "optionId": ...}}``, with ``_meta.feedback`` when given."""
     meta = {"feedback": feedback} if feedback else None
-    return _dump(
+    return wire(
         RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option_id), field_meta=meta)
     )
 
@@ -47,7 +49,11 @@ def result_from_record(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def reject_result(params: dict[str, Any]) -> dict[str, Any]:
-    """A ``reject_once`` option when the request offers one, else the cancelled outcome."""
+    """A ``reject_once`` option when the request offers one, else the cancelled outcome.
+
+    Read from the params as sent, not the model: the fallback answers requests that do not fit
+    ACP too, and a reject option among malformed ones is still the safe answer.
+    """
     opts = params.get("options")
     for o in opts if isinstance(opts, list) else []:
         if isinstance(o, dict) and o.get("kind") == "reject_once" and isinstance(o.get("optionId"), str):
@@ -71,4 +77,4 @@ def after_cancel(cancel_answer: dict[str, Any] | None, current: dict[str, Any] |
 
 def withdrawn_error(rpc_id: Any) -> dict[str, Any]:
     """The JSON-RPC error reply for a request the agent withdrew with ``$/cancel_request``."""
-    return {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": REQUEST_CANCELLED, "message": "Request cancelled"}}
+    return {"jsonrpc": "2.0", "id": rpc_id, "error": wire(Error(code=REQUEST_CANCELLED, message="Request cancelled"))}

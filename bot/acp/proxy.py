@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import structlog
+from acp.schema import CancelRequestNotification
 
 from bot.acp import outcomes
 from bot.acp.daemon_client import DaemonClient, DaemonError
 from bot.acp.filters import FWD_PREFIX, FromAgent, FromClient, id_key
 from bot.acp.log import configure_stderr_logging
+from bot.acp.messages import withdrawn_id
 from bot.acp.process import spawn, wait_agent
 from bot.acp.relay import FdSink, LineRelay, in_thread, read_fd, relay_thread
 from bot.acp.request import Request
@@ -99,14 +101,15 @@ class Proxy:
 
     async def on_cancel_request(self, params: Any) -> bool:
         """``$/cancel_request`` from the agent: withdraw the permission request it names. True when taken."""
-        key = id_key(params.get("requestId")) if isinstance(params, dict) else None
+        key = id_key(withdrawn_id(params))
         if key is None:
             return False
         req = next((r for r in self.requests.values() if id_key(r.rpc_id) == key), None)
         if req is None:
             return False  # not one of ours: it goes to the client unchanged
         if req.forwarded:  # the client holds it under the proxy's id: tell it under that id
-            note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": self._fwd_id(req)}}
+            withdraw = CancelRequestNotification(request_id=self._fwd_id(req))
+            note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": outcomes.wire(withdraw)}
             await in_thread(self.relay_to_client, _dump(note))
             return True
         req.log.info("$/cancel_request: the agent withdraws its permission request")

@@ -3,7 +3,9 @@
 submitted -> pending (long-polls) -> settled: the agent gets the record's outcome. A cancel
 (``session/cancel``, ``$/cancel_request``, the client or the agent leaving) at any point
 cancels the request in the daemon; when the daemon says someone answered first, the agent
-gets that answer instead, so the agent, the record and the room always agree.
+gets that answer instead, so the agent, the record and the room always agree. Params that do not
+fit ACP's ``RequestPermissionRequest`` (:mod:`bot.acp.messages`) never reach the daemon: they get
+the fallback answer at once, as a request the daemon refused does.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
+from acp.schema import RequestPermissionRequest
 
-from bot.acp import outcomes
+from bot.acp import messages, outcomes
 from bot.acp.daemon_client import Backoff, DaemonError, DaemonRefused, DaemonUnavailable
 
 if TYPE_CHECKING:
@@ -42,12 +45,15 @@ class Request:
         self.msg = msg
         self.n = n
         self.rpc_id: Any = msg["id"]
-        self.params: dict[str, Any] = msg["params"]
-        sid = self.params.get("sessionId")
-        self.session_id = sid if isinstance(sid, str) else None
-        tc = self.params.get("toolCall")
-        tcid = tc.get("toolCallId") if isinstance(tc, dict) else None
-        self.tool_call_id = tcid if isinstance(tcid, str) else None
+        self.params: dict[str, Any] = msg["params"]  # as sent: what the daemon gets and digests
+        self.acp: RequestPermissionRequest | None = None
+        self.invalid: str | None = None  # why the params do not fit ACP
+        try:
+            self.acp = messages.permission_request(self.params)
+        except messages.BadMessage as e:
+            self.invalid = str(e)
+        self.session_id = self.acp.session_id if self.acp is not None else None
+        self.tool_call_id = self.acp.tool_call.tool_call_id if self.acp is not None else None
         self.key = f"{proxy.proxy_id}:{n}"
         self.record_id: str | None = None
         self.forwarded = False
@@ -78,17 +84,16 @@ class Request:
         self._cancel.set()
 
     def body(self) -> dict[str, Any]:
-        """The daemon submission: the params as sent, plus key, label, cwd and toolCallContext."""
+        """The daemon submission: the params as sent, plus key, label, cwd and toolCallContext ({} when invalid)."""
+        if self.acp is None:
+            return {}
         cache = self.proxy.cache
         clash = [k for k in OURS if k in self.params]
         if clash:
             self.log.warning("agent params carry fields the proxy sets; they are dropped", fields=clash)
         body = {k: v for k, v in self.params.items() if k not in OURS}
-        ctx = None
-        tc = self.params.get("toolCall")
-        if self.session_id is not None and isinstance(tc, dict):
-            ctx = cache.completion(self.session_id, tc)
-            cache.merge(self.session_id, tc)
+        ctx = cache.completion(self.acp.session_id, self.params["toolCall"])
+        cache.merge(self.acp.session_id, self.acp.tool_call)
         body["key"] = self.key
         if self.proxy.cfg.label:
             body["label"] = self.proxy.cfg.label
@@ -146,6 +151,8 @@ class Request:
         body = self.submission
         if self._cancel.is_set():
             return outcomes.cancelled()
+        if self.invalid is not None:
+            return await self._fallback(f"not a valid session/request_permission ({self.invalid})")
         deadline = asyncio.get_running_loop().time() + cfg.connect_timeout
         submit = asyncio.ensure_future(daemon.submit_retrying(body, deadline))
         if not await self._race(submit):

@@ -3,7 +3,8 @@
 Agents announce a tool call with a ``session/update`` (``sessionUpdate: "tool_call"``),
 refine it with ``tool_call_update`` and may then ask permission with only the
 ``toolCallId``. The cache keeps the latest known fields per ``(sessionId, toolCallId)``,
-bounded by entry count and approximate size (least recently touched go first).
+bounded by entry count and approximate size (least recently touched go first). The updates are
+read with the SDK's models (:mod:`bot.acp.messages`); what is kept is their wire form.
 """
 
 from __future__ import annotations
@@ -12,15 +13,14 @@ import json
 from collections import OrderedDict
 from typing import Any
 
-# What a permission prompt needs from a tool call, in ACP's wire names.
-CONTEXT_FIELDS = ("title", "kind", "rawInput", "content", "locations", "_meta")
+from bot.acp.messages import CONTEXT_FIELDS, ToolCallFields, context_fields, empty, tool_call_note
+
 CONTEXT_BYTES = 256 * 1024  # the context rides in the daemon's request body; keep it modest
 
 
 def lacks(tool_call: dict[str, Any], field: str) -> bool:
-    """Whether ``field`` is missing, null or empty in ``tool_call``."""
-    v = tool_call.get(field)
-    return v is None or v == "" or v == [] or v == {}
+    """Whether ``field`` is missing, null or empty in ``tool_call`` as sent (as the daemon reads it)."""
+    return empty(tool_call.get(field))
 
 
 class ToolCallCache:
@@ -36,28 +36,17 @@ class ToolCallCache:
         return len(self._entries)
 
     def observe(self, params: Any, size: int = 0) -> None:
-        """Take in one ``session/update`` params object (anything else is ignored).
+        """Take in one ``session/update`` params object (anything but a valid tool call is ignored).
 
         ``size`` is the length of the line it came in, the entry's size estimate.
         """
-        if not isinstance(params, dict):
-            return
-        sid = params.get("sessionId")
-        upd = params.get("update")
-        if not isinstance(sid, str) or not isinstance(upd, dict):
-            return
-        kind = upd.get("sessionUpdate")
-        if kind == "tool_call":
-            self.merge(sid, upd, size, replace=True)
-        elif kind == "tool_call_update":
-            self.merge(sid, upd, size, replace=False)
+        note = tool_call_note(params)
+        if note is not None:
+            self.merge(note[0], note[1], size, replace=note[2])
 
-    def merge(self, session_id: str, tool_call: dict[str, Any], size: int = 0, *, replace: bool = False) -> None:
+    def merge(self, session_id: str, tool_call: ToolCallFields, size: int = 0, *, replace: bool = False) -> None:
         """Record the non-empty fields of ``tool_call``; ``replace`` starts the entry afresh."""
-        tcid = tool_call.get("toolCallId")
-        if not isinstance(tcid, str):
-            return
-        key = (session_id, tcid)
+        key = (session_id, tool_call.tool_call_id)
         old = self._entries.pop(key, None)
         fields: dict[str, Any] = {}
         est = 0
@@ -66,14 +55,12 @@ class ToolCallCache:
             if not replace:
                 fields, est = dict(old[0]), old[1]
         long_line = size > CONTEXT_BYTES
-        for f in CONTEXT_FIELDS:
-            if lacks(tool_call, f):
-                continue
+        for f, v in context_fields(tool_call).items():
             # from a long line, keep only what could ever ride in a context
-            if long_line and _size(tool_call[f]) > CONTEXT_BYTES:
+            if long_line and _size(v) > CONTEXT_BYTES:
                 fields.pop(f, None)
                 continue
-            fields[f] = tool_call[f]
+            fields[f] = v
         est = _size(fields) if long_line else max(est, size)
         self._entries[key] = (fields, est)
         self._bytes += est
@@ -90,8 +77,10 @@ class ToolCallCache:
     def completion(self, session_id: str, tool_call: Any) -> dict[str, Any] | None:
         """The fields ``tool_call`` lacks that the cache knows (a ``toolCallContext``), or None.
 
-        When the result would be larger than :data:`CONTEXT_BYTES`, the bulkiest fields
-        (content, then rawInput, then _meta) are left out.
+        ``tool_call`` is the request's ``toolCall`` as sent: what it lacks is judged on what the
+        daemon reads, the agent's values, not on the model's salvaged ones. When the result would
+        be larger than :data:`CONTEXT_BYTES`, the bulkiest fields (content, then rawInput, then
+        _meta) are left out.
         """
         if not isinstance(tool_call, dict):
             return None
