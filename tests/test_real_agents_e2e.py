@@ -67,10 +67,23 @@ class Run:
         self.client, self.marker, self.cancel_file = client, marker, cancel_file
 
     @classmethod
-    async def start(cls, station: Any, api: ModelApi, tmp: Path, name: str) -> Run:
+    async def start(
+        cls,
+        station: Any,
+        api: ModelApi,
+        tmp: Path,
+        name: str,
+        settings: dict[str, Any] | None = None,
+        url: str | None = None,
+    ) -> Run:
+        """``settings``: a project ``.claude/settings.json`` for the agent's work dir (hooks, say);
+        ``url``: where the proxy finds the daemon (else the station's API)."""
         work, home = tmp / "work", tmp / "home"
         work.mkdir()
         home.mkdir()
+        if settings is not None:
+            (work / ".claude").mkdir()
+            (work / ".claude" / "settings.json").write_text(json.dumps(settings))
         marker, cancel_file = work / "marker", tmp / "cancel-now"
         cmd, env = _agent(name, api.url)
         flags = ["--cwd", str(work), "--cancel-when", str(cancel_file)]
@@ -79,7 +92,7 @@ class Run:
             flags += ["--env", f"{k}={v}"]
         c = await ClientRun.start(
             f"Please do this.\nRUN: touch {marker}\n",
-            ["--url", station.api_url, "--token", station.token, "--label", f"real-{name}"],
+            ["--url", url or station.api_url, "--token", station.token, "--label", f"real-{name}"],
             tmp,
             exe=station.exe,
             client_flags=flags,
