@@ -29,7 +29,7 @@ from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
 from bot.matrix.notices import Notices
 from bot.metrics import Metrics, export_figures
-from bot.outbox import NOT_POSTED, Outbox
+from bot.outbox import Outbox
 from bot.room_answers import RoomAnswers
 from bot.session_rules import facts, scope_of
 from bot.statedir import secure_state_dir
@@ -140,7 +140,7 @@ class Daemon:
         if settled is None:
             return rec
         if not self.cfg.prompts.post_rule_settled:
-            await self.inbox.set_prompt_event(rec.id, NOT_POSTED)
+            await self.inbox.skip_post(rec.id)
         log.info("request_settled_by_rule", request_id=rec.id, option_id=option, by=by)
         return settled
 

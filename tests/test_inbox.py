@@ -93,6 +93,21 @@ async def test_everything_survives_a_reopen(tmp_path: Path) -> None:
     await ib2.close()
 
 
+async def test_a_skipped_post_is_neither_posted_nor_edited_and_keeps_no_event_id(inbox: Inbox) -> None:
+    """A rule-settled request with ``prompts.post_rule_settled`` off: one flag, its event id stays None."""
+    rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
+    await inbox.settle(rec.id, option_id="allow_once", by="rule", via="rule", feedback=None, now=2.0)
+    await inbox.skip_post(rec.id)
+    assert await inbox.needing_post() == [] and await inbox.needing_edit() == []
+    got = await inbox.get(rec.id)
+    assert got is not None and got.prompt_event_id is None and got.to_api()["prompt_event_id"] is None
+    posted, _ = await inbox.submit(parse_submission(request_body("t")), 3.0, 60)
+    await inbox.set_prompt_event(posted.id, "$p", 3.0)  # posted before the skip came: kept, and edited
+    await inbox.settle(posted.id, option_id="allow_once", by="rule", via="rule", feedback=None, now=4.0)
+    await inbox.skip_post(posted.id)
+    assert [r.id for r in await inbox.needing_edit()] == [posted.id]
+
+
 async def test_wait_settled_wakes_on_settle(inbox: Inbox) -> None:
     rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
     waiter = asyncio.create_task(inbox.wait_settled(rec.id, 10))

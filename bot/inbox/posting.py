@@ -16,6 +16,13 @@ class Posting(InboxBase):
                 "UPDATE requests SET prompt_event_id=?, posted_at=? WHERE id=?", (event_id, now, request_id)
             )
 
+    async def skip_post(self, request_id: str) -> None:
+        """Never post this (settled) request's prompt: ``prompts.post_rule_settled`` is off."""
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE requests SET post_skipped=1 WHERE id=? AND prompt_event_id IS NULL", (request_id,)
+            )
+
     async def mark_edited(self, request_id: str, event_id: str | None = None) -> None:
         async with self._tx() as db:
             await db.execute(
@@ -24,9 +31,10 @@ class Posting(InboxBase):
             )
 
     async def needing_post(self, limit: int = 100) -> list[Record]:
-        """Records whose prompt is not in the room yet, oldest first."""
+        """Records whose prompt is not in the room yet (and is to be posted), oldest first."""
         return await self._records(
-            "SELECT * FROM requests WHERE prompt_event_id IS NULL ORDER BY requested_at, rowid LIMIT ?",
+            "SELECT * FROM requests WHERE prompt_event_id IS NULL AND post_skipped=0"
+            " ORDER BY requested_at, rowid LIMIT ?",
             (limit,),
         )
 
@@ -50,7 +58,7 @@ class Posting(InboxBase):
         """Pending records posted before ``posted_before`` whose keycap reactions are not all seeded yet."""
         return await self._records(
             "SELECT * FROM requests WHERE state=? AND seeded=0 AND prompt_event_id IS NOT NULL"
-            " AND prompt_event_id!='' AND COALESCE(posted_at, 0)<=? ORDER BY requested_at, rowid LIMIT ?",
+            " AND COALESCE(posted_at, 0)<=? ORDER BY requested_at, rowid LIMIT ?",
             (PENDING, posted_before, limit),
         )
 
@@ -58,7 +66,7 @@ class Posting(InboxBase):
         """When the oldest unseeded pending prompt was posted."""
         cur = await self._read_rows(
             "SELECT MIN(COALESCE(posted_at, 0)) FROM requests WHERE state=? AND seeded=0"
-            " AND prompt_event_id IS NOT NULL AND prompt_event_id!=''",
+            " AND prompt_event_id IS NOT NULL",
             (PENDING,),
         )
         row = await cur.fetchone()
