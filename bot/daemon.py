@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -201,12 +200,7 @@ class Daemon:
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
-        await self.inbox.open()
-        install_id = await self.inbox.get_kv("install_id") or ""
-        if not install_id:  # part of every txn id: a wiped state never collides with old transactions
-            install_id = uuid.uuid4().hex
-            await self.inbox.set_kv("install_id", install_id)
-        self.outbox.install_id = install_id
+        await self.inbox.open()  # also reads (or makes) the install id the outbox's txn ids carry
 
     async def connect(self) -> None:
         """Log in and join the station room; then the daemon is ready."""

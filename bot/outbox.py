@@ -73,7 +73,6 @@ class Outbox:
         self.stop = stop
         self.now = now
         self.reprocess = reprocess  # a parked room event, once its prompt's event id is known
-        self.install_id = ""
         self.wake_post = asyncio.Event()
         self.wake_settle = asyncio.Event()
         self.wake_seed = asyncio.Event()
@@ -86,6 +85,11 @@ class Outbox:
         self.edits_idle = asyncio.Event()  # no settled prompt waiting for its edit: a new prompt may go
         self.edits_idle.set()
         self.timings = Timings()  # each request's way through, logged as request_timing once edited
+
+    @property
+    def install_id(self) -> str:
+        """Part of every txn id: the inbox's, kept with the state (a wiped state never reuses an old one)."""
+        return self.inbox.install_id
 
     def on_change(self, kind: str, rec: Record) -> None:
         """Inbox listener: a new request wakes the poster, a settlement the editor and the clean-up."""

@@ -4,6 +4,7 @@ their prompt's id is recorded, and key/value entries (the sync token, the Matrix
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Any
 
 from bot.inbox.base import InboxBase
@@ -51,6 +52,15 @@ class Handled(InboxBase):
     async def set_kv(self, k: str, v: str) -> None:
         async with self._tx() as db:
             await db.execute("INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v=excluded.v", (k, v))
+
+    async def made_once(self, k: str) -> str:
+        """The value of ``k``: a random hex made the first time it is asked for, then kept."""
+        async with self._tx() as db:
+            await db.execute("INSERT OR IGNORE INTO kv (k, v) VALUES (?, ?)", (k, uuid.uuid4().hex))
+            cur = await db.execute("SELECT v FROM kv WHERE k=?", (k,))
+            row = await cur.fetchone()
+        assert row is not None
+        return str(row[0])
 
     async def get_json(self, k: str) -> Any:
         v = await self.get_kv(k)

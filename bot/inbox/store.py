@@ -39,6 +39,7 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
         self._listeners = []
         self._changed = {}
         self._json = JsonKept()
+        self.install_id = ""  # set by open: part of every txn id, so a wiped state never reuses an old one
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -49,6 +50,7 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
         await self._db.execute("PRAGMA busy_timeout=5000")
         await upgrade(self._db, str(self.path))
         await self.open_read_only()
+        self.install_id = await self.made_once("install_id")
 
     async def open_read_only(self) -> None:
         """Open an existing inbox to read only (doctor): no folder made, no upgrade; writes fail (no writer)."""
