@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +28,7 @@ from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
 from bot.matrix.notices import Notices
 from bot.metrics import Metrics, export_figures
-from bot.outbox import NOT_POSTED, Outbox
+from bot.outbox import Outbox
 from bot.room_answers import RoomAnswers
 from bot.session_rules import facts, scope_of
 from bot.statedir import secure_state_dir
@@ -140,7 +139,7 @@ class Daemon:
         if settled is None:
             return rec
         if not self.cfg.prompts.post_rule_settled:
-            await self.inbox.set_prompt_event(rec.id, NOT_POSTED)
+            await self.inbox.skip_post(rec.id)
         log.info("request_settled_by_rule", request_id=rec.id, option_id=option, by=by)
         return settled
 
@@ -201,12 +200,7 @@ class Daemon:
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
-        await self.inbox.open()
-        install_id = await self.inbox.get_kv("install_id") or ""
-        if not install_id:  # part of every txn id: a wiped state never collides with old transactions
-            install_id = uuid.uuid4().hex
-            await self.inbox.set_kv("install_id", install_id)
-        self.outbox.install_id = install_id
+        await self.inbox.open()  # also reads (or makes) the install id the outbox's txn ids carry
 
     async def connect(self) -> None:
         """Log in and join the station room; then the daemon is ready."""

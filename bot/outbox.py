@@ -51,7 +51,6 @@ FOREGROUND = ("post", "settle")  # workers whose sends a person waits for
 SEND_CONCURRENCY = 16  # sends in flight to the homeserver at once
 EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits already due to be sent
 SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
-NOT_POSTED = ""  # prompt_event_id of a rule-settled request that is recorded but not posted
 
 
 class Outbox:
@@ -74,7 +73,6 @@ class Outbox:
         self.stop = stop
         self.now = now
         self.reprocess = reprocess  # a parked room event, once its prompt's event id is known
-        self.install_id = ""
         self.wake_post = asyncio.Event()
         self.wake_settle = asyncio.Event()
         self.wake_seed = asyncio.Event()
@@ -87,6 +85,11 @@ class Outbox:
         self.edits_idle = asyncio.Event()  # no settled prompt waiting for its edit: a new prompt may go
         self.edits_idle.set()
         self.timings = Timings()  # each request's way through, logged as request_timing once edited
+
+    @property
+    def install_id(self) -> str:
+        """Part of every txn id: the inbox's, kept with the state (a wiped state never reuses an old one)."""
+        return self.inbox.install_id
 
     def on_change(self, kind: str, rec: Record) -> None:
         """Inbox listener: a new request wakes the poster, a settlement the editor and the clean-up."""
@@ -170,10 +173,7 @@ class Outbox:
     async def _settle_step(self) -> float:
         """Edit settled prompts to show their outcome, at once (a new prompt waits for these edits)."""
         try:
-            while batch := self._ready("edit", [
-                r for r in await self.inbox.needing_edit(limit=256 + self.retries.waiting())
-                if r.prompt_event_id != NOT_POSTED
-            ]):
+            while batch := self._ready("edit", await self.inbox.needing_edit(limit=256 + self.retries.waiting())):
                 await self._pool("edit", self._edit, batch)
         finally:  # also when a send failed: its retry must not hold new prompts back
             if not self.wake_settle.is_set():

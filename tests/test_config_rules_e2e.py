@@ -60,6 +60,31 @@ async def test_config_rules_apply_on_arrival(station: Station, sid: str) -> None
         await station.restart_daemon()
 
 
+async def test_rule_settled_requests_stay_unposted_when_post_rule_settled_is_off(station: Station, sid: str) -> None:
+    """``prompts.post_rule_settled = false``: the rule-settled request is recorded, never posted nor edited
+    (also after a restart), and its record names no prompt event; the next request is posted as usual."""
+    station.extra_config = RULES
+    station.prompts["post_rule_settled"] = False
+    station.write_config()
+    await station.restart_daemon()
+    try:
+        body = with_tool(request_body(sid, title="Read README.md", kind="read", command="cat README.md"), "Read")
+        st, rec = await station.ahttp("POST", "/permissions", body)
+        assert st == 201 and rec["state"] == "resolved" and rec["outcome"]["via"] == "rule", rec
+        await station.restart_daemon()  # the outbox, started afresh, still leaves it unposted
+        rec2, _prompt = await station.submit(request_body(sid, title="Run make", tool_call_id="c2"))
+        assert rec2["request_seq"] == 2
+        assert await station.prompt_for(sid, seq=1, timeout=2) is None, "a rule-settled request was posted"
+        _, again = await station.ahttp("GET", f"/permissions/{rec['id']}")
+        assert again["state"] == "resolved" and again["prompt_event_id"] is None, again
+        await station.ahttp("POST", f"/permissions/{rec2['id']}", {"decision": "deny"})
+    finally:
+        station.extra_config = ""
+        del station.prompts["post_rule_settled"]
+        station.write_config()
+        await station.restart_daemon()
+
+
 async def test_rules_trust_only_what_the_harness_and_the_proxy_say(station: Station, sid: str, tmp_path: Any) -> None:
     """Issue 12.4 as attacks through the proxy: a ``Read*`` rule does not approve a Bash ``curl | sh``
     titled "Read the docs first", nor an ``rm -rf ~`` the agent declares kind ``read``; a session id

@@ -93,6 +93,35 @@ async def test_everything_survives_a_reopen(tmp_path: Path) -> None:
     await ib2.close()
 
 
+async def test_a_skipped_post_is_neither_posted_nor_edited_and_keeps_no_event_id(inbox: Inbox) -> None:
+    """A rule-settled request with ``prompts.post_rule_settled`` off: one flag, its event id stays None."""
+    rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
+    await inbox.settle(rec.id, option_id="allow_once", by="rule", via="rule", feedback=None, now=2.0)
+    await inbox.skip_post(rec.id)
+    assert await inbox.needing_post() == [] and await inbox.needing_edit() == []
+    got = await inbox.get(rec.id)
+    assert got is not None and got.prompt_event_id is None and got.to_api()["prompt_event_id"] is None
+    posted, _ = await inbox.submit(parse_submission(request_body("t")), 3.0, 60)
+    await inbox.set_prompt_event(posted.id, "$p", 3.0)  # posted before the skip came: kept, and edited
+    await inbox.settle(posted.id, option_id="allow_once", by="rule", via="rule", feedback=None, now=4.0)
+    await inbox.skip_post(posted.id)
+    assert [r.id for r in await inbox.needing_edit()] == [posted.id]
+
+
+async def test_the_install_id_is_made_once_per_state_folder_and_kept(tmp_path: Path) -> None:
+    ids = []
+    for _ in range(2):
+        ib = Inbox(tmp_path / "inbox.sqlite3")
+        await ib.open()
+        ids.append(ib.install_id)
+        assert await ib.get_kv("install_id") == ib.install_id
+        await ib.close()
+    other = Inbox(tmp_path / "wiped" / "inbox.sqlite3")
+    await other.open()
+    await other.close()
+    assert len(ids[0]) == 32 and ids[0] == ids[1] and other.install_id != ids[0]
+
+
 async def test_wait_settled_wakes_on_settle(inbox: Inbox) -> None:
     rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
     waiter = asyncio.create_task(inbox.wait_settled(rec.id, 10))

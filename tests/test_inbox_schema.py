@@ -76,6 +76,45 @@ async def test_unversioned_folder_with_later_columns_upgrades(tmp_path: Path) ->
     assert _user_version(path) == schema.LATEST
 
 
+async def test_empty_prompt_event_ids_become_the_post_skipped_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder from before the step (rule-settled requests never posted held ``prompt_event_id=''``)."""
+    path = tmp_path / "inbox.sqlite3"
+    before = schema.STEPS.index(schema._v8_post_skipped)
+    with monkeypatch.context() as m:
+        m.setattr(schema, "LATEST", before)
+        inbox = Inbox(path)
+        await inbox.open()
+        await inbox.close()
+    assert _user_version(path) == before
+    db = sqlite3.connect(path)
+    for rid, state, event in [("s:1", "resolved", ""), ("s:2", "pending", None), ("s:3", "resolved", "$p")]:
+        db.execute(
+            "INSERT INTO requests (id, session_id, request_seq, tool_call_id, title, options, locations, content,"
+            " params, digest, revision, state, requested_at, expires_at, prompt_event_id, outcome_via, decided_at)"
+            " VALUES (?,'s',?,'c','T','[]','[]','[]','{}','d',1,?,1.0,2.0,?,?,3.0)",
+            (rid, int(rid[2:]), state, event, None if state == "pending" else "rule"),
+        )
+    db.execute("INSERT INTO seq (session_id, last) VALUES ('s', 3)")
+    db.commit()
+    db.close()
+    inbox = Inbox(path)
+    await inbox.open()
+    try:
+        skipped = await inbox.get("s:1")
+        assert skipped is not None and skipped.prompt_event_id is None and not skipped.pending
+        # as before: the never-posted one is neither posted nor edited; the others go on as they were
+        assert [r.id for r in await inbox.needing_post()] == ["s:2"]
+        assert [r.id for r in await inbox.needing_edit()] == ["s:3"]
+    finally:
+        await inbox.close()
+    assert _user_version(path) == schema.LATEST
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT COUNT(*) FROM requests WHERE prompt_event_id=''").fetchone()[0] == 0
+    db.close()
+
+
 async def test_new_folder_starts_at_latest_and_reopens(tmp_path: Path) -> None:
     path = tmp_path / "inbox.sqlite3"
     for _ in range(2):

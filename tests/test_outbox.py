@@ -125,3 +125,13 @@ async def test_each_edit_goes_before_the_next_prompt(rig: Any) -> None:
         await _settle(inbox, rid)  # answered at once, and the agent asks again at once
     await _until(lambda: _order(matrix).count("edit") == 5)
     assert _order(matrix) == ["post", "edit"] * 5
+
+
+async def test_txn_ids_carry_the_inbox_install_id(rig: Any) -> None:
+    from bot.matrix.txn import txn_id
+
+    inbox, matrix, box = rig
+    (rid,) = await _submit(inbox, "s", 1)
+    await _until(lambda: "post" in matrix.kinds())
+    assert box.install_id == inbox.install_id != ""
+    assert ("post", txn_id("p", inbox.install_id, rid)) in matrix.sent

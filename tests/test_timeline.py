@@ -194,7 +194,7 @@ def test_the_inbox_gives_bind_what_it_needs(seq: list[tuple[str, str]]) -> None:
 
 
 async def test_old_chat_positions_are_pruned_but_prompts_kept(tmp_path: Path, monkeypatch: Any) -> None:
-    monkeypatch.setattr("bot.inbox.store.ANSWERS_KEPT", 10)
+    monkeypatch.setattr("bot.inbox.marks.ANSWERS_KEPT", 10)
     ib = Inbox(tmp_path / "inbox.sqlite3")
     await ib.open()
     try:

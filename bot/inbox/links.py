@@ -13,8 +13,9 @@ from dataclasses import dataclass
 
 import aiosqlite
 
+from bot.inbox.base import row_to_record
 from bot.inbox.record import CANCELLED, PENDING, Record
-from bot.inbox.store import Inbox, _row_to_record
+from bot.inbox.store import Inbox
 from bot.inbox.submission import Submission
 
 SENDING, DELIVERED, ELSEWHERE, REFUSED, WITHDRAWN = "sending", "delivered", "elsewhere", "refused", "withdrawn"
@@ -105,7 +106,7 @@ class Links:
             " WHERE l.harness=? AND (l.delivery IS NULL OR l.delivery=?) AND q.state!=? ORDER BY q.decided_at",
             (harness, SENDING, PENDING),
         )
-        return [(_link(r), _row_to_record(r)) for r in await cur.fetchall()]
+        return [(_link(r), row_to_record(r)) for r in await cur.fetchall()]
 
     async def by_request(self, request_id: str) -> Link | None:
         cur = await self.inbox.db.execute("SELECT * FROM harness_links WHERE request_id=?", (request_id,))
@@ -140,6 +141,6 @@ class Links:
             row = await cur.fetchone()
         if row is None:
             return None
-        rec = _row_to_record(row)
+        rec = row_to_record(row)
         self.inbox.emit("amended", rec)  # the prompt is edited again; events, webhooks and metrics are told
         return rec

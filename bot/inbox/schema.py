@@ -134,6 +134,13 @@ async def _v7_session_rules(db: aiosqlite.Connection) -> None:
     await db.execute("CREATE INDEX IF NOT EXISTS session_rules_used ON session_rules (used_at)")
 
 
+async def _v8_post_skipped(db: aiosqlite.Connection) -> None:
+    # A rule-settled request never to be posted (prompts.post_rule_settled off) was marked by an empty
+    # prompt_event_id, a second sentinel beside NULL; now its own flag, and prompt_event_id is NULL or an id.
+    await db.execute("ALTER TABLE requests ADD COLUMN post_skipped INTEGER NOT NULL DEFAULT 0")
+    await db.execute("UPDATE requests SET post_skipped=1, prompt_event_id=NULL WHERE prompt_event_id=''")
+
+
 STEPS: list[Step] = [
     _v1_first_release,
     _v2_posted_at_and_parking,
@@ -142,6 +149,7 @@ STEPS: list[Step] = [
     _v5_timeline,
     _v6_submitted_by,
     _v7_session_rules,
+    _v8_post_skipped,
 ]
 LATEST = len(STEPS)
 

@@ -1,0 +1,72 @@
+"""What the answer parts pass around: a candidate (what an event says), a target (a prompt the bot
+posted), and what comes of them (an answer to settle with, or a refusal to post)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from bot.inbox.states import Via
+
+ROOM_VIAS = (Via.MATRIX, Via.REACTION, Via.STRUCTURED)
+"""The ways an answer comes from the room."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """What an event says, before we know which prompts exist."""
+
+    event_id: str
+    sender: str
+    via: Via
+    prompt_event_id: str | None  # the event it replies to / threads under / reacts to
+    request_id: str | None  # structured answers name it
+    text: str | None  # text answers: reply fallback stripped, trimmed
+    reaction_key: str | None
+    option_id: str | None  # structured
+    digest: str | None  # structured subject.digest if given
+    revision: int | None  # structured subject.revision if given
+    feedback: str | None
+    explicit: bool  # addressed: reply, thread, reaction, structured
+    problem: str | None = None  # a malformed structured payload: why resolve() must refuse it
+
+
+@dataclass(frozen=True)
+class Target:
+    """A prompt the bot posted (from the durable inbox)."""
+
+    request_id: str
+    prompt_event_id: str | None
+    options: Sequence[tuple[str, str]]  # (option_id, label) in the body's order, numbered from 1
+    digest: str
+    revision: int
+    pending: bool
+    kinds: Sequence[str] = ()  # the ACP kind of each option, same order (for ✅ / ❌)
+    complete: bool = True  # the prompt showed everything; if not, only an addressed answer counts
+    session: str | None = None  # the "Allow for this session" line when offered, numbered after the options
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A choice to settle ``request_id`` with (the daemon still checks the sender)."""
+
+    request_id: str
+    option_id: str
+    via: Via  # one of ROOM_VIAS
+    feedback: str | None
+    sender: str
+    event_id: str
+    session_rule: bool = False  # also add a session rule (the option is the allow-once one)
+
+
+RefusalKind = Literal["unparsable", "ambiguous", "stale", "not_pending", "unknown_request", "incomplete"]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An answer attempt that settles nothing; ``message`` is the notice to post."""
+
+    kind: RefusalKind
+    message: str
+    request_id: str | None

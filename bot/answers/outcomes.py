@@ -1,0 +1,61 @@
+"""What a decision makes: the answer, or the refusal notice (with the prompt's numbered choices)."""
+
+from __future__ import annotations
+
+from bot.answer_text import NoSuchNumber, Pick, parse
+from bot.answers.model import Answer, Candidate, Refusal, Target
+from bot.prompts.text import prose
+from bot.session_rules import ALIASES as SESSION_ALIASES
+
+
+def show(text: str, limit: int = 40) -> str:
+    """A name fit for a one-line notice: shown as agent prose (one line, visible, no mention), shortened."""
+    return prose(text, limit)
+
+
+def shown(target: Target) -> list[tuple[str, str]]:
+    """The numbered lines of the prompt: the options, then "Allow for this session" when offered."""
+    return [*target.options, ("session", target.session)] if target.session else list(target.options)
+
+
+def parse_for(text: str, target: Target) -> Pick | NoSuchNumber | None:
+    """:func:`bot.answer_text.parse` over the prompt's numbered lines (``s`` / ``session`` name the last)."""
+    if not target.session:
+        return parse(text, target.options)
+    return parse(text, shown(target), dict.fromkeys(SESSION_ALIASES, len(target.options)))
+
+
+def _choices(target: Target) -> str:
+    n = len(shown(target))
+    if n == 0:
+        return "This prompt offers no options."
+    listed = ", ".join(f"{i}. {show(label or oid)}" for i, (oid, label) in enumerate(shown(target), 1))
+    if n == 1:
+        return f"Answer with 1 or the option's name: {listed}."
+    return f"Answer with a number 1–{n} or an option's name: {listed}."
+
+
+def unparsable(target: Target, lead: str = "") -> Refusal:
+    return Refusal("unparsable", f"{lead}{_choices(target)}", target.request_id)
+
+
+def not_pending(target: Target) -> Refusal:
+    return Refusal(
+        "not_pending", f"Request {show(target.request_id, 80)} is already settled.", target.request_id
+    )
+
+
+def answer(c: Candidate, target: Target, index: int, feedback: str | None) -> Answer:
+    if target.session and index == len(target.options):  # allow once, and a session rule
+        once = target.options[list(target.kinds).index("allow_once")][0]
+        return Answer(target.request_id, once, c.via, feedback, c.sender, c.event_id, session_rule=True)
+    return Answer(target.request_id, target.options[index][0], c.via, feedback, c.sender, c.event_id)
+
+
+def incomplete(target: Target) -> Refusal:
+    return Refusal(
+        "incomplete",
+        f"The prompt for {show(target.request_id, 80)} was shortened, so a plain answer cannot settle it. "
+        "Read the full text in its thread, then reply to the prompt (or answer in its thread).",
+        target.request_id,
+    )

@@ -1,0 +1,61 @@
+"""Reactions: a keycap (the option's number), ✅ / ❌ (by the option's ACP kind) or 🔁 (allow for this
+session) on a prompt: read from the event, then decided against the prompt it reacts to."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from bot.answer_text import keycap_index
+from bot.answers.model import Answer, Candidate, Refusal, Target
+from bot.answers.outcomes import answer, not_pending, shown, unparsable
+from bot.inbox.states import Via
+from bot.session_rules import REACTION as SESSION_REACTION
+
+SHORTCUTS = {"\u2705": "allow_once", "\u274c": "reject_once"}
+"""Reactions that pick an option by its ACP kind: ✅ allow once, ❌ reject once."""
+
+
+def classify_reaction(content: Mapping[Any, Any], sender: str, event_id: str) -> Candidate | None:
+    rel = content.get("m.relates_to")
+    if not isinstance(rel, Mapping) or rel.get("rel_type") != "m.annotation":
+        return None
+    target, key = rel.get("event_id"), rel.get("key")
+    if not (isinstance(target, str) and target and isinstance(key, str) and key):
+        return None
+    return Candidate(
+        event_id=event_id,
+        sender=sender,
+        via=Via.REACTION,
+        prompt_event_id=target,
+        request_id=None,
+        text=None,
+        reaction_key=key,
+        option_id=None,
+        digest=None,
+        revision=None,
+        feedback=None,
+        explicit=True,
+    )
+
+
+def resolve_reaction(c: Candidate, target: Target | None) -> Answer | Refusal | None:
+    key = c.reaction_key if isinstance(c.reaction_key, str) else ""
+    bare = key.replace("\ufe0f", "").replace("\ufe0e", "")
+    kind = SHORTCUTS.get(bare)
+    number = keycap_index(key)
+    if bare == SESSION_REACTION:
+        number = len(target.options) + 1 if target is not None and target.session else 0
+    if (number is None and kind is None) or target is None:
+        return None
+    if not target.pending:
+        return not_pending(target)
+    if number == 0:
+        return unparsable(target, "This prompt offers no allow-for-this-session option. ")
+    if kind is not None:
+        if kind not in target.kinds:
+            return unparsable(target, f"This prompt offers no {kind.replace('_', ' ')} option. ")
+        return answer(c, target, list(target.kinds).index(kind), None)
+    if number is None or number > len(shown(target)):
+        return unparsable(target, f"There is no option {number}. ")
+    return answer(c, target, number - 1, None)

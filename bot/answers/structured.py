@@ -1,0 +1,115 @@
+"""Structured answers (``ANSWER_KEY`` in the content): the payload read (malformed fields kept as a
+problem to refuse), then checked against its prompt: the request, still pending, unchanged, the option offered."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from bot.answers.model import Answer, Candidate, Refusal, Target
+from bot.answers.outcomes import answer, not_pending, show
+from bot.inbox.states import Via
+
+
+def nonempty_str(value: object) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def classify_structured(
+    payload: object, sender: str, event_id: str, addressed: str | None
+) -> Candidate | None:
+    """A structured answer; JSON ``null`` in an optional field counts as absent."""
+    if not isinstance(payload, Mapping):
+        return None
+    request_id = payload.get("request_id")
+    if not isinstance(request_id, str) or not request_id.strip():
+        return None
+    problems: list[str] = []
+    option_id = payload.get("option_id")
+    if not nonempty_str(option_id):
+        problems.append("option_id is missing" if option_id in (None, "") else "option_id is not text")
+        option_id = None
+    digest: str | None = None
+    revision: int | None = None
+    subject = payload.get("subject")
+    if isinstance(subject, Mapping):
+        d, r = subject.get("digest"), subject.get("revision")
+        if d is not None:
+            if nonempty_str(d):
+                digest = d
+            else:
+                problems.append("subject.digest is not text")
+        if r is not None:
+            if isinstance(r, int) and not isinstance(r, bool):
+                revision = r
+            else:
+                problems.append("subject.revision is not a whole number")
+    elif subject is not None:
+        problems.append("subject is not an object")
+    feedback = payload.get("feedback")
+    if feedback is not None and not isinstance(feedback, str):
+        problems.append("feedback is not text")
+        feedback = None
+    return Candidate(
+        event_id=event_id,
+        sender=sender,
+        via=Via.STRUCTURED,
+        prompt_event_id=addressed,
+        request_id=request_id,
+        text=None,
+        reaction_key=None,
+        option_id=option_id,
+        digest=digest,
+        revision=revision,
+        feedback=(feedback.strip() or None) if feedback is not None else None,
+        explicit=True,
+        problem="; ".join(problems) or None,
+    )
+
+
+def resolve_structured(c: Candidate, target: Target | None) -> Answer | Refusal | None:
+    rid = c.request_id if isinstance(c.request_id, str) else None
+    if target is None and c.prompt_event_id is not None:
+        return Refusal(
+            "unknown_request",
+            f"The structured answer for {show(rid or '', 80)} replies to an event that is not its prompt.",
+            rid,
+        )
+    if target is None:
+        if not rid:
+            return Refusal("unknown_request", "The structured answer names no request.", None)
+        return Refusal("unknown_request", f"No request {show(rid, 80)} is known.", rid)
+    if rid != target.request_id:
+        return Refusal(
+            "unparsable",
+            f"The structured answer names request {show(rid or '', 80)} but was sent to the prompt for "
+            f"{show(target.request_id, 80)}.",
+            target.request_id,
+        )
+    if not target.pending:
+        return not_pending(target)
+    if c.problem:
+        return Refusal("unparsable", f"The structured answer is malformed: {c.problem}.", rid)
+    changed = []
+    if c.digest is not None and c.digest != target.digest:
+        changed.append("its content")
+    if c.revision is not None and c.revision != target.revision:
+        changed.append(f"its revision (now {target.revision})")
+    if changed:
+        return Refusal(
+            "stale",
+            f"The prompt for {show(rid, 80)} has changed ({' and '.join(changed)}). "
+            "Answer the current prompt.",
+            rid,
+        )
+    ids = [oid for oid, _ in target.options]
+    if not c.option_id:
+        return Refusal("unparsable", "The structured answer names no option.", rid)
+    if c.option_id not in ids:
+        offered = ", ".join(show(i) for i in ids) or "none"
+        return Refusal(
+            "unparsable",
+            f"Option {show(c.option_id, 60)} is not offered for {show(rid, 80)}. Offered: {offered}.",
+            rid,
+        )
+    feedback = c.feedback if isinstance(c.feedback, str) and c.feedback.strip() else None
+    return answer(c, target, ids.index(c.option_id), feedback)

@@ -1,0 +1,96 @@
+"""The inbox part for what the outbox makes visible: a request's prompt event, its settled edit, and the
+keycap reactions the bot seeds under it (and clears once it is settled)."""
+
+from __future__ import annotations
+
+from bot.inbox.base import InboxBase
+from bot.inbox.record import PENDING, Record
+
+
+class Posting(InboxBase):
+    """Prompts to post and edit, reactions to seed and clear."""
+
+    async def set_prompt_event(self, request_id: str, event_id: str, now: float | None = None) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE requests SET prompt_event_id=?, posted_at=? WHERE id=?", (event_id, now, request_id)
+            )
+
+    async def skip_post(self, request_id: str) -> None:
+        """Never post this (settled) request's prompt: ``prompts.post_rule_settled`` is off."""
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE requests SET post_skipped=1 WHERE id=? AND prompt_event_id IS NULL", (request_id,)
+            )
+
+    async def mark_edited(self, request_id: str, event_id: str | None = None) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE requests SET prompt_edited=1, edit_event_id=COALESCE(?, edit_event_id) WHERE id=?",
+                (event_id, request_id),
+            )
+
+    async def needing_post(self, limit: int = 100) -> list[Record]:
+        """Records whose prompt is not in the room yet (and is to be posted), oldest first."""
+        return await self._records(
+            "SELECT * FROM requests WHERE prompt_event_id IS NULL AND post_skipped=0"
+            " ORDER BY requested_at, rowid LIMIT ?",
+            (limit,),
+        )
+
+    async def needing_edit(self, limit: int = 100) -> list[Record]:
+        """Settled records whose prompt still shows them pending."""
+        return await self._records(
+            "SELECT * FROM requests WHERE state!=? AND prompt_event_id IS NOT NULL AND prompt_edited=0"
+            " ORDER BY decided_at LIMIT ?",
+            (PENDING, limit),
+        )
+
+    # -- reactions the bot seeded ----------------------------------------
+    async def add_reaction(self, request_id: str, key: str, event_id: str) -> None:
+        async with self._tx() as db:
+            await db.execute(
+                "INSERT OR REPLACE INTO reactions (request_id, key, event_id) VALUES (?, ?, ?)",
+                (request_id, key, event_id),
+            )
+
+    async def needing_seed(self, posted_before: float, limit: int = 8) -> list[Record]:
+        """Pending records posted before ``posted_before`` whose keycap reactions are not all seeded yet."""
+        return await self._records(
+            "SELECT * FROM requests WHERE state=? AND seeded=0 AND prompt_event_id IS NOT NULL"
+            " AND COALESCE(posted_at, 0)<=? ORDER BY requested_at, rowid LIMIT ?",
+            (PENDING, posted_before, limit),
+        )
+
+    async def next_seed_due(self) -> float | None:
+        """When the oldest unseeded pending prompt was posted."""
+        cur = await self._read_rows(
+            "SELECT MIN(COALESCE(posted_at, 0)) FROM requests WHERE state=? AND seeded=0"
+            " AND prompt_event_id IS NOT NULL",
+            (PENDING,),
+        )
+        row = await cur.fetchone()
+        return float(row[0]) if row and row[0] is not None else None
+
+    async def mark_seeded(self, request_id: str) -> None:
+        async with self._tx() as db:
+            await db.execute("UPDATE requests SET seeded=1 WHERE id=?", (request_id,))
+
+    async def reactions_to_clear(self, limit: int = 50) -> list[tuple[str, str, str]]:
+        """(request_id, key, event_id) of seeded reactions on prompts no longer pending."""
+        cur = await self._read_rows(
+            "SELECT r.request_id, r.key, r.event_id FROM reactions r JOIN requests q ON q.id = r.request_id"
+            " WHERE q.state!=? AND r.redacted=0 AND r.event_id IS NOT NULL LIMIT ?",
+            (PENDING, limit),
+        )
+        return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
+
+    async def reactions(self, request_id: str) -> list[tuple[str, str, bool]]:
+        cur = await self._read_rows(
+            "SELECT key, event_id, redacted FROM reactions WHERE request_id=? ORDER BY rowid", (request_id,)
+        )
+        return [(r[0], r[1], bool(r[2])) for r in await cur.fetchall()]
+
+    async def mark_reaction_redacted(self, request_id: str, key: str) -> None:
+        async with self._tx() as db:
+            await db.execute("UPDATE reactions SET redacted=1 WHERE request_id=? AND key=?", (request_id, key))

@@ -1,0 +1,157 @@
+"""The inbox part for records: store a request, read one, settle it once, wait for it, its clock.
+
+A request leaves ``pending`` at most once: settling is a conditional UPDATE checked by rowcount.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiosqlite
+
+from bot.inbox.base import InboxBase, row_to_record
+from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record, dumps
+from bot.inbox.states import State, Via
+from bot.inbox.submission import Submission
+
+
+class Requests(InboxBase):
+    """Submit, get, settle, wait, due."""
+
+    async def submit(
+        self, sub: Submission, now: float, timeout: float, submitted_by: str | None = None
+    ) -> tuple[Record, bool]:
+        """Store a new request with the next seq of its session; idempotent on (session, key).
+
+        ``submitted_by`` names the API token that submitted it."""
+        async with self._tx() as db:
+            rec, created = await self.insert(db, sub, now, timeout, submitted_by)
+        if created:
+            self._emit("request", rec)
+        return rec, created
+
+    async def insert(
+        self, db: aiosqlite.Connection, sub: Submission, now: float, timeout: float, submitted_by: str | None = None
+    ) -> tuple[Record, bool]:
+        """``submit``'s work inside an open transaction: (record, created); nothing emitted."""
+        if sub.key is not None:
+            cur = await db.execute(
+                "SELECT * FROM requests WHERE session_id=? AND key=?", (sub.session_id, sub.key)
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                return row_to_record(row), False
+        cur = await db.execute(
+            "INSERT INTO seq (session_id, last) VALUES (?, 1) "
+            "ON CONFLICT(session_id) DO UPDATE SET last = last + 1 RETURNING last",
+            (sub.session_id,),
+        )
+        row = await cur.fetchone()
+        assert row is not None
+        seq = int(row[0])
+        cur = await db.execute(
+            "SELECT COUNT(*) FROM requests WHERE session_id=? AND tool_call_id=?",
+            (sub.session_id, sub.tool_call_id),
+        )
+        row = await cur.fetchone()
+        revision = 1 + int(row[0] if row else 0)
+        rid = f"{sub.session_id}:{seq}"
+        await db.execute(
+            "INSERT INTO requests (id, session_id, request_seq, key, label, tool_call_id, title, tool_kind,"
+            " tool_name, options, raw_input, locations, content, params, digest, revision, state,"
+            " requested_at, expires_at, cwd, submitted_by) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                rid, sub.session_id, seq, sub.key, sub.label, sub.tool_call_id, sub.title, sub.tool_kind,
+                sub.tool_name, dumps(sub.options),
+                None if sub.raw_input is None else dumps(sub.raw_input),
+                dumps(sub.locations), dumps(sub.content), dumps(sub.params), sub.digest, revision,
+                PENDING, now, now + timeout, sub.cwd, submitted_by,
+            ),
+        )
+        cur = await db.execute("SELECT * FROM requests WHERE id=?", (rid,))
+        row = await cur.fetchone()
+        assert row is not None
+        return row_to_record(row), True
+
+    async def get(self, request_id: str) -> Record | None:
+        found = await self._records("SELECT * FROM requests WHERE id=?", (request_id,))
+        return found[0] if found else None
+
+    async def by_prompt_event(self, event_id: str) -> Record | None:
+        found = await self._records("SELECT * FROM requests WHERE prompt_event_id=?", (event_id,))
+        return found[0] if found else None
+
+    async def settle(
+        self,
+        request_id: str,
+        *,
+        option_id: str | None,
+        by: str,
+        via: Via,
+        feedback: str | None,
+        now: float,
+        state: State | None = None,
+        event_id: str | None = None,
+    ) -> Record | None:
+        """Leave ``pending`` once. Returns the settled record, or None when it was not pending.
+
+        ``state`` defaults to resolved (cancelled when ``option_id`` is None). ``event_id``,
+        when given, is marked handled in the same transaction.
+        """
+        if state is None:
+            state = RESOLVED if option_id is not None else CANCELLED
+        assert state in (RESOLVED, EXPIRED, CANCELLED)
+        async with self._tx() as db:
+            if event_id is not None:
+                await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES (?, ?)", (event_id, now))
+            cur = await db.execute(
+                "UPDATE requests SET state=?, outcome_option_id=?, outcome_by=?, outcome_via=?,"
+                " outcome_feedback=?, decided_at=? WHERE id=? AND state=?",
+                (state, option_id, by, via, feedback, now, request_id, PENDING),
+            )
+            if cur.rowcount != 1:
+                return None
+            cur = await db.execute("SELECT * FROM requests WHERE id=?", (request_id,))
+            row = await cur.fetchone()
+            assert row is not None
+            rec = row_to_record(row)
+        self._emit("resolved", rec)
+        return rec
+
+    async def wait_settled(self, request_id: str, timeout: float) -> Record | None:
+        """The record once it is no longer pending, or as it is when ``timeout`` runs out."""
+        ev = self._changed.setdefault(request_id, asyncio.Event())
+        rec = await self.get(request_id)
+        if rec is None or not rec.pending or timeout <= 0:
+            if not ev.is_set() and self._changed.get(request_id) is ev and (rec is None or not rec.pending):
+                del self._changed[request_id]
+            return rec
+        try:
+            await asyncio.wait_for(ev.wait(), timeout)
+        except TimeoutError:
+            pass
+        return await self.get(request_id)
+
+    async def due(self, now: float) -> list[Record]:
+        """Pending records whose time is up."""
+        return await self._records(
+            "SELECT * FROM requests WHERE state=? AND expires_at<=? ORDER BY expires_at", (PENDING, now)
+        )
+
+    async def next_expiry(self) -> float | None:
+        cur = await self._read_rows("SELECT MIN(expires_at) FROM requests WHERE state=?", (PENDING,))
+        row = await cur.fetchone()
+        return float(row[0]) if row and row[0] is not None else None
+
+    async def count_pending(self) -> int:
+        cur = await self._read_rows("SELECT COUNT(*) FROM requests WHERE state=?", (PENDING,))
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    async def resolved_counts(self) -> dict[tuple[str, str], int]:
+        """(state, via) -> how many, for metrics."""
+        cur = await self._read_rows(
+            "SELECT state, outcome_via, COUNT(*) FROM requests WHERE state!=? GROUP BY state, outcome_via",
+            (PENDING,),
+        )
+        return {(r[0], r[1] or ""): int(r[2]) for r in await cur.fetchall()}
