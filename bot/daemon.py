@@ -103,14 +103,22 @@ class Daemon:
         m = self.matrix  # before the first sync, whether the room is encrypted is not known yet
         encrypted = m.room_encrypted or (self.cfg.matrix.encryption and not m.syncer.synced.is_set())
         check_submission(sub, now, self.cfg.prompts.timeout, encrypted=encrypted)
-        rec, created = await self.inbox.submit(sub, now, self.cfg.prompts.timeout, submitted_by)
+        rec, created = await self.inbox.submit(sub, now, self.cfg.prompts.timeout, submitted_by, hold_post=True)
         if created:
             log.info("request_submitted", request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind)
             rec = await self._apply_rules(rec)
         return rec, created
 
     async def _apply_rules(self, rec: Record) -> Record:
-        """Config rules first (a deny there wins), then the session's own rules."""
+        """Config rules first (a deny there wins), then the session's own rules; then the request, held
+        back from the poster until now, may be posted (a rule-settled one only if ``post_rule_settled``)."""
+        try:
+            return await self._apply_rules_held(rec)
+        finally:
+            self.inbox.release_post(rec.id)
+            self.outbox.wake_post.set()
+
+    async def _apply_rules_held(self, rec: Record) -> Record:
         from bot.inbox.rules import decide
 
         rule = decide(self.rules, rec.to_api()) if self.rules else None

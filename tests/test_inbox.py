@@ -108,6 +108,26 @@ async def test_a_skipped_post_is_neither_posted_nor_edited_and_keeps_no_event_id
     assert [r.id for r in await inbox.needing_edit()] == [posted.id]
 
 
+async def test_a_request_held_while_its_rules_apply_is_not_posted_until_released(inbox: Inbox) -> None:
+    """The poster never sees a new request before the daemon has applied its rules (a rule-settled
+    one with ``post_rule_settled`` off is skipped before it could be posted); idempotent resubmits hold
+    nothing."""
+    body = request_body("s", key="k")
+    rec, created = await inbox.submit(parse_submission(body), 1.0, 60, hold_post=True)
+    assert created and await inbox.needing_post() == []
+    again, created = await inbox.submit(parse_submission(body), 1.5, 60, hold_post=True)
+    assert not created and again.id == rec.id
+    other, _ = await inbox.submit(parse_submission(request_body("t")), 2.0, 60)
+    assert [r.id for r in await inbox.needing_post()] == [other.id]  # only the held one waits
+    await inbox.settle(rec.id, option_id="allow_once", by="rule", via="rule", feedback=None, now=3.0)
+    await inbox.skip_post(rec.id)
+    inbox.release_post(rec.id)
+    assert [r.id for r in await inbox.needing_post()] == [other.id]  # skipped: never posted
+    held, _ = await inbox.submit(parse_submission(request_body("u")), 4.0, 60, hold_post=True)
+    inbox.release_post(held.id)  # no rule settled it: posted as usual
+    assert [r.id for r in await inbox.needing_post()] == [other.id, held.id]
+
+
 async def test_the_install_id_is_made_once_per_state_folder_and_kept(tmp_path: Path) -> None:
     ids = []
     for _ in range(2):

@@ -144,7 +144,8 @@ class Watcher:
                 continue
             try:
                 rec, created = await self.links.submit(
-                    self.name, h.harness_id, h.fingerprint, h.submission, self.now(), self.timeout
+                    self.name, h.harness_id, h.fingerprint, h.submission, self.now(), self.timeout,
+                    hold_post=self.after_new is not None,  # after_new releases it
                 )
             except Squatted as e:
                 if h.harness_id not in self._refused:

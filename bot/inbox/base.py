@@ -83,6 +83,7 @@ class InboxBase:
     _listeners: list[Listener]
     _changed: dict[str, asyncio.Event]
     _json: JsonKept  # pending records' API JSON, for GET /permissions
+    _post_held: set[str]  # new requests whose rules are being applied: not to be posted yet
 
     @property
     def reader(self) -> aiosqlite.Connection:

@@ -55,11 +55,15 @@ class Links:
         self.inbox = inbox
 
     async def submit(
-        self, harness: str, harness_id: str, fingerprint: str, sub: Submission, now: float, timeout: float
+        self, harness: str, harness_id: str, fingerprint: str, sub: Submission, now: float, timeout: float,
+        *, hold_post: bool = False,
     ) -> tuple[Record, bool]:
-        """Store a held request and its link in one transaction; idempotent (the submission's ``key``)."""
+        """Store a held request and its link in one transaction; idempotent (the submission's ``key``).
+        ``hold_post`` as for ``Inbox.submit``."""
         async with self.inbox.transaction() as db:
             rec, created = await self.inbox.insert(db, sub, now, timeout)
+            if created and hold_post:
+                self.inbox.hold_post(rec.id)
             if not created:
                 cur = await db.execute(
                     "SELECT 1 FROM harness_links WHERE request_id=? AND harness=? AND harness_id=? AND fingerprint=?",

@@ -31,12 +31,13 @@ class Posting(InboxBase):
             )
 
     async def needing_post(self, limit: int = 100) -> list[Record]:
-        """Records whose prompt is not in the room yet (and is to be posted), oldest first."""
-        return await self._records(
+        """Records whose prompt is not in the room yet (and is to be posted, not held), oldest first."""
+        found = await self._records(
             "SELECT * FROM requests WHERE prompt_event_id IS NULL AND post_skipped=0"
             " ORDER BY requested_at, rowid LIMIT ?",
             (limit,),
         )
+        return [r for r in found if r.id not in self._post_held]
 
     async def needing_edit(self, limit: int = 100) -> list[Record]:
         """Settled records whose prompt still shows them pending."""

@@ -19,13 +19,16 @@ class Requests(InboxBase):
     """Submit, get, settle, wait, due."""
 
     async def submit(
-        self, sub: Submission, now: float, timeout: float, submitted_by: str | None = None
+        self, sub: Submission, now: float, timeout: float, submitted_by: str | None = None, *, hold_post: bool = False
     ) -> tuple[Record, bool]:
         """Store a new request with the next seq of its session; idempotent on (session, key).
 
-        ``submitted_by`` names the API token that submitted it."""
+        ``submitted_by`` names the API token that submitted it. ``hold_post``: a new request is not posted
+        until ``release_post`` (its rules are applied first, so a rule-settled one is never posted early)."""
         async with self._tx() as db:
             rec, created = await self.insert(db, sub, now, timeout, submitted_by)
+            if created and hold_post:
+                self.hold_post(rec.id)
         if created:
             self._emit("request", rec)
         return rec, created
@@ -72,6 +75,14 @@ class Requests(InboxBase):
         row = await cur.fetchone()
         assert row is not None
         return row_to_record(row), True
+
+    def hold_post(self, request_id: str) -> None:
+        """Keep a new request out of ``needing_post`` until ``release_post`` (call inside its transaction)."""
+        self._post_held.add(request_id)
+
+    def release_post(self, request_id: str) -> None:
+        """The request may be posted now (wake the poster after this)."""
+        self._post_held.discard(request_id)
 
     async def get(self, request_id: str) -> Record | None:
         found = await self._records("SELECT * FROM requests WHERE id=?", (request_id,))

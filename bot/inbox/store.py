@@ -39,6 +39,7 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
         self._listeners = []
         self._changed = {}
         self._json = JsonKept()
+        self._post_held = set()
         self.install_id = ""  # set by open: part of every txn id, so a wiped state never reuses an old one
 
     async def open(self) -> None:
