@@ -26,7 +26,6 @@ from bot.inbox.states import Via
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
-from bot.matrix.notices import Notices
 from bot.metrics import Metrics, export_figures
 from bot.outbox import Outbox
 from bot.room_answers import RoomAnswers
@@ -51,8 +50,7 @@ class Daemon:
         self.inbox = Inbox(state / "inbox.sqlite3")
         self.matrix = Matrix(cfg.matrix, self.inbox, str(state))
         self.metrics = Metrics(pending=self.inbox.count_pending)
-        self.notices = Notices(self.matrix)
-        self.matrix.say = self.notices.post  # the Matrix side's own notices (undecryptable, unverified)
+        self.notices = self.matrix.notices  # the bot's m.notice chatter (the Matrix side posts its own too)
         self.stop = asyncio.Event()
         self.wake_timer = asyncio.Event()
         self.outbox = Outbox(self.inbox, self.matrix, self.metrics, cfg.prompts, self.stop, self.now,

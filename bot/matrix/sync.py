@@ -1,6 +1,7 @@
 """The sync loop: long-poll, back off on errors, hand the station room's events over in order.
 
-``next_batch`` is saved only after its batch is handled. Invites to other rooms are
+``next_batch`` is saved only after its batch is handled. Syncs use the station-room filter
+(sync_filter.py). Invites to other rooms are
 refused; a limited timeline is backfilled; encrypted events that cannot be decrypted
 yet go to the undecryptable queue (the handler sees them first, still encrypted, so it
 can keep their place in the timeline for when they are decrypted).
@@ -23,6 +24,7 @@ from bot.matrix.errors import REVOKED, MatrixFatal
 from bot.matrix.refusal import Refusal
 from bot.matrix.retry import STORAGE_ERRORS, Backoff, describe, retry
 from bot.matrix.station import EventHandler, Station
+from bot.matrix.sync_filter import SyncFilter
 from bot.matrix.trust import Trust
 from bot.matrix.undecryptable import Undecryptable
 
@@ -43,7 +45,9 @@ class Syncer:
     """Our own sync loop, and what it tells: connected, the last good sync, the lag, the first sync."""
 
     def __init__(
-        self, st: Station, e2ee: E2EE, trust: Trust, undecryptable: Undecryptable, refusal: Refusal
+        self, st: Station, e2ee: E2EE, trust: Trust, undecryptable: Undecryptable, refusal: Refusal,
+        *, sync_filter: SyncFilter | None = None,
+        on_token_revoked: Callable[[str], Awaitable[None]] = _no_relogin,
     ) -> None:
         self.st = st
         self.e2ee = e2ee
@@ -55,8 +59,9 @@ class Syncer:
         self.connected = False
         self.synced = asyncio.Event()  # set after the first sync is handled
         self.joined = True  # False after the bot left or was removed from the station room
+        self.filter = sync_filter  # None: sync everything
         # the token was revoked: log in again (MatrixFatal when no password is configured)
-        self.on_token_revoked: Callable[[str], Awaitable[None]] = _no_relogin
+        self.on_token_revoked = on_token_revoked
 
     async def run(self, handler: EventHandler, stop: asyncio.Event) -> None:
         """Long-poll until ``stop``; a batch that fails is fetched and handled again after a back-off."""
@@ -70,7 +75,8 @@ class Syncer:
             started = time.monotonic()
             try:
                 r = await self.st.client.sync(
-                    timeout=0 if first else timeout_ms, since=since, full_state=first, set_presence="offline"
+                    timeout=0 if first else timeout_ms, since=since, full_state=first, set_presence="offline",
+                    sync_filter=await self.filter.get() if self.filter else None,
                 )
             except asyncio.CancelledError:
                 raise
@@ -84,6 +90,8 @@ class Syncer:
                 if code in REVOKED:
                     await self.on_token_revoked(code)  # logs in again, or raises MatrixFatal
                     continue
+                if self.filter:
+                    await self.filter.refused(code)  # an unknown filter id: made again on the next try
                 await self._pause(stop, backoff, "sync_error", status=code, error=getattr(r, "message", str(r)))
                 continue
             self.connected = True
