@@ -187,3 +187,45 @@ async def test_the_filter_is_kept_across_restarts_and_answers_still_work(fst: Fa
     rec, prompt = await fst.submit(request_body("s1"))
     fst.text(fst.alice, "1", reply_to=prompt["event_id"])
     assert (await fst.settled(rec.id)).outcome is not None
+
+
+async def test_a_structured_answer_counts_and_a_stale_one_is_refused(fst: FakeStation) -> None:
+    rec, _prompt = await fst.submit(request_body("s1"))
+    mark = fst.mark()
+    stale = {"request_id": rec.id, "option_id": "allow_once", "subject": {"digest": "0" * 64, "revision": 1}}
+    fst.text(fst.alice, "(structured)", extra={"dev.agentpod.permission.answer": stale})
+    await until(lambda: fst.notices(mark), what="a notice for the stale answer")
+    assert await fst.pending_after(rec.id, 0.2)
+    good = {"request_id": rec.id, "option_id": "reject_always",
+            "subject": {"digest": rec.digest, "revision": rec.revision}, "feedback": "not today"}
+    fst.text(fst.alice, "(structured)", extra={"dev.agentpod.permission.answer": good})
+    got = await fst.settled(rec.id)
+    assert got.outcome and got.outcome.option_id == "reject_always" and got.outcome.via == "structured"
+    assert got.outcome.feedback == "not today"
+
+
+async def test_edits_are_not_answers_and_an_unparsable_reply_gets_the_answers(fst: FakeStation) -> None:
+    rec, prompt = await fst.submit(request_body("s1"))
+    ev = fst.text(fst.alice, "hmm, let me look", reply_to=prompt["event_id"])
+    mark = fst.mark()
+    fst.hs.send_as(fst.alice, fst.room, {
+        "msgtype": "m.text", "body": "* 1", "m.new_content": {"msgtype": "m.text", "body": "1"},
+        "m.relates_to": {"rel_type": "m.replace", "event_id": ev},
+    })
+    fst.text(fst.alice, "approve?", reply_to=prompt["event_id"])  # one word, no option: the valid answers
+    notice = (await until(lambda: fst.notices(mark), what="the valid answers"))[0]
+    assert "Allow once" in content(notice)["body"]
+    assert await fst.pending_after(rec.id, 0.2)
+
+
+async def test_the_first_answer_wins_and_a_late_one_is_told_in_the_thread(fst: FakeStation) -> None:
+    rec, prompt = await fst.submit(request_body("s1"))
+    fst.text(fst.alice, "1", reply_to=prompt["event_id"])
+    await fst.settled(rec.id)
+    mark = fst.mark()
+    fst.text(fst.alice, "3", reply_to=prompt["event_id"])
+    notice = (await until(lambda: fst.notices(mark, contains="Already settled")))[0]
+    assert "Allow once" in content(notice)["body"]
+    assert rel(notice).get("rel_type") == "m.thread" and rel(notice).get("event_id") == prompt["event_id"]
+    got = await fst.d.inbox.get(rec.id)
+    assert got and got.outcome and got.outcome.option_id == "allow_once"
