@@ -18,7 +18,7 @@ from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.metrics import Metrics
 from bot.outbox import Outbox
-from tests.support.fakematrix import FakeMatrix
+from tests.support.fake_facade import FakeMatrix
 from tests.support.station import request_body
 
 

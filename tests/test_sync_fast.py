@@ -13,8 +13,9 @@ import pytest
 
 from bot.matrix.client import SYNC_KEY, Matrix
 from bot.matrix.sync_filter import FILTER_KEY, TIMELINE_TYPES
+from tests.support.fake_facade import MemoryKV
 from tests.support.fake_station import FakeStation, until
-from tests.support.fakematrix import FakeHomeserver, MemoryKV
+from tests.support.fakematrix import FakeHomeserver
 from tests.support.human import content
 
 

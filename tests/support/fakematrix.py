@@ -8,8 +8,8 @@ nio's parsing run unchanged with only ``[matrix] homeserver`` pointing here. One
 applied (room ids, event types), a send is deduplicated by its transaction id. People act directly
 (:meth:`FakeHomeserver.send_as`); faults are queued per endpoint (:meth:`FakeHomeserver.fail`).
 
-:class:`FakeMatrix` is the smaller fake one level up: the ``Matrix`` façade's send/redact surface only,
-recording each send (the outbox's ordering tests).
+One level up, tests/support/fake_facade.py stands in for the ``Matrix`` façade itself (the outbox's
+ordering tests) and for the inbox's key/value store.
 """
 
 from __future__ import annotations
@@ -19,24 +19,15 @@ import itertools
 import json
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from bot.demo.homeserver import free_port
+from tests.support.fake_sync import Room, sync_body, visible
 
 API = "/_matrix/client/v3"
-
-
-@dataclass
-class Room:
-    room_id: str
-    state: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-
-    def membership(self, user: str) -> str:
-        ev = self.state.get(("m.room.member", user))
-        return str(ev["content"].get("membership", "leave")) if ev else "leave"
 
 
 @dataclass
@@ -101,14 +92,14 @@ class FakeHomeserver:
         self.passwords[user] = password
         return user
 
-    def create_room(self, creator: str, invite: list[str] = (), power: dict[str, int] | None = None) -> str:  # type: ignore[assignment]
+    def create_room(self, creator: str, invite: list[str] | None = None, power: dict[str, int] | None = None) -> str:
         rid = f"!room{next(self._ids)}:{self.server_name}"
         self.rooms[rid] = Room(rid)
         self._put(rid, creator, "m.room.create", {"creator": creator, "room_version": "10"}, "")
         self._put(rid, creator, "m.room.member", {"membership": "join"}, creator)
         self._put(rid, creator, "m.room.power_levels", {"users": {creator: 100, **(power or {})}}, "")
         self._put(rid, creator, "m.room.join_rules", {"join_rule": "invite"}, "")
-        for user in invite:
+        for user in invite or []:
             self._put(rid, creator, "m.room.member", {"membership": "invite"}, user)
         return rid
 
@@ -311,85 +302,12 @@ class FakeHomeserver:
         return self.filters[user][given]
 
     def _news(self, user: str, since: int, flt: dict[str, Any]) -> bool:
-        return any(self._visible(user, e, flt) for e in self.stream[since:]) or bool(self.redeliver)
-
-    def _visible(self, user: str, ev: dict[str, Any], flt: dict[str, Any]) -> bool:
-        room = self.rooms[ev["room_id"]]
-        if ev.get("type") == "m.room.member" and ev.get("state_key") == user:
-            return True
-        return room.membership(user) == "join" and _passes(ev, flt.get("room", {}))
+        return any(visible(self.rooms, user, e, flt) for e in self.stream[since:]) or bool(self.redeliver)
 
     def _sync_body(self, user: str, since: int | None, flt: dict[str, Any], full: bool = False) -> dict[str, Any]:
-        room_flt = flt.get("room", {})
-        limit = int(room_flt.get("timeline", {}).get("limit", self.timeline_limit))
-        join: dict[str, Any] = {}
-        invite: dict[str, Any] = {}
-        leave: dict[str, Any] = {}
-        for rid, room in self.rooms.items():
-            mine = room.membership(user)
-            if mine == "invite":
-                fresh = self.stream[since:] if since is not None else self.stream
-                if any(e["room_id"] == rid and e.get("state_key") == user for e in fresh):
-                    invite[rid] = {"invite_state": {"events": [_strip(e) for e in room.state.values()]}}
-                continue
-            news = [
-                i for i in range(since or 0, len(self.stream))
-                if self.stream[i]["room_id"] == rid and _passes(self.stream[i], room_flt.get("timeline", {}))
-                and _passes(self.stream[i], {k: v for k, v in room_flt.items() if k in ("rooms", "not_rooms")})
-            ]
-            if mine == "leave":
-                if since is not None and any(self.stream[i].get("state_key") == user for i in news):
-                    leave[rid] = {"timeline": {"events": [_client(self.stream[news[-1]])], "limited": False}}
-                continue
-            if mine != "join":
-                continue
-            again = [e for e in self.redeliver if e["room_id"] == rid]
-            if since is not None and not news and not again and not full:
-                continue
-            shown = news[-limit:]
-            state: list[dict[str, Any]] = []
-            if since is None or full:
-                state = [
-                    _client(e) for e in room.state.values()
-                    if _passes(e, room_flt.get("state", {})) and (not shown or self.stream.index(e) < shown[0])
-                ]
-            prev = f"s{shown[0]}" if shown else self.token()
-            join[rid] = {
-                "timeline": {
-                    "events": [_client(e) for e in again] + [_client(self.stream[i]) for i in shown],
-                    "limited": len(news) > limit, "prev_batch": prev,
-                },
-                "state": {"events": state}, "ephemeral": {"events": []}, "account_data": {"events": []},
-                "summary": {}, "unread_notifications": {},
-            }
-        self.redeliver = [e for e in self.redeliver if e["room_id"] not in join]
-        return {
-            "next_batch": self.token(), "rooms": {"join": join, "invite": invite, "leave": leave},
-            "to_device": {"events": []}, "presence": {"events": []}, "account_data": {"events": []},
-            "device_lists": {"changed": [], "left": []}, "device_one_time_keys_count": {},
-        }
-
-
-def _passes(ev: dict[str, Any], f: dict[str, Any]) -> bool:
-    """Matrix EventFilter / RoomFilter matching (rooms, not_rooms, types, not_types, senders; ``*`` globs)."""
-    def hit(patterns: list[str], value: str) -> bool:
-        return any(p == value or (p.endswith("*") and value.startswith(p[:-1])) for p in patterns)
-
-    checks = (("rooms", "room_id"), ("types", "type"), ("senders", "sender"))
-    for k, attr in checks:
-        if k in f and not hit(f[k], str(ev.get(attr))):
-            return False
-        if f"not_{k}" in f and hit(f[f"not_{k}"], str(ev.get(attr))):
-            return False
-    return True
-
-
-def _client(ev: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in ev.items() if k != "room_id"}
-
-
-def _strip(ev: dict[str, Any]) -> dict[str, Any]:
-    return {k: ev[k] for k in ("type", "state_key", "sender", "content")}
+        body = sync_body(self.rooms, self.stream, user, since, flt, full, self.timeline_limit, self.redeliver)
+        self.redeliver = [e for e in self.redeliver if e["room_id"] not in body["rooms"]["join"]]
+        return body
 
 
 def _pos(token: str) -> int:
@@ -405,44 +323,3 @@ def _error(status: int, errcode: str, error: str) -> web.HTTPException:
     exc = web.HTTPException(text=json.dumps({"errcode": errcode, "error": error}), content_type="application/json")
     exc.set_status(status)
     return exc
-
-
-class MemoryKV:
-    """The Matrix side's key/value store, in memory (the inbox's ``get_json``/``set_json``)."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] = {}
-
-    async def get_json(self, k: str) -> Any:
-        return json.loads(json.dumps(self.data[k])) if k in self.data else None
-
-    async def set_json(self, k: str, v: Any) -> None:
-        self.data[k] = json.loads(json.dumps(v))
-
-
-class FakeMatrix:
-    """The ``Matrix`` façade's sending surface alone: sends take a little while (as a homeserver persisting
-    one room's events in order would) and are recorded in order."""
-
-    def __init__(self, latency: float = 0.01) -> None:
-        self.latency = latency
-        self.sent: list[tuple[str, str]] = []  # (kind, txn)
-        self._n = 0
-        self._room = asyncio.Lock()
-
-    async def send(self, content: dict[str, Any], txn: str, event_type: str = "m.room.message") -> str:
-        async with self._room:
-            await asyncio.sleep(self.latency)
-        rel = content.get("m.relates_to", {})
-        kind = "reaction" if event_type == "m.reaction" else ("edit" if rel.get("rel_type") == "m.replace" else "post")
-        self.sent.append((kind, txn))
-        self._n += 1
-        return f"$ev{self._n}"
-
-    async def redact(self, event_id: str, txn: str, reason: str | None = None) -> None:
-        async with self._room:
-            await asyncio.sleep(self.latency)
-        self.sent.append(("redact", txn))
-
-    def kinds(self) -> list[str]:
-        return [k for k, _t in self.sent]
