@@ -1,8 +1,8 @@
 """The sync loop: long-poll, back off on errors, hand the station room's events over in order.
 
 ``next_batch`` is saved only after its batch is handled. Syncs use the station-room filter
-(sync_filter.py). Invites to other rooms are
-refused; a limited timeline is backfilled; encrypted events that cannot be decrypted
+(sync_filter.py). Invites to other rooms are refused; a limited timeline is backfilled
+(backfill.py); encrypted events that cannot be decrypted
 yet go to the undecryptable queue (the handler sees them first, still encrypted, so it
 can keep their place in the timeline for when they are decrypted).
 """
@@ -16,9 +16,10 @@ from functools import partial
 from typing import Any
 
 import structlog
-from nio import MegolmEvent, MessageDirection, RoomMessagesResponse, SyncResponse
+from nio import MegolmEvent, SyncResponse
 
 from bot.aio import sleep_unless_stopped
+from bot.matrix.backfill import backfill
 from bot.matrix.e2ee import E2EE
 from bot.matrix.errors import REVOKED, MatrixFatal
 from bot.matrix.refusal import Refusal
@@ -31,10 +32,6 @@ from bot.matrix.undecryptable import Undecryptable
 log = structlog.get_logger("matrix")
 
 SYNC_KEY = "matrix.next_batch"
-
-
-class BackfillFailed(Exception):
-    """The homeserver refused a /messages page: the batch is handled again later."""
 
 
 async def _no_relogin(code: str) -> None:
@@ -154,7 +151,7 @@ class Syncer:
             st.room.apply(ev.source)
         events: list[Any] = list(room.timeline.events)
         if room.timeline.limited and since and room.timeline.prev_batch:
-            older = await self._backfill(room.timeline.prev_batch, since)
+            older = await backfill(st, room.timeline.prev_batch, since)
             log.info("timeline_backfilled", events=len(older))
             events = older + events
         for ev in events:
@@ -182,26 +179,3 @@ class Syncer:
             raise
         except Exception:
             log.exception("event_handler_failed", event_id=source.get("event_id"))
-
-    async def _backfill(self, start: str, until: str) -> list[Any]:
-        """Events between ``until`` (our last sync) and ``start`` (the gap's end), oldest first."""
-        out: list[Any] = []
-        token = start
-        for _ in range(200):  # at most 20,000 events back
-            r = await retry(
-                "backfill",
-                partial(
-                    self.st.client.room_messages,
-                    self.st.room_id, start=token, end=until, direction=MessageDirection.back, limit=100,
-                ),
-                attempts=5,
-            )
-            if not isinstance(r, RoomMessagesResponse):  # the batch fails and comes again
-                raise BackfillFailed(f"{getattr(r, 'status_code', '')}: {getattr(r, 'message', r)}")
-            out.extend(r.chunk)
-            if not r.chunk or not r.end or r.end == token:
-                break
-            token = r.end
-        out.reverse()
-        return out
-
