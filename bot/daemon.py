@@ -48,7 +48,7 @@ class Daemon:
         state = cfg.state_dir
         secure_state_dir(state)
         self.inbox = Inbox(state / "inbox.sqlite3")
-        self.matrix = Matrix(cfg.matrix, self.inbox, str(state))
+        self.matrix = Matrix(cfg.matrix, self.inbox, str(state), on_refused=self.on_refused_event)
         self.metrics = Metrics(pending=self.inbox.count_pending)
         self.notices = self.matrix.notices  # the bot's m.notice chatter (the Matrix side posts its own too)
         self.stop = asyncio.Event()
@@ -58,7 +58,6 @@ class Daemon:
         self.room_answers = RoomAnswers(self.inbox, self.matrix, self.notices, cfg.answerers, self.now,
                                         self.outbox.wake_post.set)
         self.session_rules = self.room_answers.session_rules
-        self.matrix.trust.refused = self.room_answers.refused  # a refused look-alike prompt still counts
         self.rules: list[Any] = []
         if cfg.rules:
             from bot.inbox.rules import parse_rules
@@ -170,6 +169,10 @@ class Daemon:
     async def on_room_event(self, source: dict[str, Any]) -> None:
         """One station-room event, in timeline order: maybe an answer (bot.room_answers)."""
         await self.room_answers.handle(source)
+
+    async def on_refused_event(self, source: dict[str, Any]) -> None:
+        """An event the trust policy refused: never an answer, but a refused look-alike prompt still counts."""
+        await self.room_answers.refused(source)
 
     # -- timeouts ------------------------------------------------------------
     async def timer_loop(self) -> None:

@@ -70,7 +70,10 @@ log = structlog.get_logger("matrix")
 class Matrix:
     """One logged-in bot account and its station room."""
 
-    def __init__(self, cfg: MatrixConfig, kv: KeyValue, store_path: str) -> None:
+    def __init__(
+        self, cfg: MatrixConfig, kv: KeyValue, store_path: str, on_refused: EventHandler | None = None
+    ) -> None:
+        """``on_refused`` sees each event the trust policy keeps from the handler (never an answer)."""
         self.cfg = cfg
         self.kv = kv
         self.encryption = cfg.encryption
@@ -89,7 +92,7 @@ class Matrix:
         self.station = Station(self.client, cfg, kv)
         self.session = Session(self.station, store_path)
         self.notices = Notices(self.send)  # the bot's m.notice chatter; the parts below post through it
-        self.trust = Trust(self.station, self.notices.post)
+        self.trust = Trust(self.station, self.notices.post, on_refused)
         self.e2ee = E2EE(self.station, self.trust)
         self.undecryptable = Undecryptable(self.station, self.trust, self.notices.post)
         self.refusal = Refusal(self.station)
