@@ -6,6 +6,7 @@ is fake."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -229,3 +230,25 @@ async def test_the_first_answer_wins_and_a_late_one_is_told_in_the_thread(fst: F
     assert rel(notice).get("rel_type") == "m.thread" and rel(notice).get("event_id") == prompt["event_id"]
     got = await fst.d.inbox.get(rec.id)
     assert got and got.outcome and got.outcome.option_id == "allow_once"
+
+
+async def test_a_revoked_token_logs_in_again_keeping_the_inbox(fst: FakeStation) -> None:
+    rec, prompt = await fst.submit(request_body("s1"))
+    old = set(fst.hs.tokens)
+    fst.hs.tokens.clear()  # the homeserver forgot every access token (e.g. an admin logged the bot out)
+    await until(lambda: fst.hs.tokens, what="a new log-in")
+    assert not set(fst.hs.tokens) & old
+    fst.text(fst.alice, "2", reply_to=prompt["event_id"])
+    got = await fst.settled(rec.id)
+    assert got.outcome and got.outcome.option_id == "allow_always"
+    await until(lambda: fst.edits_of(prompt["event_id"]), what="the edit, sent with the new token")
+
+
+async def test_a_revoked_token_without_a_password_stops_the_daemon_with_code_1(fst: FakeStation) -> None:
+    await fst.stop()
+    fst.hs.tokens["tok-given"] = (fst.bot, "DEVGIVEN")
+    fst.matrix_extra = {"password": None, "access_token": "tok-given"}
+    shutil.rmtree(fst.state)  # no saved session: the configured token is used
+    await fst.start()
+    fst.hs.tokens.clear()
+    assert await fst.exited() == 1

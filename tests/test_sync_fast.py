@@ -207,3 +207,23 @@ async def test_a_filter_the_server_will_not_store_is_sent_inline(bot: Bot, hs: F
     await until(lambda: bot.bodies() == ["j1"])
     assert all(q["filter"].startswith("{") for q in hs.queries("sync"))
     assert bot.kv.data.get(FILTER_KEY) is None
+
+
+async def test_a_kicked_bot_knows_it_and_joins_again_when_invited_back(bot: Bot, hs: FakeHomeserver) -> None:
+    m = await bot.start()
+    st = bot.st
+    hs.set_state(st.room, st.alice, "m.room.member", {"membership": "leave"}, st.bot)  # kicked
+    await until(lambda: not m.syncer.joined, what="the bot knows it left")
+    hs.set_state(st.room, st.alice, "m.room.member", {"membership": "invite"}, st.bot)
+    await until(lambda: hs.rooms[st.room].membership(st.bot) == "join", what="joined again")
+    say(bot, "k1")
+    await until(lambda: bot.bodies()[-1:] == ["k1"] and m.syncer.joined, what="reading the room again")
+
+
+async def test_a_homeserver_that_fails_syncs_for_a_while_loses_nothing(bot: Bot, hs: FakeHomeserver) -> None:
+    m = await bot.start()
+    hs.fail("sync", times=4, status=502)
+    await until(lambda: len(hs.faults["sync"]) < 3 and not m.syncer.connected, what="the outage")
+    say(bot, "l1", "l2")  # sent while the bot cannot sync
+    await until(lambda: bot.bodies() == ["l1", "l2"], what="every message after the outage")
+    await until(lambda: m.syncer.connected, what="connected again")

@@ -43,6 +43,7 @@ class FakeStation:
         hs.join(self.carol, self.room)
         self.answerers: dict[str, Any] = {"users": [self.alice]}
         self.prompts: dict[str, Any] = {"timeout": "10m"}
+        self.matrix_extra: dict[str, Any] = {}  # e.g. {"password": None, "access_token": ...}
         self.daemon: Daemon | None = None
         self._run: asyncio.Task[int] | None = None
 
@@ -52,7 +53,7 @@ class FakeStation:
     def config(self) -> Config:
         return parse_config({
             "matrix": {"homeserver": self.hs.url, "user_id": self.bot, "password": BOT_PASSWORD, "room": self.room,
-                       "encryption": False, "trust": "tofu", "sync_timeout": 0.2},
+                       "encryption": False, "trust": "tofu", "sync_timeout": 0.2, **self.matrix_extra},
             "answerers": self.answerers, "prompts": self.prompts, "state": {"path": str(self.state)},
         }, env={})
 
@@ -74,11 +75,21 @@ class FakeStation:
         return d
 
     async def stop(self) -> int:
+        """Stop the daemon (if it has not stopped on its own); its exit code."""
         d, run = self.d, self._run
         assert run is not None
         d.stop.set()
         code = await asyncio.wait_for(run, 15)
         await d.close()
+        self.daemon = self._run = None
+        return code
+
+    async def exited(self, timeout: float = 10.0) -> int:
+        """The exit code of a daemon that stops on its own."""
+        run = self._run
+        assert run is not None
+        code = await asyncio.wait_for(run, timeout)
+        await self.d.close()
         self.daemon = self._run = None
         return code
 

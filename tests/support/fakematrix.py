@@ -60,6 +60,7 @@ class FakeHomeserver:
         self._changed = asyncio.Condition()
         self._room_locks: dict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._runner: web.AppRunner | None = None
+        self._wakers: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -----------------------------------------------------------
     async def start(self) -> FakeHomeserver:
@@ -147,7 +148,9 @@ class FakeHomeserver:
             ev["state_key"] = state_key
             self.rooms[rid].state[(etype, state_key)] = ev
         self.stream.append(ev)
-        asyncio.get_running_loop().create_task(self._notify())
+        task = asyncio.get_running_loop().create_task(self._notify())  # wakes the long-polling syncs
+        self._wakers.add(task)
+        task.add_done_callback(self._wakers.discard)
         return str(ev["event_id"])
 
     async def _notify(self) -> None:
