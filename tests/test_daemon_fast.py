@@ -252,3 +252,20 @@ async def test_a_revoked_token_without_a_password_stops_the_daemon_with_code_1(f
     await fst.start()
     fst.hs.tokens.clear()
     assert await fst.exited() == 1
+
+
+async def test_failing_sends_back_off_and_the_prompt_is_posted_once(fst: FakeStation) -> None:
+    fst.hs.fail("send", times=3, status=502)
+    rec, prompt = await fst.submit(request_body("s1"))
+    assert len(fst.prompts_of("s1")) == 1 and fst.hs.count("send") >= 4
+    fst.text(fst.alice, "1", reply_to=prompt["event_id"])
+    assert (await fst.settled(rec.id)).outcome is not None
+
+
+async def test_a_prompt_refused_as_too_large_goes_out_short(fst: FakeStation) -> None:
+    fst.hs.fail("send", times=1, status=413, errcode="M_TOO_LARGE")
+    rec, prompt = await fst.submit(request_body("s1"))
+    assert "too large to show here" in content(prompt)["body"]
+    fst.text(fst.alice, "2", reply_to=prompt["event_id"])
+    got = await fst.settled(rec.id)
+    assert got.outcome and got.outcome.option_id == "allow_always"
