@@ -26,7 +26,6 @@ from bot.inbox.states import Via
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
-from bot.matrix.notices import Notices
 from bot.metrics import Metrics, export_figures
 from bot.outbox import Outbox
 from bot.room_answers import RoomAnswers
@@ -49,10 +48,9 @@ class Daemon:
         state = cfg.state_dir
         secure_state_dir(state)
         self.inbox = Inbox(state / "inbox.sqlite3")
-        self.matrix = Matrix(cfg.matrix, self.inbox, str(state))
+        self.matrix = Matrix(cfg.matrix, self.inbox, str(state), on_refused=self.on_refused_event)
         self.metrics = Metrics(pending=self.inbox.count_pending)
-        self.notices = Notices(self.matrix)
-        self.matrix.say = self.notices.post  # the Matrix side's own notices (undecryptable, unverified)
+        self.notices = self.matrix.notices  # the bot's m.notice chatter (the Matrix side posts its own too)
         self.stop = asyncio.Event()
         self.wake_timer = asyncio.Event()
         self.outbox = Outbox(self.inbox, self.matrix, self.metrics, cfg.prompts, self.stop, self.now,
@@ -60,7 +58,6 @@ class Daemon:
         self.room_answers = RoomAnswers(self.inbox, self.matrix, self.notices, cfg.answerers, self.now,
                                         self.outbox.wake_post.set)
         self.session_rules = self.room_answers.session_rules
-        self.matrix.trust.refused = self.room_answers.refused  # a refused look-alike prompt still counts
         self.rules: list[Any] = []
         if cfg.rules:
             from bot.inbox.rules import parse_rules
@@ -180,6 +177,10 @@ class Daemon:
     async def on_room_event(self, source: dict[str, Any]) -> None:
         """One station-room event, in timeline order: maybe an answer (bot.room_answers)."""
         await self.room_answers.handle(source)
+
+    async def on_refused_event(self, source: dict[str, Any]) -> None:
+        """An event the trust policy refused: never an answer, but a refused look-alike prompt still counts."""
+        await self.room_answers.refused(source)
 
     # -- timeouts ------------------------------------------------------------
     async def timer_loop(self) -> None:

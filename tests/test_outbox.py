@@ -1,6 +1,7 @@
 """The outbox in-process: keycap seeding and clean-up never stand in front of a prompt or an edit.
 
-A small fake Matrix records every send in order; the inbox is the real SQLite one.
+The shared fake Matrix façade (tests/support/fakematrix.py) records every send in order; the inbox is the
+real SQLite one.
 """
 
 from __future__ import annotations
@@ -17,34 +18,8 @@ from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.metrics import Metrics
 from bot.outbox import Outbox
+from tests.support.fake_facade import FakeMatrix
 from tests.support.station import request_body
-
-
-class FakeMatrix:
-    """Sends take a little while (as a homeserver persisting one room's events in order would)."""
-
-    def __init__(self, latency: float = 0.01) -> None:
-        self.latency = latency
-        self.sent: list[tuple[str, str]] = []  # (kind, txn)
-        self._n = 0
-        self._room = asyncio.Lock()  # one room's events are persisted one after another
-
-    async def send(self, content: dict[str, Any], txn: str, event_type: str = "m.room.message") -> str:
-        async with self._room:
-            await asyncio.sleep(self.latency)
-        rel = content.get("m.relates_to", {})
-        kind = "reaction" if event_type == "m.reaction" else ("edit" if rel.get("rel_type") == "m.replace" else "post")
-        self.sent.append((kind, txn))
-        self._n += 1
-        return f"$ev{self._n}"
-
-    async def redact(self, event_id: str, txn: str, reason: str | None = None) -> None:
-        async with self._room:
-            await asyncio.sleep(self.latency)
-        self.sent.append(("redact", txn))
-
-    def kinds(self) -> list[str]:
-        return [k for k, _t in self.sent]
 
 
 async def _until(pred: Any, timeout: float = 10.0) -> None:

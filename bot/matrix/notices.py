@@ -1,13 +1,19 @@
-"""The bot's own chatter: m.notice messages, threaded under the prompt they concern."""
+"""The bot's own chatter: m.notice messages, threaded under the prompt they concern.
+
+The Matrix façade owns one (``Matrix.notices``) and hands ``post`` to its parts at construction
+(trust, undecryptable); the daemon's room-answer handling posts through the same queue.
+"""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 
-from bot.matrix.client import Matrix, SendFailed, txn_id
+from bot.matrix.errors import SendFailed
+from bot.matrix.txn import txn_id
 
 log = structlog.get_logger("notices")
 
@@ -28,8 +34,8 @@ def notice_content(text: str, *, reply_to: str | None, thread_root: str | None) 
 class Notices:
     """A queue of notices, sent in order with retries (best effort: chatter, not state)."""
 
-    def __init__(self, matrix: Matrix) -> None:
-        self.matrix = matrix
+    def __init__(self, send: Callable[[dict[str, Any], str], Awaitable[str]]) -> None:
+        self.send = send  # Matrix.send
         self.queue: asyncio.Queue[tuple[dict[str, Any], str]] = asyncio.Queue(maxsize=1000)
 
     def post(self, text: str, *, reply_to: str | None = None, thread_root: str | None = None) -> None:
@@ -45,7 +51,7 @@ class Notices:
             content, txn = await self.queue.get()
             for attempt in range(8):
                 try:
-                    await self.matrix.send(content, txn)
+                    await self.send(content, txn)
                     break
                 except SendFailed as e:
                     log.warning("notice_send_failed", error=str(e), attempt=attempt + 1)

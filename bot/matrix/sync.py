@@ -1,7 +1,8 @@
 """The sync loop: long-poll, back off on errors, hand the station room's events over in order.
 
-``next_batch`` is saved only after its batch is handled. Invites to other rooms are
-refused; a limited timeline is backfilled; encrypted events that cannot be decrypted
+``next_batch`` is saved only after its batch is handled. Syncs use the station-room filter
+(sync_filter.py). Invites to other rooms are refused; a limited timeline is backfilled
+(backfill.py); encrypted events that cannot be decrypted
 yet go to the undecryptable queue (the handler sees them first, still encrypted, so it
 can keep their place in the timeline for when they are decrypted).
 """
@@ -15,24 +16,22 @@ from functools import partial
 from typing import Any
 
 import structlog
-from nio import MegolmEvent, MessageDirection, RoomMessagesResponse, SyncResponse
+from nio import MegolmEvent, SyncResponse
 
 from bot.aio import sleep_unless_stopped
+from bot.matrix.backfill import backfill
 from bot.matrix.e2ee import E2EE
 from bot.matrix.errors import REVOKED, MatrixFatal
 from bot.matrix.refusal import Refusal
 from bot.matrix.retry import STORAGE_ERRORS, Backoff, describe, retry
 from bot.matrix.station import EventHandler, Station
+from bot.matrix.sync_filter import SyncFilter
 from bot.matrix.trust import Trust
 from bot.matrix.undecryptable import Undecryptable
 
 log = structlog.get_logger("matrix")
 
 SYNC_KEY = "matrix.next_batch"
-
-
-class BackfillFailed(Exception):
-    """The homeserver refused a /messages page: the batch is handled again later."""
 
 
 async def _no_relogin(code: str) -> None:
@@ -43,7 +42,9 @@ class Syncer:
     """Our own sync loop, and what it tells: connected, the last good sync, the lag, the first sync."""
 
     def __init__(
-        self, st: Station, e2ee: E2EE, trust: Trust, undecryptable: Undecryptable, refusal: Refusal
+        self, st: Station, e2ee: E2EE, trust: Trust, undecryptable: Undecryptable, refusal: Refusal,
+        *, sync_filter: SyncFilter | None = None,
+        on_token_revoked: Callable[[str], Awaitable[None]] = _no_relogin,
     ) -> None:
         self.st = st
         self.e2ee = e2ee
@@ -55,8 +56,9 @@ class Syncer:
         self.connected = False
         self.synced = asyncio.Event()  # set after the first sync is handled
         self.joined = True  # False after the bot left or was removed from the station room
+        self.filter = sync_filter  # None: sync everything
         # the token was revoked: log in again (MatrixFatal when no password is configured)
-        self.on_token_revoked: Callable[[str], Awaitable[None]] = _no_relogin
+        self.on_token_revoked = on_token_revoked
 
     async def run(self, handler: EventHandler, stop: asyncio.Event) -> None:
         """Long-poll until ``stop``; a batch that fails is fetched and handled again after a back-off."""
@@ -70,7 +72,8 @@ class Syncer:
             started = time.monotonic()
             try:
                 r = await self.st.client.sync(
-                    timeout=0 if first else timeout_ms, since=since, full_state=first, set_presence="offline"
+                    timeout=0 if first else timeout_ms, since=since, full_state=first, set_presence="offline",
+                    sync_filter=await self.filter.get() if self.filter else None,
                 )
             except asyncio.CancelledError:
                 raise
@@ -84,6 +87,8 @@ class Syncer:
                 if code in REVOKED:
                     await self.on_token_revoked(code)  # logs in again, or raises MatrixFatal
                     continue
+                if self.filter:
+                    await self.filter.refused(code)  # an unknown filter id: made again on the next try
                 await self._pause(stop, backoff, "sync_error", status=code, error=getattr(r, "message", str(r)))
                 continue
             self.connected = True
@@ -146,7 +151,7 @@ class Syncer:
             st.room.apply(ev.source)
         events: list[Any] = list(room.timeline.events)
         if room.timeline.limited and since and room.timeline.prev_batch:
-            older = await self._backfill(room.timeline.prev_batch, since)
+            older = await backfill(st, room.timeline.prev_batch, since)
             log.info("timeline_backfilled", events=len(older))
             events = older + events
         for ev in events:
@@ -174,26 +179,3 @@ class Syncer:
             raise
         except Exception:
             log.exception("event_handler_failed", event_id=source.get("event_id"))
-
-    async def _backfill(self, start: str, until: str) -> list[Any]:
-        """Events between ``until`` (our last sync) and ``start`` (the gap's end), oldest first."""
-        out: list[Any] = []
-        token = start
-        for _ in range(200):  # at most 20,000 events back
-            r = await retry(
-                "backfill",
-                partial(
-                    self.st.client.room_messages,
-                    self.st.room_id, start=token, end=until, direction=MessageDirection.back, limit=100,
-                ),
-                attempts=5,
-            )
-            if not isinstance(r, RoomMessagesResponse):  # the batch fails and comes again
-                raise BackfillFailed(f"{getattr(r, 'status_code', '')}: {getattr(r, 'message', r)}")
-            out.extend(r.chunk)
-            if not r.chunk or not r.end or r.end == token:
-                break
-            token = r.end
-        out.reverse()
-        return out
-

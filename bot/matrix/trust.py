@@ -32,14 +32,14 @@ def room_devices(client: Any, room: Any) -> list[Any]:
 class Trust:
     """cross-signed, tofu or verified-only, applied to nio's device trust and to every incoming event."""
 
-    def __init__(self, st: Station, say: Say) -> None:
+    def __init__(self, st: Station, say: Say, refused: EventHandler | None = None) -> None:
         self.st = st
         self._say = say
         self._pins = {(d.user_id, d.device_id): d.ed25519 for d in st.cfg.verified_devices}
         self._logged_mismatch: set[tuple[str, str, str]] = set()
         self.identities = Identities(st.kv)
-        # Set by the daemon: sees each event the policy refuses (never an answer, but a reader still sees it).
-        self.refused: EventHandler | None = None
+        # Sees each event the policy refuses (never an answer, but a reader still sees it).
+        self.refused = refused
 
     @property
     def cross_signed(self) -> bool:

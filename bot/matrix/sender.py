@@ -1,0 +1,82 @@
+"""Sending into the station room: messages, reactions and redactions, with deterministic txn ids.
+
+Into an encrypted room an event is encrypted (reactions too) for the devices the trust policy
+allows. Sends wait for the first sync, which tells whether the room is encrypted. What failed last is
+kept (``send_failing``, for /healthz) with a count (``send_errors``, for /metrics).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from nio import ErrorResponse, RoomSendResponse
+
+from bot.matrix.e2ee import E2EE
+from bot.matrix.errors import SendFailed
+from bot.matrix.refusal import Refusal
+from bot.matrix.retry import describe
+from bot.matrix.station import Station
+
+FIRST_SYNC_WAIT = 60.0  # sends wait this long for the first sync (room state, encryption) before failing
+
+
+class Sender:
+    """Sends and redactions into the station room; SendFailed when the homeserver does not take one."""
+
+    def __init__(self, st: Station, e2ee: E2EE, refusal: Refusal, synced: asyncio.Event) -> None:
+        self.st = st
+        self.e2ee = e2ee
+        self.refusal = refusal
+        self.synced = synced
+        self.send_errors = 0
+        self.send_failing: str | None = None  # why the last send failed, until one succeeds
+
+    async def send(self, content: dict[str, Any], txn: str, event_type: str = "m.room.message") -> str:
+        """Send into the station room with ``txn``; returns the event id or raises SendFailed."""
+        try:
+            await self._wait_synced()
+            if self.refusal.refused:
+                raise SendFailed(
+                    "the station room is encrypted and [matrix] encryption = false: the bot posts nothing there"
+                )
+            if self.e2ee.encrypting():
+                r = await self.e2ee.send(event_type, content, txn)
+            else:
+                r = await self.st.client.room_send(self.st.room_id, event_type, content, tx_id=txn)
+        except SendFailed as e:
+            self._failed(str(e))
+            raise
+        except Exception as e:
+            self._failed(describe(e))
+            raise SendFailed(describe(e)) from None
+        if isinstance(r, RoomSendResponse):
+            self.send_failing = None
+            return str(r.event_id)
+        code = str(getattr(r, "status_code", "") or "")
+        why = f"{code}: {getattr(r, 'message', r)}"
+        self._failed(why)
+        raise SendFailed(why, code)
+
+    def _failed(self, why: str) -> None:
+        self.send_errors += 1
+        self.send_failing = why
+
+    async def redact(self, event_id: str, txn: str, reason: str | None = None) -> None:
+        """Redact one of the bot's own events in the station room (redactions are never encrypted)."""
+        try:
+            r = await self.st.client.room_redact(self.st.room_id, event_id, reason=reason, tx_id=txn)
+        except Exception as e:
+            self.send_errors += 1
+            raise SendFailed(f"{type(e).__name__}: {e}") from None
+        if isinstance(r, ErrorResponse):
+            self.send_errors += 1
+            raise SendFailed(f"{r.status_code}: {r.message}")
+
+    async def _wait_synced(self) -> None:
+        if self.synced.is_set():
+            return
+        try:
+            await asyncio.wait_for(self.synced.wait(), FIRST_SYNC_WAIT)
+        except TimeoutError:
+            raise SendFailed("no sync with the homeserver yet") from None

@@ -1,0 +1,173 @@
+"""The bot's Matrix session: restore the saved one, else the configured token, else log in; log in
+again when the homeserver revokes the token; open the device's crypto store and cross-sign it."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import structlog
+from nio import KeysUploadError, LoginResponse, WhoamiResponse
+from nio.crypto import ENCRYPTION_ENABLED
+
+from bot.logs import add_secret
+from bot.matrix import cross_signing, key_upload
+from bot.matrix.crypto import accept_forwards_from_session_owner, fingerprint
+from bot.matrix.errors import REVOKED, MatrixFatal, TokenRevoked
+from bot.matrix.retry import retry
+from bot.matrix.station import Station
+
+log = structlog.get_logger("matrix")
+
+SESSION_KEY = "matrix.session"
+CRYPTO_KEY = "matrix.crypto"  # {"device_id", "ed25519", "curve25519"}: for doctor, written after login
+
+
+class Session:
+    """Log-in, restore and re-login of one bot account; its device and identity keys."""
+
+    def __init__(self, st: Station, store_path: str) -> None:
+        self.st = st
+        self.cfg = st.cfg
+        self.client = st.client
+        self.kv = st.kv
+        self.store_path = store_path
+        self.encryption = st.cfg.encryption
+        self.cross_signing: dict[str, Any] = {}  # what cross_signing.ensure found (doctor shows it)
+
+    async def restore(self) -> bool:
+        """Restore the saved session (and open its crypto store); False when none is saved."""
+        saved = await self.kv.get_json(SESSION_KEY)
+        if not (isinstance(saved, dict) and saved.get("user_id") == self.cfg.user_id and saved.get("access_token")):
+            return False
+        add_secret(saved["access_token"])
+        device_id = str(saved.get("device_id") or "")
+        if self.encryption and not os.path.exists(self._store_file(device_id)):
+            log.warning(
+                "crypto_store_missing",
+                device_id=device_id,
+                path=self._store_file(device_id),
+                hint="the device's keys are gone: encrypted rooms may fail; delete state/ to log in as a new device",
+            )
+        self.client.restore_login(saved["user_id"], device_id, saved["access_token"])
+        self._open_crypto()
+        return True
+
+    async def login(self) -> None:
+        """Restore the saved session, else use the configured token, else log in once."""
+        c = self.client
+        if await self.restore():
+            try:
+                await self._whoami("the saved session (delete state/ to log in afresh)")
+            except TokenRevoked as e:
+                await self.relogin(e.code)
+                return
+            log.info("matrix_session_restored", user_id=c.user_id, device_id=c.device_id)
+            await self._save_identity()
+            await self._cross_sign()
+            return
+        if self.cfg.access_token:
+            c.access_token = self.cfg.access_token
+            who = await self._whoami("matrix.access_token")
+            c.restore_login(who.user_id, who.device_id or "", self.cfg.access_token)
+        else:
+            await self._password_login()
+        await self._logged_in()
+
+    async def relogin(self, code: str) -> None:
+        """The homeserver revoked the token: log in again with the password (a new device), inbox kept."""
+        if not self.cfg.password:
+            raise MatrixFatal(
+                f"the homeserver no longer accepts the bot's access token ({code}) and no matrix.password "
+                "is configured to log in again; set one, or a new matrix.access_token and delete the saved session"
+            )
+        log.warning("matrix_token_revoked", code=code, action="logging in again as a new device")
+        c = self.client
+        c.device_id = ""  # else nio asks for the old device id, whose keys the server forgot
+        c.olm, c.store = None, None  # the new device gets a crypto store of its own
+        await self._password_login()
+        await self._logged_in()
+
+    async def _password_login(self) -> None:
+        c = self.client
+        r = await retry("login", lambda: c.login(self.cfg.password or "", device_name=self.cfg.device_name))
+        if not isinstance(r, LoginResponse):
+            raise MatrixFatal(f"matrix.password: login as {self.cfg.user_id} failed: {getattr(r, 'message', r)}")
+
+    async def _logged_in(self) -> None:
+        """Open the new device's crypto store and save the session."""
+        c = self.client
+        self._open_crypto()
+        add_secret(c.access_token)
+        await self.kv.set_json(
+            SESSION_KEY, {"user_id": c.user_id, "device_id": c.device_id, "access_token": c.access_token}
+        )
+        log.info("matrix_logged_in", user_id=c.user_id, device_id=c.device_id)
+        await self._save_identity()
+        await self._cross_sign()
+
+    async def _cross_sign(self) -> None:
+        """Publish the bot's cross-signing identity (once) and sign this device with it (see cross_signing.py)."""
+        c = self.client
+        if not self.encryption or c.olm is None:
+            return
+        if c.should_upload_keys:  # the device keys must be on the server before they can be signed
+            r = await key_upload.upload_keys(c)
+            if isinstance(r, KeysUploadError) and not key_upload.is_conflict(r):
+                raise MatrixFatal(
+                    f"matrix: the homeserver refused the bot's device keys ({r.status_code}: {r.message})"
+                )
+        self.cross_signing = await cross_signing.ensure(
+            cross_signing.Api(self.cfg.homeserver, c.access_token), self.st.user_id, c.device_id, self.store_path,
+            password=self.cfg.password, recovery_key=self.cfg.recovery_key,
+        )
+
+    def _store_file(self, device_id: str) -> str:
+        return os.path.join(self.store_path, f"{self.cfg.user_id}_{device_id}.db")
+
+    def _open_crypto(self) -> None:
+        """Make sure nio's crypto store is loaded for this device (restore_login usually did it)."""
+        c = self.client
+        if not self.encryption:
+            return
+        if not ENCRYPTION_ENABLED:
+            raise MatrixFatal(
+                "matrix.encryption: matrix-nio's e2e extra (vodozemac) is not installed; "
+                "install matrix-nio[e2e] or set encryption = false"
+            )
+        if c.olm is None and c.user_id and c.device_id:
+            c.load_store()
+        if c.olm is None:
+            raise MatrixFatal(f"matrix.encryption: cannot open the crypto store under {self.store_path}")
+        accept_forwards_from_session_owner(c.olm)
+
+    async def _save_identity(self) -> None:
+        info = self.device_info()
+        await self.kv.set_json(
+            CRYPTO_KEY,
+            {"device_id": info["device_id"], "ed25519": info["ed25519"], "curve25519": info["curve25519"]},
+        )
+        if self.encryption:
+            log.info("matrix_device", device_id=info["device_id"], ed25519=info["fingerprint"])
+
+    async def _whoami(self, source: str) -> WhoamiResponse:
+        r = await retry("whoami", self.client.whoami)
+        if isinstance(r, WhoamiResponse):
+            if r.user_id != self.cfg.user_id:
+                raise MatrixFatal(f"{source}: the token belongs to {r.user_id}, not matrix.user_id {self.cfg.user_id}")
+            return r
+        code = getattr(r, "status_code", "")
+        why = f"{source}: the homeserver refused the access token ({code}: {getattr(r, 'message', r)})"
+        raise TokenRevoked(why, code) if code in REVOKED else MatrixFatal(why)
+
+    def device_info(self) -> dict[str, Any]:
+        """The bot's device and its identity keys (None where unknown; no network)."""
+        c = self.client
+        keys: dict[str, str] = dict(c.olm.account.identity_keys) if c.olm is not None else {}
+        return {
+            "device_id": c.device_id or None,
+            "ed25519": keys.get("ed25519"),
+            "curve25519": keys.get("curve25519"),
+            "fingerprint": fingerprint(keys.get("ed25519")),
+            "keys_uploaded": bool(c.olm is not None and c.olm.account.shared),
+        }
