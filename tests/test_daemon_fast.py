@@ -6,6 +6,7 @@ is fake."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sqlite3
 from collections.abc import AsyncIterator
@@ -269,3 +270,27 @@ async def test_a_prompt_refused_as_too_large_goes_out_short(fst: FakeStation) ->
     fst.text(fst.alice, "2", reply_to=prompt["event_id"])
     got = await fst.settled(rec.id)
     assert got.outcome and got.outcome.option_id == "allow_always"
+
+
+async def test_rule_settled_requests_are_never_posted_when_post_rule_settled_is_off(fst: FakeStation) -> None:
+    """Many requests at once, half settled by a config rule: the poster, busy with the other half, never
+    posts a rule-settled one (it is held from the poster until its rules are applied)."""
+    fst.rules = [{"match": {"toolName": "Read*"}, "decision": "approve"}]
+    fst.prompts["post_rule_settled"] = False
+    await fst.restart()
+    bodies = []
+    for i in range(40):
+        body = request_body(f"r{i}", tool_call_id=f"c{i}")
+        if i % 2 == 0:
+            body["toolCall"]["_meta"] = {"claudeCode": {"toolName": "Read"}}
+        bodies.append(body)
+    got = await asyncio.gather(*(fst.d.submit(b, "api.token") for b in bodies))
+    ruled = {rec.session_id for rec, _ in got if rec.outcome is not None}
+    asked = {rec.session_id for rec, _ in got if rec.pending}
+    assert len(ruled) == 20 and len(asked) == 20
+    await until(lambda: all(fst.prompts_of(s) for s in asked), what="the other half posted")
+    assert [s for s in sorted(ruled) if fst.prompts_of(s)] == []
+    for s in ruled:
+        rec = await fst.d.inbox.get(f"{s}:1")
+        assert rec is not None and rec.prompt_event_id is None
+

@@ -44,6 +44,7 @@ class FakeStation:
         self.answerers: dict[str, Any] = {"users": [self.alice]}
         self.prompts: dict[str, Any] = {"timeout": "10m"}
         self.matrix_extra: dict[str, Any] = {}  # e.g. {"password": None, "access_token": ...}
+        self.rules: list[dict[str, Any]] = []  # [[rules]]
         self.daemon: Daemon | None = None
         self._run: asyncio.Task[int] | None = None
 
@@ -55,6 +56,7 @@ class FakeStation:
             "matrix": {"homeserver": self.hs.url, "user_id": self.bot, "password": BOT_PASSWORD, "room": self.room,
                        "encryption": False, "trust": "tofu", "sync_timeout": 0.2, **self.matrix_extra},
             "answerers": self.answerers, "prompts": self.prompts, "state": {"path": str(self.state)},
+            **({"rules": self.rules} if self.rules else {}),
         }, env={})
 
     @property
