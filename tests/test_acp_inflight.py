@@ -92,18 +92,26 @@ async def _ends_cancelled(d: HoldingDaemon, by: str) -> dict[str, Any]:
     return rec
 
 
-async def test_sigterm_while_the_post_is_in_flight_ends_cancelled(holding: HoldingDaemon, tmp_path: Path) -> None:
-    """The proxy is stopped with the request's POST unanswered: it sends it again, cancels the
-    record, and exits within its bound (shutdown budget 1.5 s + 1.5 s + stopping the agent)."""
+@pytest.mark.parametrize("stop", ["sigterm", "client-leaves"])
+async def test_proxy_stopping_while_the_post_is_in_flight_ends_cancelled(
+    holding: HoldingDaemon, tmp_path: Path, stop: str
+) -> None:
+    """The proxy is stopped (SIGTERM, or the client closes its stdin) with the request's POST
+    unanswered: it sends it again, cancels the record, and exits within its bound (shutdown
+    budget 1.5 s + 1.5 s + stopping the agent)."""
     r = await RawRun.start(flags(holding), tmp_path)
     try:
         await _in_flight(holding, r)
         t0 = time.monotonic()
-        r.proc.send_signal(signal.SIGTERM)
+        if stop == "sigterm":
+            r.proc.send_signal(signal.SIGTERM)
+        else:
+            assert r.proc.stdin is not None
+            r.proc.stdin.close()
         await asyncio.wait_for(r.proc.wait(), 15)
         took = time.monotonic() - t0
         assert took < 6, took
-        print(f"\nmeasured: proxy exit after SIGTERM with a POST in flight: {took * 1000:.0f} ms")
+        print(f"\nmeasured: proxy exit ({stop}) with a POST in flight: {took * 1000:.0f} ms")
         rec = await _ends_cancelled(holding, "client")
         assert ("s:1", {"decision": "cancel", "by": "client"}) in holding.decisions, holding.decisions
         assert rec["id"] == "s:1"
@@ -133,6 +141,29 @@ async def test_cancel_request_while_the_post_is_in_flight(holding: HoldingDaemon
         await _ends_cancelled(holding, "agent")
     finally:
         await r.close()
+
+
+async def test_cancel_while_a_resubmission_is_in_flight(tmp_path: Path) -> None:
+    """The daemon restarted and forgot the request; the proxy's poll sends it again, and that POST
+    is held when the session is cancelled: the request the resubmission made ends cancelled."""
+    d = HoldingDaemon("before")
+    d.hold = 0
+    await d.start()
+    r = await RawRun.start(flags(d), tmp_path)
+    try:
+        await r.agent_sends(permission_line(1, "s"))
+        await d.wait_pending()
+        await d.stop()
+        d.hold = 1
+        await d.start(forget=True)
+        await d.wait_for(lambda: d.held == 1, 15)
+        await r.send(json.dumps({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}}))
+        assert (await r.agent_reply(1, 10))["result"]["outcome"] == {"outcome": "cancelled"}
+        await _ends_cancelled(d, "client")
+    finally:
+        d.released.set()
+        await r.close()
+        await d.stop()
 
 
 async def test_nothing_is_sent_again_when_no_attempt_reached_the_daemon() -> None:
