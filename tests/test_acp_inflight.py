@@ -209,3 +209,24 @@ async def test_a_daemon_that_never_answers_is_given_up_within_the_budget(tmp_pat
         d.released.set()
         await client.close()
         await d.stop()
+
+
+async def test_proxy_exit_stays_bounded_when_the_daemon_never_answers(tmp_path: Path) -> None:
+    """Every POST hangs: the proxy still exits in time after SIGTERM, and logs the key it could not cancel."""
+    d = HoldingDaemon("before")
+    d.hold = 100
+    await d.start()
+    r = await RawRun.start(flags(d), tmp_path)
+    try:
+        await _in_flight(d, r)
+        t0 = time.monotonic()
+        r.proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(r.proc.wait(), 15)
+        took = time.monotonic() - t0
+        assert took < 6, took
+        assert "in_flight_request_not_cancelled" in r.stderr() and "key=" in r.stderr()
+        print(f"\nmeasured: proxy exit with a daemon that never answers: {took * 1000:.0f} ms")
+    finally:
+        d.released.set()
+        await r.close()
+        await d.stop()
