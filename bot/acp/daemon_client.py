@@ -11,6 +11,7 @@ import asyncio
 import json
 import random
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -27,7 +28,15 @@ class DaemonError(Exception):
 
 
 class DaemonUnavailable(DaemonError):
-    """No answer, or one a retry may cure (5xx, 429)."""
+    """No answer, or one a retry may cure (5xx, 429).
+
+    ``delivered`` is False only when the call surely never reached the daemon's handler (no
+    connection, 429 or 503: refused at the door or nothing stored), so a POST may have been acted on.
+    """
+
+    def __init__(self, message: str, *, delivered: bool = True) -> None:
+        super().__init__(message)
+        self.delivered = delivered
 
 
 class DaemonRefused(DaemonError):
@@ -56,6 +65,18 @@ class Backoff:
         d = self._next
         self._next = min(self._cap, self._next * 2)
         return d * random.uniform(0.8, 1.0)
+
+
+@dataclass
+class SubmitState:
+    """Whether a submission may have reached the daemon without its answer reaching the proxy."""
+
+    running: bool = False  # an attempt is on its way (cancelled mid-way, it stays so)
+    lost: bool = False  # an attempt failed after it may have been delivered
+
+    @property
+    def in_doubt(self) -> bool:
+        return self.running or self.lost
 
 
 class DaemonClient:
@@ -99,14 +120,15 @@ class DaemonClient:
                 status = r.status
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
             self._note_down(e)
-            raise DaemonUnavailable(f"{type(e).__name__}: {e}".rstrip(": ")) from None
+            never_sent = isinstance(e, aiohttp.ClientConnectorError)
+            raise DaemonUnavailable(f"{type(e).__name__}: {e}".rstrip(": "), delivered=not never_sent) from None
         try:
             parsed: Any = json.loads(raw) if raw.strip() else None
         except ValueError:
             parsed = raw.decode(errors="replace")[:200]
         if status >= 500 or status == 429:
             self._note_down(f"HTTP {status}")
-            raise DaemonUnavailable(f"HTTP {status}")
+            raise DaemonUnavailable(f"HTTP {status}", delivered=status not in (429, 503))
         self._note_up()
         return status, parsed
 
@@ -167,14 +189,27 @@ class DaemonClient:
             return int(out["ended"])
         raise DaemonRefused(status, out)
 
-    async def submit_retrying(self, body: dict[str, Any], deadline: float | None = None) -> dict[str, Any]:
-        """Submit until it works; past ``deadline`` (loop time) re-raise :class:`DaemonUnavailable`."""
+    async def submit_retrying(
+        self, body: dict[str, Any], deadline: float | None = None, state: SubmitState | None = None
+    ) -> dict[str, Any]:
+        """Submit until it works; past ``deadline`` (loop time) re-raise :class:`DaemonUnavailable`.
+
+        ``state`` is kept up to date: whether the daemon may hold the request unbeknown to the proxy."""
         loop = asyncio.get_running_loop()
         backoff = Backoff()
+        st = state or SubmitState()
         while True:
+            st.running = True
             try:
-                return await self.submit(body)
-            except DaemonUnavailable:
+                rec = await self.submit(body)
+                st.running = st.lost = False
+                return rec
+            except DaemonRefused:
+                st.running = False
+                raise
+            except DaemonUnavailable as e:
+                st.running = False
+                st.lost = st.lost or e.delivered
                 pause = backoff.delay()
                 if deadline is not None:
                     left = deadline - loop.time()

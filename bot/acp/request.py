@@ -19,7 +19,8 @@ import structlog
 from acp.schema import RequestPermissionRequest
 
 from bot.acp import messages, outcomes
-from bot.acp.daemon_client import Backoff, DaemonError, DaemonRefused, DaemonUnavailable
+from bot.acp.daemon_client import Backoff, DaemonError, DaemonRefused, DaemonUnavailable, SubmitState
+from bot.acp.inflight import discard, record_to_cancel
 
 if TYPE_CHECKING:
     from bot.acp.proxy import Proxy
@@ -27,14 +28,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("bot.acp")
 
 OURS = ("key", "label", "toolCallContext", "cwd")  # the submission's fields the proxy sets, never the agent
-
-
-def _discard(task: asyncio.Future[Any]) -> None:
-    """Cancel ``task``, or take its exception so it is not reported as never retrieved."""
-    if not task.done():
-        task.cancel()
-    elif not task.cancelled():
-        task.exception()
 
 
 class Request:
@@ -67,6 +60,7 @@ class Request:
         self.log = log.bind(rpc_id=self.rpc_id, session_id=self.session_id, tool_call_id=self.tool_call_id)
         self.task: asyncio.Task[None] | None = None
         self.submission: dict[str, Any] = {}
+        self.sent = SubmitState()  # whether the daemon may hold the request unbeknown to us
         self.resubmits = Backoff(first=0.2, cap=5.0)  # never a tight loop when the daemon keeps forgetting
         self.settled_rec: dict[str, Any] | None = None  # the settled record, with when the proxy was told
         self.told_at = 0.0
@@ -154,15 +148,9 @@ class Request:
         if self.invalid is not None:
             return await self._fallback(f"not a valid session/request_permission ({self.invalid})")
         deadline = asyncio.get_running_loop().time() + cfg.connect_timeout
-        submit = asyncio.ensure_future(daemon.submit_retrying(body, deadline))
+        submit = asyncio.ensure_future(daemon.submit_retrying(body, deadline, self.sent))
         if not await self._race(submit):
-            if not submit.done():  # a POST may be on its way: give it a moment to tell us the id
-                await asyncio.wait({submit}, timeout=min(1.0, self.cancel_budget))
-            if submit.done() and not submit.cancelled() and submit.exception() is None:
-                return await self._cancel_in_daemon(submit.result()["id"])
-            _discard(submit)
-            self.log.info("permission request cancelled before the daemon had it")
-            return outcomes.cancelled()
+            return await self._cancel_unanswered(submit)
         try:
             rec = submit.result()
         except DaemonUnavailable as e:
@@ -179,7 +167,9 @@ class Request:
         while rec.get("state", "pending") == "pending":
             poll = asyncio.ensure_future(self._poll(rec["id"], body))
             if not await self._race(poll):
-                _discard(poll)
+                if self.sent.in_doubt:  # the daemon forgot the request and it was being sent again
+                    return await self._cancel_unanswered(poll)
+                discard(poll)
                 return await self._cancel_in_daemon(self.record_id)
             rec = poll.result()
             self.record_id = rec["id"]
@@ -212,11 +202,31 @@ class Request:
                 after_seconds=round(pause, 2),
             )
             await asyncio.sleep(pause)
-            return await daemon.submit_retrying(body)
+            return await daemon.submit_retrying(body, state=self.sent)
 
-    async def _cancel_in_daemon(self, request_id: str) -> dict[str, Any]:
+    async def _cancel_unanswered(self, pending: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
+        """A cancel came while the daemon had not answered a submission (:mod:`bot.acp.inflight`)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.cancel_budget
+        try:
+            rid = await record_to_cancel(self.proxy.daemon, pending, self.submission, self.sent, deadline)
+        except (TimeoutError, DaemonError) as e:
+            self.log.warning(
+                "in_flight_request_not_cancelled",
+                key=self.key,
+                request_id=self.record_id,
+                error=str(e) or type(e).__name__,
+            )
+            return outcomes.cancelled()
+        if rid is None:
+            self.log.info("permission request cancelled before the daemon had it")
+            return outcomes.cancelled()
+        self.record_id = rid
+        return await self._cancel_in_daemon(rid, max(0.1, deadline - loop.time()))
+
+    async def _cancel_in_daemon(self, request_id: str, budget: float | None = None) -> dict[str, Any]:
         """Cancel in the daemon (bounded); the agent's answer: cancelled, or the answer that came first."""
-        budget = self.cancel_budget
+        budget = self.cancel_budget if budget is None else budget
         daemon = self.proxy.daemon
         try:
             async with asyncio.timeout(budget + 0.5):

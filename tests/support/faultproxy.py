@@ -4,8 +4,9 @@ It runs in a thread of its own (its own event loop), so blocking test code never
 Modes for new connections: ``pass``, ``reset`` (RST at once), ``stall`` (accepted, never
 forwarded). ``drop(pattern, times)`` closes the connection of the next ``times`` requests
 whose head contains ``pattern``; ``answer(pattern, times, status, body)`` answers such
-requests itself; ``delay`` holds every client chunk that long; ``cut()`` resets every open
-connection.
+requests itself; ``hold(pattern, seconds, times)`` holds such requests that long, then forwards
+them (even when their client has gone); ``delay`` holds every client chunk that long; ``cut()``
+resets every open connection.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class _Rule:
     pattern: bytes
     times: int
     response: bytes = b""  # answered instead of forwarded; empty: the connection is dropped
+    hold: float = 0.0  # when set: forwarded after this many seconds instead
 
 
 @dataclass
@@ -32,6 +34,8 @@ class FaultProxy:
     mode: str = "pass"
     delay: float = 0.0
     dropped: int = 0
+    held: int = 0  # requests held by a ``hold`` rule so far
+    released: int = 0  # of those, forwarded after their hold
     port: int = 0
     _rules: list[_Rule] = field(default_factory=list)
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
@@ -78,8 +82,12 @@ class FaultProxy:
                 f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n")
         self._rules.append(_Rule(pattern.encode(), times, head.encode() + data))
 
+    def hold(self, pattern: str, seconds: float, times: int = 1) -> None:
+        """Hold each of the next ``times`` requests that mention ``pattern`` ``seconds``, then forward it."""
+        self._rules.append(_Rule(pattern.encode(), times, hold=seconds))
+
     def pending_drops(self) -> int:
-        return sum(r.times for r in self._rules)
+        return sum(r.times for r in self._rules if not r.hold)
 
     def cut(self) -> None:
         """Reset every open connection (a link that just died)."""
@@ -121,7 +129,14 @@ class FaultProxy:
         try:
             while data := await src.read(65536):
                 if upstream:
-                    if (rule := self._matches(data)) is not None:
+                    if (rule := self._matches(data)) is not None and rule.hold:
+                        self.held += 1
+                        await asyncio.sleep(rule.hold)
+                        dst.write(data)
+                        await dst.drain()
+                        self.released += 1
+                        continue
+                    if rule is not None:
                         self.dropped += 1
                         _reset(dst)
                         if rule.response:
