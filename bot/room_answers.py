@@ -104,7 +104,9 @@ class RoomAnswers:
         target_rec = await self._addressed(cand)
         if target_rec is None and cand.prompt_event_id and await self.inbox.needing_post(limit=1):
             # It may answer a prompt that reached the room before a crash kept its event id:
-            # keep it until the outbox has (re)posted, which recovers that id.
+            # keep it until the outbox has (re)posted, which recovers that id. It keeps its place
+            # in the timeline (the settled mark, if it settles one; bot.timeline).
+            await self.inbox.place(cand.event_id, "answer")
             await self.inbox.park(cand.event_id, source, self.now())
             self.wake_post()
             return
@@ -116,10 +118,11 @@ class RoomAnswers:
                 target_rec = await self.inbox.get(bound.request_id)
             else:
                 log.debug("plain_answer_unbound", event_id=cand.event_id, reason=bound.reason)
-            pending = await self.inbox.pending()
+            if target_rec is None:  # the bot asks which, if the text answers any of them
+                pending = await self.inbox.pending()
         verdict = answers.resolve(cand, as_target(target_rec) if target_rec else None, [as_target(r) for r in pending])
         if verdict is not None:
-            await self._act(cand, verdict, target_rec)
+            await self._act(cand, verdict, target_rec, in_view=timeline.in_view(source))
 
     async def refused(self, source: dict[str, Any]) -> None:
         """An event the trust policy kept from :meth:`handle`: never an answer, but a look-alike still counts."""
@@ -136,7 +139,11 @@ class RoomAnswers:
         return None
 
     async def _act(
-        self, cand: answers.Candidate, verdict: answers.Answer | answers.Refusal, target_rec: Record | None
+        self,
+        cand: answers.Candidate,
+        verdict: answers.Answer | answers.Refusal,
+        target_rec: Record | None,
+        in_view: bool = False,
     ) -> None:
         event_id, now = cand.event_id, self.now()
         thread_root = target_rec.prompt_event_id if target_rec else None
@@ -166,6 +173,7 @@ class RoomAnswers:
             feedback=verdict.feedback,
             now=now,
             event_id=event_id,
+            in_view=in_view,  # the room shows it settled from here (this event's place, or the next one's)
         )
         if settled is None:
             await self.inbox.mark_handled(event_id, now)
