@@ -187,12 +187,12 @@ async def test_a_prompt_posted_before_the_last_edit_binds_as_the_reader_saw(stat
     early = False
     for i in range(4):  # B is posted before A's edit unless the machine stalls: try a few rounds
         a, pa = await _submit(station, sid, tool_call_id=f"a{i}")
-        await station.alice.text("1")
-        assert (await _outcome(station, a["id"]))["outcome"]["option_id"] == "allow_once"
-        st, b = await station.ahttp(
+        await station.alice.text("1")  # in the room before B's prompt, whenever the bot reads it
+        st, b = await station.ahttp(  # the agent asks again at once
             "POST", "/permissions", request_body(sid, title="Clean up", command="rm -rf ~", tool_call_id=f"b{i}")
         )
         assert st == 201
+        assert (await _outcome(station, a["id"]))["outcome"]["option_id"] == "allow_once"
         pb = await station.prompt_for(sid, seq=b["request_seq"])
         assert pb
         at_b = _index(station, lambda e, pb=pb: e.get("event_id") == pb["event_id"])
