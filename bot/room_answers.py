@@ -78,6 +78,7 @@ class RoomAnswers:
         answerers: AnswerersConfig,
         now: Callable[[], float],
         wake_post: Callable[[], None],
+        wake_edits: Callable[[], None] = lambda: None,
     ) -> None:
         self.inbox = inbox
         self.matrix = matrix
@@ -85,10 +86,13 @@ class RoomAnswers:
         self.answerers = answerers
         self.now = now
         self.wake_post = wake_post
+        self.wake_edits = wake_edits  # an edit that only it can show now is due at once
         self.session_rules = SessionRules(inbox)
 
     async def handle(self, source: dict[str, Any]) -> None:
         """One station-room event: a timeline mark, maybe an answer."""
+        if await self._redaction(source):
+            return
         seen = timeline.sighting(source, bot_user_id=self.matrix.user_id)
         if seen is not None:
             kind, rid = seen.kind, seen.request_id
@@ -125,10 +129,25 @@ class RoomAnswers:
             await self._act(cand, verdict, target_rec, in_view=timeline.in_view(source))
 
     async def refused(self, source: dict[str, Any]) -> None:
-        """An event the trust policy kept from :meth:`handle`: never an answer, but a look-alike still counts."""
+        """An event the trust policy kept from :meth:`handle`: never an answer, but a look-alike or a
+        redaction still counts (a reader sees it)."""
+        if await self._redaction(source):
+            return
         seen = timeline.sighting(source, bot_user_id=self.matrix.user_id)
         if seen is not None and seen.kind == "lookalike":
             await self.inbox.place(seen.event_id, seen.kind)
+
+    async def _redaction(self, source: dict[str, Any]) -> bool:
+        """A redaction: when it removes what showed a prompt settled, the prompt looks pending again until its
+        edit (bot.timeline); True when ``source`` was a redaction."""
+        target, event_id = timeline.redacted(source), source.get("event_id")
+        if target is None or not isinstance(event_id, str):
+            return target is not None
+        rid = await self.inbox.unmark(target, event_id)
+        if rid is not None:
+            log.info("settled_mark_redacted", request_id=rid, redacted=target, by=source.get("sender"))
+            self.wake_edits()
+        return True
 
     async def _addressed(self, cand: answers.Candidate) -> Record | None:
         """The prompt a reply, thread message, reaction or structured answer addresses."""

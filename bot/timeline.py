@@ -16,7 +16,9 @@ restarts and a redelivered event keeps its first one):
 prompt appears pending there (posted before it, not settled before it), and the last mark before
 the answer is that prompt's posting. Anything posted, settled or faked in between: the bot asks.
 A second ``settled`` mark of a request (the edit after the answer that settled it) changes
-nothing a reader sees pending, so it counts for nothing.
+nothing a reader sees pending, so it counts for nothing. An event that marked a request settled and
+is then redacted no longer shows it: its mark goes, and the redaction counts as a change above (a
+``lookalike`` at its place), so a plain answer after it is asked about.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any, Literal
 
 from bot.answers import strip_reply_fallback
 
-__all__ = ["Bound", "Kind", "Mark", "Sighting", "Unbound", "bind", "in_view", "sighting"]
+__all__ = ["Bound", "Kind", "Mark", "Sighting", "Unbound", "bind", "in_view", "redacted", "sighting"]
 
 Kind = Literal["posted", "settled", "lookalike", "answer"]
 
@@ -127,6 +129,16 @@ def sighting(event: Mapping[str, Any], *, bot_user_id: str) -> Sighting | None:
     if _looks_like_prompt(content):
         return Sighting(event_id, "lookalike")
     return None
+
+
+def redacted(event: Mapping[str, Any]) -> str | None:
+    """The event id an ``m.room.redaction`` takes out of the room (``redacts``, top level or, from room
+    version 11, in its content), else ``None``."""
+    if not isinstance(event, Mapping) or event.get("type") != "m.room.redaction":
+        return None
+    content = event.get("content")
+    target = event.get("redacts") or (content.get("redacts") if isinstance(content, Mapping) else None)
+    return target if isinstance(target, str) and target else None
 
 
 def in_view(event: Mapping[str, Any]) -> bool:

@@ -262,3 +262,28 @@ async def test_an_agent_cancel_racing_its_next_prompt_never_lends_it_a_plain_ans
         assert got["state"] == "pending", "a plain `1` settled B while A still showed pending above it"
         assert await station.notice_after(mark, contains="Which request do you mean?")
         await station.ahttp("POST", f"/permissions/{b['id']}", {"decision": "deny"})
+
+
+async def test_a_redacted_answer_makes_its_prompt_look_pending_again(station: Station, sid: str) -> None:
+    """alice's `1` settled A and B was posted at once (A's edit still waiting); then her `1` is redacted: the
+    room shows A pending again (no answer, maybe no edit yet) beside B, so her next plain `1` must not be
+    taken to B: the bot asks."""
+    await station.drain()
+    a, pa = await _submit(station, sid)
+    one = await station.alice.text("1")
+    st, b = await station.ahttp(
+        "POST", "/permissions", request_body(sid, title="Clean up", command="rm -rf ~", tool_call_id="c2")
+    )
+    assert st == 201
+    assert (await _outcome(station, a["id"]))["state"] == "resolved"
+    assert await station.prompt_for(sid, seq=b["request_seq"]), "B was never posted"
+    r = await station.alice.client.room_redact(station.room_id, one, reason="wrong prompt")
+    assert hasattr(r, "event_id"), r
+    await asyncio.sleep(0.5)  # the bot reads the redaction before her next `1`, as she saw it
+    mark = station.alice.mark()
+    await station.alice.text("1")
+    notice = await station.notice_after(mark, contains="Which request do you mean?")
+    assert (await _outcome(station, b["id"], 1))["state"] == "pending", "a plain `1` settled B after A's answer went"
+    assert notice and b["id"] in content(notice)["body"]
+    assert await station.edit_of(pa["event_id"]), "A was never edited"
+    await station.ahttp("POST", f"/permissions/{b['id']}", {"decision": "deny"})

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.inbox.store import Inbox
-from bot.timeline import Bound, Mark, Sighting, Unbound, bind, in_view, sighting
+from bot.timeline import Bound, Mark, Sighting, Unbound, bind, in_view, redacted, sighting
 
 BOT = "@permbot:example.org"
 BOB = "@bob:example.org"
@@ -264,6 +264,41 @@ async def test_a_room_answer_marks_its_prompt_settled_in_the_inbox(tmp_path: Pat
         assert bind(await ib.marks_before(four), four) == Unbound("moved")  # C settled after B: ask
     finally:
         await ib.close()
+
+
+async def test_a_redacted_answer_no_longer_shows_its_prompt_settled(tmp_path: Path) -> None:
+    """alice's `1` settled A; B is posted; the `1` is redacted: A looks pending again (until its edit), and the
+    redaction is a change above B, so a plain `1` after it is asked about."""
+    from bot.inbox.submission import parse_submission
+    from tests.support.station import request_body
+
+    ib = Inbox(tmp_path / "inbox.sqlite3")
+    await ib.open()
+    try:
+        a, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)
+        await ib.place("$pa", "posted", a.id)
+        await ib.place("$one", "answer")
+        await ib.settle(a.id, option_id="allow_once", by="@a:hs", via="matrix", feedback=None, now=2.0,
+                        event_id="$one", in_view=True)
+        await ib.place("$pb", "posted", "b")
+        before = await ib.place("$x", "answer")
+        assert bind(await ib.marks_before(before), before) == Bound("b")
+        assert await ib.unmark("$chat", "$r0") is None  # not a mark: nothing changes
+        assert await ib.unmark("$one", "$r1") == a.id
+        after = await ib.place("$y", "answer")
+        assert bind(await ib.marks_before(after), after) == Unbound("several")
+        await ib.place("$ea", "settled", a.id)  # A's edit: A settled again, after B's posting
+        last = await ib.place("$z", "answer")
+        assert bind(await ib.marks_before(last), last) == Unbound("moved")
+    finally:
+        await ib.close()
+
+
+def test_redactions_name_what_they_take_out() -> None:
+    assert redacted({"type": "m.room.redaction", "redacts": "$a", "content": {}}) == "$a"
+    assert redacted({"type": "m.room.redaction", "content": {"redacts": "$b"}}) == "$b"  # room version 11
+    assert redacted({"type": "m.room.message", "redacts": "$a", "content": {}}) is None
+    assert redacted({"type": "m.room.redaction", "content": {}}) is None
 
 
 async def test_old_chat_positions_are_pruned_but_prompts_kept(tmp_path: Path, monkeypatch: Any) -> None:

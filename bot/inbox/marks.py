@@ -61,6 +61,28 @@ class Marks(InboxBase):
             return None
         return ("posted" if row[0] == "posted" else "settled"), str(row[1])
 
+    async def unmark(self, redacted: str, redaction: str) -> str | None:
+        """A redaction took ``redacted`` out of the room: when it was a request's ``settled`` mark (a room
+        answer, or an edit), the mark goes (the room no longer shows it) and the redaction's place counts as
+        a change above (``lookalike``). Returns that request's id, else None."""
+        ids = (redacted, f"{redacted}#settled")
+        find = "SELECT request_id FROM timeline WHERE event_id IN (?, ?) AND kind='settled'"
+        cur = await self.db.execute(find, ids)  # most redactions (the bot's keycap clean-up) end here
+        if await cur.fetchone() is None:
+            return None
+        async with self._tx() as db:
+            cur = await db.execute(find, ids)
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            await db.execute("UPDATE timeline SET kind='answer' WHERE event_id IN (?, ?) AND kind='settled'", ids)
+            await db.execute(
+                "INSERT INTO timeline (event_id, kind) VALUES (?, 'lookalike') ON CONFLICT(event_id)"
+                " DO UPDATE SET kind='lookalike', request_id=NULL WHERE timeline.kind='answer'",
+                (redaction,),
+            )
+        return str(row[0])
+
     async def marks_before(self, at: int) -> list[Mark]:
         """What :func:`bot.timeline.bind` needs at ``at``: the postings not settled before it, the last mark
         that counts (and its request's settles)."""
