@@ -91,7 +91,7 @@ class RoomAnswers:
 
     async def handle(self, source: dict[str, Any]) -> None:
         """One station-room event: a timeline mark, maybe an answer."""
-        if await self._redaction(source):
+        if await self._withdrawn(source):
             return
         seen = timeline.sighting(source, bot_user_id=self.matrix.user_id)
         if seen is not None:
@@ -131,23 +131,23 @@ class RoomAnswers:
     async def refused(self, source: dict[str, Any]) -> None:
         """An event the trust policy kept from :meth:`handle`: never an answer, but a look-alike or a
         redaction still counts (a reader sees it)."""
-        if await self._redaction(source):
+        if await self._withdrawn(source):
             return
         seen = timeline.sighting(source, bot_user_id=self.matrix.user_id)
         if seen is not None and seen.kind == "lookalike":
             await self.inbox.place(seen.event_id, seen.kind)
 
-    async def _redaction(self, source: dict[str, Any]) -> bool:
-        """A redaction: when it removes what showed a prompt settled, the prompt looks pending again until its
-        edit (bot.timeline); True when ``source`` was a redaction."""
-        target, event_id = timeline.redacted(source), source.get("event_id")
-        if target is None or not isinstance(event_id, str):
-            return target is not None
-        rid = await self.inbox.unmark(target, event_id)
-        if rid is not None:
-            log.info("settled_mark_redacted", request_id=rid, redacted=target, by=source.get("sender"))
-            self.wake_edits()
-        return True
+    async def _withdrawn(self, source: dict[str, Any]) -> bool:
+        """A redaction or an edit: when an answerer takes back the answer that showed a prompt settled, the prompt
+        looks pending again until its edit (bot.timeline). True for a redaction (nothing else to do with it)."""
+        target, event_id = timeline.withdrawn(source, bot_user_id=self.matrix.user_id), source.get("event_id")
+        sender = source.get("sender")
+        if target is not None and isinstance(event_id, str) and isinstance(sender, str):
+            rid = await self.inbox.unmark(target, sender, event_id)
+            if rid is not None:
+                log.info("settled_mark_withdrawn", request_id=rid, event_id=target, by=source.get("sender"))
+                self.wake_edits()
+        return source.get("type") == "m.room.redaction"
 
     async def _addressed(self, cand: answers.Candidate) -> Record | None:
         """The prompt a reply, thread message, reaction or structured answer addresses."""

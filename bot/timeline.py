@@ -17,8 +17,8 @@ prompt appears pending there (posted before it, not settled before it), and the 
 the answer is that prompt's posting. Anything posted, settled or faked in between: the bot asks.
 A second ``settled`` mark of a request (the edit after the answer that settled it) changes
 nothing a reader sees pending, so it counts for nothing. An event that marked a request settled and
-is then redacted no longer shows it: its mark goes, and the redaction counts as a change above (a
-``lookalike`` at its place), so a plain answer after it is asked about.
+is then redacted or edited by its sender no longer shows it: its mark goes, and the redaction or edit
+counts as a change above (a ``lookalike`` at its place), so a plain answer after it is asked about.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from bot.answers import strip_reply_fallback
 
-__all__ = ["Bound", "Kind", "Mark", "Sighting", "Unbound", "bind", "in_view", "redacted", "sighting"]
+__all__ = ["Bound", "Kind", "Mark", "Sighting", "Unbound", "bind", "in_view", "sighting", "withdrawn"]
 
 Kind = Literal["posted", "settled", "lookalike", "answer"]
 
@@ -131,13 +131,21 @@ def sighting(event: Mapping[str, Any], *, bot_user_id: str) -> Sighting | None:
     return None
 
 
-def redacted(event: Mapping[str, Any]) -> str | None:
-    """The event id an ``m.room.redaction`` takes out of the room (``redacts``, top level or, from room
-    version 11, in its content), else ``None``."""
-    if not isinstance(event, Mapping) or event.get("type") != "m.room.redaction":
+def withdrawn(event: Mapping[str, Any], *, bot_user_id: str) -> str | None:
+    """The event ``event`` changes out of what a reader sees: the target of an ``m.room.redaction``
+    (``redacts``, top level or, from room version 11, in its content), or of someone else's edit
+    (``m.replace``: a reader sees the new text in its place); else ``None``."""
+    if not isinstance(event, Mapping):
         return None
     content = event.get("content")
-    target = event.get("redacts") or (content.get("redacts") if isinstance(content, Mapping) else None)
+    content = content if isinstance(content, Mapping) else {}
+    if event.get("type") == "m.room.redaction":
+        target = event.get("redacts") or content.get("redacts")
+    elif event.get("type") == "m.room.message" and event.get("sender") != bot_user_id:
+        rel = content.get("m.relates_to")
+        target = rel.get("event_id") if isinstance(rel, Mapping) and rel.get("rel_type") == "m.replace" else None
+    else:
+        return None
     return target if isinstance(target, str) and target else None
 
 

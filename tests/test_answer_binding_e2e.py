@@ -264,10 +264,11 @@ async def test_an_agent_cancel_racing_its_next_prompt_never_lends_it_a_plain_ans
         await station.ahttp("POST", f"/permissions/{b['id']}", {"decision": "deny"})
 
 
-async def test_a_redacted_answer_makes_its_prompt_look_pending_again(station: Station, sid: str) -> None:
-    """alice's `1` settled A and B was posted at once (A's edit still waiting); then her `1` is redacted: the
-    room shows A pending again (no answer, maybe no edit yet) beside B, so her next plain `1` must not be
-    taken to B: the bot asks."""
+@pytest.mark.parametrize("how", ["redact", "edit"])
+async def test_an_answer_taken_back_makes_its_prompt_look_pending_again(station: Station, sid: str, how: str) -> None:
+    """alice's `1` settled A and B was posted at once (A's edit still waiting); then she redacts her `1` (or
+    edits it into "never mind"): the room shows A pending again (no answer, maybe no edit yet) beside B, so
+    her next plain `1` must not be taken to B: the bot asks."""
     await station.drain()
     a, pa = await _submit(station, sid)
     one = await station.alice.text("1")
@@ -277,9 +278,14 @@ async def test_a_redacted_answer_makes_its_prompt_look_pending_again(station: St
     assert st == 201
     assert (await _outcome(station, a["id"]))["state"] == "resolved"
     assert await station.prompt_for(sid, seq=b["request_seq"]), "B was never posted"
-    r = await station.alice.client.room_redact(station.room_id, one, reason="wrong prompt")
-    assert hasattr(r, "event_id"), r
-    await asyncio.sleep(0.5)  # the bot reads the redaction before her next `1`, as she saw it
+    if how == "redact":
+        r = await station.alice.client.room_redact(station.room_id, one, reason="wrong prompt")
+        assert hasattr(r, "event_id"), r
+    else:
+        await station.alice.send({"msgtype": "m.text", "body": "* never mind",
+                                  "m.new_content": {"msgtype": "m.text", "body": "never mind"},
+                                  "m.relates_to": {"rel_type": "m.replace", "event_id": one}})
+    await asyncio.sleep(0.5)  # the bot reads it before her next `1`, as she saw it
     mark = station.alice.mark()
     await station.alice.text("1")
     notice = await station.notice_after(mark, contains="Which request do you mean?")

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.inbox.store import Inbox
-from bot.timeline import Bound, Mark, Sighting, Unbound, bind, in_view, redacted, sighting
+from bot.timeline import Bound, Mark, Sighting, Unbound, bind, in_view, sighting, withdrawn
 
 BOT = "@permbot:example.org"
 BOB = "@bob:example.org"
@@ -283,8 +283,11 @@ async def test_a_redacted_answer_no_longer_shows_its_prompt_settled(tmp_path: Pa
         await ib.place("$pb", "posted", "b")
         before = await ib.place("$x", "answer")
         assert bind(await ib.marks_before(before), before) == Bound("b")
-        assert await ib.unmark("$chat", "$r0") is None  # not a mark: nothing changes
-        assert await ib.unmark("$one", "$r1") == a.id
+        assert await ib.unmark("$chat", "@a:hs", "$r0") is None  # not a mark: nothing changes
+        assert await ib.unmark("$one", "@bob:hs", "$r1") is None  # not hers to take back: nothing changes
+        before = await ib.place("$x2", "answer")
+        assert bind(await ib.marks_before(before), before) == Bound("b")
+        assert await ib.unmark("$one", "@a:hs", "$r2") == a.id
         after = await ib.place("$y", "answer")
         assert bind(await ib.marks_before(after), after) == Unbound("several")
         await ib.place("$ea", "settled", a.id)  # A's edit: A settled again, after B's posting
@@ -294,11 +297,15 @@ async def test_a_redacted_answer_no_longer_shows_its_prompt_settled(tmp_path: Pa
         await ib.close()
 
 
-def test_redactions_name_what_they_take_out() -> None:
-    assert redacted({"type": "m.room.redaction", "redacts": "$a", "content": {}}) == "$a"
-    assert redacted({"type": "m.room.redaction", "content": {"redacts": "$b"}}) == "$b"  # room version 11
-    assert redacted({"type": "m.room.message", "redacts": "$a", "content": {}}) is None
-    assert redacted({"type": "m.room.redaction", "content": {}}) is None
+def test_redactions_and_edits_name_what_they_take_out() -> None:
+    assert withdrawn({"type": "m.room.redaction", "redacts": "$a", "content": {}}, bot_user_id=BOT) == "$a"
+    assert withdrawn({"type": "m.room.redaction", "content": {"redacts": "$b"}}, bot_user_id=BOT) == "$b"  # v11
+    assert withdrawn({"type": "m.room.redaction", "content": {}}, bot_user_id=BOT) is None
+    fixed = {"msgtype": "m.text", "body": "* never mind", "m.new_content": {"msgtype": "m.text", "body": "never mind"},
+             "m.relates_to": {"rel_type": "m.replace", "event_id": "$one"}}
+    assert withdrawn(ev(fixed, sender=BOB), bot_user_id=BOT) == "$one"
+    assert withdrawn(ev(edit("s:1")), bot_user_id=BOT) is None  # the bot's own settled edit takes nothing out
+    assert withdrawn(ev({"msgtype": "m.text", "body": "1"}, sender=BOB), bot_user_id=BOT) is None
 
 
 async def test_old_chat_positions_are_pruned_but_prompts_kept(tmp_path: Path, monkeypatch: Any) -> None:

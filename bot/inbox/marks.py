@@ -61,17 +61,22 @@ class Marks(InboxBase):
             return None
         return ("posted" if row[0] == "posted" else "settled"), str(row[1])
 
-    async def unmark(self, redacted: str, redaction: str) -> str | None:
-        """A redaction took ``redacted`` out of the room: when it was a request's ``settled`` mark (a room
-        answer, or an edit), the mark goes (the room no longer shows it) and the redaction's place counts as
-        a change above (``lookalike``). Returns that request's id, else None."""
-        ids = (redacted, f"{redacted}#settled")
-        find = "SELECT request_id FROM timeline WHERE event_id IN (?, ?) AND kind='settled'"
-        cur = await self.db.execute(find, ids)  # most redactions (the bot's keycap clean-up) end here
+    async def unmark(self, withdrawn: str, by: str, event_id: str) -> str | None:
+        """``by`` redacted (or edited) their own answer ``withdrawn``: when that answer settled a request (its
+        ``settled`` mark), the room no longer shows it, so the mark goes, and ``event_id``'s place counts as
+        a change above (``lookalike``). Returns that request's id, else None. Anyone else's redaction or edit
+        of it changes nothing here (a client shows an edit only from the sender; the bot's edits are kept)."""
+        ids = (withdrawn, f"{withdrawn}#settled")
+        find = (
+            "SELECT t.request_id FROM timeline t JOIN requests r ON r.id=t.request_id WHERE t.event_id IN (?, ?)"
+            " AND t.kind='settled' AND r.outcome_by=? AND (r.edit_event_id IS NULL OR r.edit_event_id!=?)"
+        )
+        args = (*ids, by, withdrawn)
+        cur = await self.db.execute(find, args)  # most redactions (the bot's keycap clean-up) end here
         if await cur.fetchone() is None:
             return None
         async with self._tx() as db:
-            cur = await db.execute(find, ids)
+            cur = await db.execute(find, args)
             row = await cur.fetchone()
             if row is None:
                 return None
@@ -79,7 +84,7 @@ class Marks(InboxBase):
             await db.execute(
                 "INSERT INTO timeline (event_id, kind) VALUES (?, 'lookalike') ON CONFLICT(event_id)"
                 " DO UPDATE SET kind='lookalike', request_id=NULL WHERE timeline.kind='answer'",
-                (redaction,),
+                (event_id,),
             )
         return str(row[0])
 
