@@ -1,17 +1,20 @@
 """Latency: what the bot adds to the homeserver's own two hops.
 
-    .venv/bin/python bench/latency.py [--rounds 40]
+    .venv/bin/python bench/latency.py [--rounds 60] [--blocks 3] [--plain] [--like-element]
 
 Real Synapse on loopback. Baseline: two plain matrix-nio clients play ping-pong
-(A sends, B sees it by sync and replies, A sees the reply), N rounds, half
-before and half after the product's. Product, the sequential pattern: an SDK
-agent behind `permission-bot acp` asks permission; a scripted answerer sees the
-prompt by sync and replies "1"; the agent gets the outcome and asks again at
-once, N rounds (the agent's own clock, from asking to the answer). Prints
-median and p90 of both and their ratios (targets: median <= 1.10, p90 <= 1.25),
-the rounds in order and whether they fall into two groups (bimodal), and the
-per-stage breakdown from the ``request_timing`` events of the daemon's and the
-proxy's logs.
+(A sends, B sees it by sync and replies, A sees the reply). Product, the
+sequential pattern: an SDK agent behind `permission-bot acp` asks permission; a
+scripted answerer sees the prompt by sync and replies "1" (``--plain``: sends a
+plain "1", which the timeline binds); the agent gets the outcome and asks again
+at once. N rounds of each, in blocks: baseline, product, baseline, ..., baseline
+(the machine's load drifts, so both see the same); each baseline block starts
+once the room shows every prompt edited (the edits are sent off the path, and
+must not slow the baseline's rounds). Product rounds are timed on the agent's
+own clock, from asking to the answer. Prints median and p90 of both and their
+ratios (targets: median <= 1.10, p90 <= 1.25), the rounds in order and whether
+they fall into two groups (bimodal), and the per-stage breakdown from the
+``request_timing`` events of the daemon's and the proxy's logs.
 """
 
 from __future__ import annotations
@@ -43,6 +46,9 @@ FOUR = [["allow_once", "Allow once", "allow_once"], ["allow_always", "Always all
         ["reject_once", "Reject", "reject_once"], ["reject_always", "Never allow", "reject_always"]]
 
 
+WHOLE = {"room": {"timeline": {"limit": 1000}}}  # a burst of edits is never cut short (a limited timeline)
+
+
 class Peer:
     """A nio client whose sync loop wakes waiters the moment an event arrives."""
 
@@ -61,7 +67,7 @@ class Peer:
 
     async def _loop(self, since: str) -> None:
         while True:
-            r = await self.c.sync(timeout=30000, since=since)
+            r = await self.c.sync(timeout=30000, since=since, sync_filter=WHOLE)
             if not isinstance(r, SyncResponse):
                 await asyncio.sleep(0.1)
                 continue
@@ -126,8 +132,14 @@ class Recorder(Client):
                 await self.outcomes.put(json.loads(t[len("OUTCOME "):]))
 
 
-async def product(st: Station, answerer: Peer, rounds: int, log: Any) -> list[float]:
-    """An SDK agent behind `permission-bot acp` asks; the answerer replies "1" when it sees the prompt."""
+async def product(
+    st: Station, answerer: Peer, blocks: list[int], log: Any, between: Any, plain: bool = False,
+    like_element: bool = False,
+) -> list[float]:
+    """An SDK agent behind `permission-bot acp` asks; the answerer replies "1" when it sees the prompt (or,
+    with ``plain``, sends a plain "1"). ``blocks``: rounds asked one right after the other; after each block,
+    once the room shows every prompt edited (the edits are sent off the path, but must not land in the
+    baseline's rounds), ``between(i)`` runs (a baseline block)."""
     client = Recorder()
     agent = [st.exe, "acp", "--url", st.api_url, "--token", TOKEN, "--", sys.executable,
              str(ROOT / "tests" / "agents" / "scripted_agent.py")]
@@ -139,6 +151,7 @@ async def product(st: Station, answerer: Peer, rounds: int, log: Any) -> list[fl
         sess = await conn.new_session(cwd=str(ROOT), mcp_servers=[])
         sid = sess.session_id
         start = len(answerer.events)
+        prompts: list[str] = []
 
         async def answer_loop() -> None:
             nonlocal start
@@ -147,20 +160,45 @@ async def product(st: Station, answerer: Peer, rounds: int, log: Any) -> list[fl
                     lambda e: e.get("sender") == st.bot_id and isinstance(e.get("content"), dict)
                     and e["content"].get("suite_event_type") == V2 and e["content"].get("session_id") == sid
                     and (e["content"].get("m.relates_to") or {}).get("rel_type") != "m.replace", start)
-                await answerer.send_text("1", reply_to=ev["event_id"])
+                prompts.append(ev["event_id"])
+                if like_element:  # Element marks the prompt read and says it is typing before the answer
+                    await answerer.c.room_read_markers(answerer.room_id, ev["event_id"], ev["event_id"])
+                    await answerer.c.room_typing(answerer.room_id, True, 5000)
+                await answerer.send_text("1", reply_to=None if plain else ev["event_id"])
 
         answering = asyncio.create_task(answer_loop())
+        n = 0
         try:
-            for i in range(rounds):
-                script = {"tool_call_id": f"call_{i}", "title": f"Run step {i}", "kind": "execute",
-                          "raw_input": {"command": f"make step{i}"}, "locations": ["."], "options": FOUR}
-                await conn.prompt(session_id=sid, prompt=[text_block(json.dumps(script))])
-                o = await asyncio.wait_for(client.outcomes.get(), 60)
-                assert o.get("optionId") == "allow_once", o
-                out.append(float(o["elapsed_ms"]))
+            for b, size in enumerate(blocks):
+                for _ in range(size):
+                    script = {"tool_call_id": f"call_{n}", "title": f"Run step {n}", "kind": "execute",
+                              "raw_input": {"command": f"make step{n}"}, "locations": ["."], "options": FOUR}
+                    n += 1
+                    await conn.prompt(session_id=sid, prompt=[text_block(json.dumps(script))])
+                    o = await asyncio.wait_for(client.outcomes.get(), 60)
+                    assert o.get("optionId") == "allow_once", o
+                    out.append(float(o["elapsed_ms"]))
+                await _all_edited(st, answerer, prompts)
+                await between(b)
         finally:
             answering.cancel()
     return out
+
+
+async def _all_edited(st: Station, answerer: Peer, prompts: list[str]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        edited = {(e.get("content") or {}).get("m.relates_to", {}).get("event_id") for e in answerer.events
+                  if e.get("sender") == st.bot_id
+                  and (e.get("content") or {}).get("m.relates_to", {}).get("rel_type") == "m.replace"}
+        if set(prompts) <= edited:
+            return
+        await asyncio.sleep(0.05)
+    print("warning: prompts still not edited after 60 s", file=sys.stderr)
+
+
+def split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -195,6 +233,7 @@ def timings(path: Path) -> list[dict[str, float]]:
 
 
 STAGES = [  # (label, field): one request's way, in order
+    ("agent's request read (proxy) -> submitted (daemon)", "asked_to_submit_ms"),
     ("submitted -> prompt posted", "submit_to_post_ms"),
     ("  of which: submitted -> prompt sent (the bot)", "submit_to_send_ms"),
     ("  and: prompt sent -> posted (the homeserver)", "send_to_post_ms"),
@@ -232,8 +271,14 @@ def bimodal(prod: list[float], base_median: float) -> tuple[bool, float, float]:
 
 async def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--blocks", type=int, default=3, help="product blocks, each between two baseline blocks "
+                    "(the machine's load drifts: both see the same); keep blocks of 20+ rounds, longer than the "
+                    "3 s an edit may wait, so the product pays for its edits")
     ap.add_argument("--no-seed-reactions", action="store_true", help="measure without keycap seeding")
+    ap.add_argument("--plain", action="store_true", help='answer with a plain "1" (bound by the timeline), not a reply')
+    ap.add_argument("--like-element", action="store_true",
+                    help="the answerer sends a read receipt and a typing notice before each answer, as Element does")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pb-latency-"))
     hs = Homeserver(work / "synapse")
@@ -252,12 +297,16 @@ async def main() -> int:
         for p in peers:
             await p.start()
         await baseline(ping, pong, 3)  # warm up
-        half = (a.rounds + 1) // 2  # the baseline's rounds before and after the product's: the same load
-        base = await baseline(ping, pong, half)
+        # Baseline blocks before, between and after the product's blocks: both see the same load.
+        bsizes = split(a.rounds, a.blocks + 1)
+        base = await baseline(ping, pong, bsizes[0])
+
+        async def between(i: int) -> None:
+            base.extend(await baseline(ping, pong, bsizes[i + 1]))
+
         with proxy_log.open("wb") as f:
-            prod = await product(st, answerer, a.rounds, f)
-        base += await baseline(ping, pong, a.rounds - half)
-        await asyncio.sleep(1.0)  # the last settled edit is sent off the path: let its trace reach the log
+            prod = await product(st, answerer, split(a.rounds, a.blocks), f, between, plain=a.plain,
+                                 like_element=a.like_element)
         bm, pm, b90, p90 = statistics.median(base), statistics.median(prod), pct(base, 0.9), pct(prod, 0.9)
         two, band, lag1 = bimodal(prod, bm)
         print(f"baseline ping-pong (2 hops, plain nio): median {bm:.1f} ms, p90 {b90:.1f} ms, n={len(base)}")
@@ -270,11 +319,12 @@ async def main() -> int:
         rows = timings(st.log_path) + timings(proxy_log)
         print("stage breakdown (from request_timing in the daemon's and the proxy's logs):")
         for label, (med, q90, n) in breakdown(rows).items():
-            print(f"  {label:<48} median {med:7.1f} ms  p90 {q90:7.1f} ms  n={n}")
+            print(f"  {label:<52} median {med:7.1f} ms  p90 {q90:7.1f} ms  n={n}")
         print(json.dumps({"baseline_median_ms": round(bm, 1), "baseline_p90_ms": round(b90, 1),
                           "product_median_ms": round(pm, 1), "product_p90_ms": round(p90, 1),
                           "ratio_median": round(pm / bm, 2), "ratio_p90": round(p90 / b90, 2),
-                          "bimodal": two, "rounds": a.rounds}))
+                          "bimodal": two, "rounds": a.rounds, "blocks": a.blocks,
+                          "answer": "plain" if a.plain else "reply", "like_element": a.like_element}))
         return 0
     finally:
         for p in peers:

@@ -56,7 +56,7 @@ class Daemon:
         self.outbox = Outbox(self.inbox, self.matrix, self.metrics, cfg.prompts, self.stop, self.now,
                              self.on_room_event)
         self.room_answers = RoomAnswers(self.inbox, self.matrix, self.notices, cfg.answerers, self.now,
-                                        self.outbox.wake_post.set)
+                                        self.outbox.wake_post.set, self.outbox.wake_settle.set)
         self.session_rules = self.room_answers.session_rules
         self.rules: list[Any] = []
         if cfg.rules:

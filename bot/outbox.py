@@ -1,20 +1,25 @@
 """The outbox: what the inbox holds, made visible in the room.
 
-Four workers, each re-reading the inbox, so a restart picks up where the last
+Five workers, each re-reading the inbox, so a restart picks up where the last
 run stopped: ``post`` sends prompts not in the room yet (16 in flight, with
-deterministic txn ids); ``settle`` edits settled prompts to show their outcome;
-``seed`` adds keycap reactions to prompts still pending a second after posting;
-``clear`` takes back the seeded keycaps of settled prompts.
+deterministic txn ids); ``settle`` and ``pace`` edit settled prompts to show
+their outcome; ``seed`` adds keycap reactions to prompts still pending a second
+after posting; ``clear`` takes back the seeded keycaps of settled prompts.
 
-Prompts and edits are the foreground. A settled prompt is edited at once, and a
-new prompt waits until the edits already due are in the room: a plain answer
-binds only to a prompt whose predecessors the room shows settled, with nothing
-after its posting (bot/timeline.py), so each edit must come before the next
-prompt, never in the middle of the next round (where it made every second round
-slow: the homeserver persists one room's events in order). Keycaps are background
-work: they wait until no prompt or edit is being sent and the room is quiet
-(bot/quiet.py), so a burst of seeding or clean-up (four events a prompt) never
-delays a prompt, an edit or a quick answer.
+Prompts are the foreground, and so are the edits nothing else in the room shows
+yet. A plain answer binds only to a prompt whose predecessors the room shows
+settled, with nothing after its posting (bot/timeline.py). A prompt settled by a
+room answer is shown settled by that answer itself (its place in the timeline is
+the settled mark), so its edit is the bot's own work: ``pace`` sends it once the room is quiet
+(bot/quiet.py), at most EDIT_MAX_WAIT and then right after the next prompt is
+posted: the homeserver persists one room's events in order, so an edit sent as
+the next prompt or its quick answer is on its way makes that round slower. A
+prompt settled any other way (API, CLI, hook, rule, timeout, cancel, an answer in
+a thread) shows settled only by its edit: ``settle`` sends that edit at once and a new
+prompt waits until it is in the room (else a plain answer under the new prompt
+would be asked about). Keycaps are background work: they wait until no prompt
+or urgent edit is being sent and the room is quiet, so a burst of seeding or clean-up
+(four events a prompt) never delays a prompt, an edit or a quick answer.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from bot.posts import (
     short_prompt_content,
     short_settled_content,
 )
-from bot.quiet import Quiet
+from bot.quiet import EditPacer, Quiet
 from bot.timing import Timings
 
 log = structlog.get_logger("outbox")
@@ -49,7 +54,7 @@ log = structlog.get_logger("outbox")
 FOREGROUND = ("post", "settle")  # workers whose sends a person waits for
 
 SEND_CONCURRENCY = 16  # sends in flight to the homeserver at once
-EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits already due to be sent
+EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits due that nothing else shows
 SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
 
 
@@ -75,6 +80,7 @@ class Outbox:
         self.reprocess = reprocess  # a parked room event, once its prompt's event id is known
         self.wake_post = asyncio.Event()
         self.wake_settle = asyncio.Event()
+        self.wake_pace = asyncio.Event()
         self.wake_seed = asyncio.Event()
         self.wake_clear = asyncio.Event()
         self.foreground_idle = asyncio.Event()  # no prompt and no edit being sent
@@ -82,8 +88,11 @@ class Outbox:
         self._foreground = 0
         self.retries = KeyedBackoff()  # per record: one failing send never delays another record's
         self.quiet = Quiet()  # edits and keycaps wait for it
-        self.edits_idle = asyncio.Event()  # no settled prompt waiting for its edit: a new prompt may go
+        self.edits_idle = asyncio.Event()  # no edit due that only it can show: a new prompt may go
         self.edits_idle.set()
+        self._posting = False  # prompts being sent now
+        self._editing: set[str] = set()  # request ids whose edit is being sent (by settle or pace)
+        self.pacer = EditPacer()  # edits the room already shows (by their answers) wait for a quiet room
         self.timings = Timings()  # each request's way through, logged as request_timing once edited
 
     @property
@@ -101,13 +110,15 @@ class Outbox:
             self.edits_idle.clear()
             self.foreground_idle.clear()
             self.wake_settle.set()
+            self.wake_pace.set()
             self.wake_clear.set()
 
     def tasks(self) -> list[asyncio.Task[None]]:
-        """Start the three workers."""
+        """Start the workers."""
         return [
             asyncio.create_task(self._worker("post", self.wake_post, self._post_step), name="post"),
             asyncio.create_task(self._worker("settle", self.wake_settle, self._settle_step), name="settle"),
+            asyncio.create_task(self._worker("pace", self.wake_pace, self._pace_step), name="pace"),
             asyncio.create_task(self._worker("seed", self.wake_seed, self._seed_step), name="seed"),
             asyncio.create_task(self._worker("clear", self.wake_clear, self._clear_step), name="clear"),
         ]
@@ -163,22 +174,45 @@ class Outbox:
     async def _post_step(self) -> float:
         """Post every prompt not in the room yet; then re-read answers parked for them."""
         while batch := self._ready("post", await self.inbox.needing_post(limit=256 + self.retries.waiting())):
-            if not self.edits_idle.is_set():  # the edits already due go first (see the module docstring)
+            if not self.edits_idle.is_set():  # the edits nothing else shows go first (see the module docstring)
                 await wait_any(self.stop, self.edits_idle, EDITS_FIRST_WAIT)
-            await self._pool("post", self._post, batch)
+            self._posting = True
+            try:
+                await self._pool("post", self._post, batch)
+            finally:
+                self._posting = False
         for source in await self.inbox.take_parked():
             await self.reprocess(source)
         return self.retries.next_in(self.now(), 10.0)
 
     async def _settle_step(self) -> float:
-        """Edit settled prompts to show their outcome, at once (a new prompt waits for these edits)."""
+        """Edit at once the settled prompts only their edit shows settled (a new prompt waits for these)."""
         try:
-            while batch := self._ready("edit", await self.inbox.needing_edit(limit=256 + self.retries.waiting())):
+            while batch := self._ready("edit", await self._edits_due(shown=False)):
                 await self._pool("edit", self._edit, batch)
         finally:  # also when a send failed: its retry must not hold new prompts back
             if not self.wake_settle.is_set():
                 self.edits_idle.set()
         return self.retries.next_in(self.now(), 10.0)
+
+    async def _pace_step(self) -> float:
+        """Edit the settled prompts their room answers already show settled, once the room is quiet (overdue
+        ones right after the next prompt is posted); never in the way of the next prompt's post."""
+        later = self._ready("edit", await self._edits_due(shown=True))
+        if not later:
+            self.pacer.done()
+            return self.retries.next_in(self.now(), 10.0)
+        now = self.now()
+        busy = self.quiet.busy_for(now, posting=self._posting or self.wake_post.is_set())
+        wait = self.pacer.wait(now, busy, self.quiet.posts)
+        if wait > 0:
+            return wait
+        await self._pool("edit", self._edit, later)
+        return 0.0
+
+    async def _edits_due(self, shown: bool) -> list[Record]:
+        recs = await self.inbox.needing_edit(limit=256 + self.retries.waiting(), shown=shown)
+        return [r for r in recs if r.id not in self._editing]
 
     def _ready(self, kind: str, recs: list[Record]) -> list[Record]:
         now = self.now()
@@ -254,6 +288,8 @@ class Outbox:
             event_id = await self.matrix.send(short_prompt_content(rec), txn_id("ps", self.install_id, rec.id))
         self.quiet.posted(rec.id, self.now())
         self.timings.mark(rec.id, "posted", self.now())
+        if self.pacer.holding:  # overdue edits go while the person reads this prompt
+            self.wake_pace.set()
         await self.inbox.set_prompt_event(rec.id, event_id, self.now())
         self.metrics.posted()
         self.wake_seed.set()
@@ -265,6 +301,13 @@ class Outbox:
                 log.warning("full_text_not_posted", request_id=rec.id, error=str(e))
 
     async def _edit(self, rec: Record) -> None:
+        self._editing.add(rec.id)  # settle and pace never send the same edit at once
+        try:
+            await self._send_edit(rec)
+        finally:
+            self._editing.discard(rec.id)
+
+    async def _send_edit(self, rec: Record) -> None:
         # One txn per outcome: a retried edit is deduplicated, an amended outcome (a watched harness that
         # no longer took the answer, bot/harness/) is a new edit.
         o = rec.outcome

@@ -78,6 +78,7 @@ class RoomAnswers:
         answerers: AnswerersConfig,
         now: Callable[[], float],
         wake_post: Callable[[], None],
+        wake_edits: Callable[[], None] = lambda: None,
     ) -> None:
         self.inbox = inbox
         self.matrix = matrix
@@ -85,10 +86,13 @@ class RoomAnswers:
         self.answerers = answerers
         self.now = now
         self.wake_post = wake_post
+        self.wake_edits = wake_edits  # an edit that only it can show now is due at once
         self.session_rules = SessionRules(inbox)
 
     async def handle(self, source: dict[str, Any]) -> None:
         """One station-room event: a timeline mark, maybe an answer."""
+        if await self._withdrawn(source):
+            return
         seen = timeline.sighting(source, bot_user_id=self.matrix.user_id)
         if seen is not None:
             kind, rid = seen.kind, seen.request_id
@@ -104,7 +108,9 @@ class RoomAnswers:
         target_rec = await self._addressed(cand)
         if target_rec is None and cand.prompt_event_id and await self.inbox.needing_post(limit=1):
             # It may answer a prompt that reached the room before a crash kept its event id:
-            # keep it until the outbox has (re)posted, which recovers that id.
+            # keep it until the outbox has (re)posted, which recovers that id. It keeps its place
+            # in the timeline (the settled mark, if it settles one; bot.timeline).
+            await self.inbox.place(cand.event_id, "answer")
             await self.inbox.park(cand.event_id, source, self.now())
             self.wake_post()
             return
@@ -116,16 +122,32 @@ class RoomAnswers:
                 target_rec = await self.inbox.get(bound.request_id)
             else:
                 log.debug("plain_answer_unbound", event_id=cand.event_id, reason=bound.reason)
-            pending = await self.inbox.pending()
+            if target_rec is None:  # the bot asks which, if the text answers any of them
+                pending = await self.inbox.pending()
         verdict = answers.resolve(cand, as_target(target_rec) if target_rec else None, [as_target(r) for r in pending])
         if verdict is not None:
-            await self._act(cand, verdict, target_rec)
+            await self._act(cand, verdict, target_rec, in_view=timeline.in_view(source))
 
     async def refused(self, source: dict[str, Any]) -> None:
-        """An event the trust policy kept from :meth:`handle`: never an answer, but a look-alike still counts."""
+        """An event the trust policy kept from :meth:`handle`: never an answer, but a look-alike or a
+        redaction still counts (a reader sees it)."""
+        if await self._withdrawn(source):
+            return
         seen = timeline.sighting(source, bot_user_id=self.matrix.user_id)
         if seen is not None and seen.kind == "lookalike":
             await self.inbox.place(seen.event_id, seen.kind)
+
+    async def _withdrawn(self, source: dict[str, Any]) -> bool:
+        """A redaction or an edit: when an answerer takes back the answer that showed a prompt settled, the prompt
+        looks pending again until its edit (bot.timeline). True for a redaction (nothing else to do with it)."""
+        target, event_id = timeline.withdrawn(source, bot_user_id=self.matrix.user_id), source.get("event_id")
+        sender = source.get("sender")
+        if target is not None and isinstance(event_id, str) and isinstance(sender, str):
+            rid = await self.inbox.unmark(target, sender, event_id)
+            if rid is not None:
+                log.info("settled_mark_withdrawn", request_id=rid, event_id=target, by=source.get("sender"))
+                self.wake_edits()
+        return source.get("type") == "m.room.redaction"
 
     async def _addressed(self, cand: answers.Candidate) -> Record | None:
         """The prompt a reply, thread message, reaction or structured answer addresses."""
@@ -136,7 +158,11 @@ class RoomAnswers:
         return None
 
     async def _act(
-        self, cand: answers.Candidate, verdict: answers.Answer | answers.Refusal, target_rec: Record | None
+        self,
+        cand: answers.Candidate,
+        verdict: answers.Answer | answers.Refusal,
+        target_rec: Record | None,
+        in_view: bool = False,
     ) -> None:
         event_id, now = cand.event_id, self.now()
         thread_root = target_rec.prompt_event_id if target_rec else None
@@ -166,6 +192,7 @@ class RoomAnswers:
             feedback=verdict.feedback,
             now=now,
             event_id=event_id,
+            in_view=in_view,  # the room shows it settled from here (this event's place, or the next one's)
         )
         if settled is None:
             await self.inbox.mark_handled(event_id, now)

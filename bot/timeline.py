@@ -5,7 +5,9 @@ included) and gives each event that matters a position (kept in the inbox, so po
 restarts and a redelivered event keeps its first one):
 
 - ``posted``: the bot's prompt for a request (sender checked: anyone else's is never a prompt);
-- ``settled``: the bot's edit that shows a request's outcome;
+- ``settled``: the bot's edit that shows a request's outcome, or the room answer that settled it
+  (the answer's own position: a reader saw the prompt answered there; :func:`in_view` says which
+  answers count), whichever comes first;
 - ``lookalike``: a message from anyone else that looks like a prompt (it could fool a reader);
 - ``answer``: a plain message that may be an answer (or an event not decrypted yet, whose
   position is kept for when it is).
@@ -13,6 +15,10 @@ restarts and a redelivered event keeps its first one):
 :func:`bind` then says which request a plain answer at position ``at`` may settle: exactly one
 prompt appears pending there (posted before it, not settled before it), and the last mark before
 the answer is that prompt's posting. Anything posted, settled or faked in between: the bot asks.
+A second ``settled`` mark of a request (the edit after the answer that settled it) changes
+nothing a reader sees pending, so it counts for nothing. An event that marked a request settled and
+is then redacted or edited by its sender no longer shows it: its mark goes, and the redaction or edit
+counts as a change above (a ``lookalike`` at its place), so a plain answer after it is asked about.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any, Literal
 
 from bot.answers import strip_reply_fallback
 
-__all__ = ["Bound", "Kind", "Mark", "Sighting", "Unbound", "bind", "sighting"]
+__all__ = ["Bound", "Kind", "Mark", "Sighting", "Unbound", "bind", "in_view", "sighting", "withdrawn"]
 
 Kind = Literal["posted", "settled", "lookalike", "answer"]
 
@@ -125,12 +131,54 @@ def sighting(event: Mapping[str, Any], *, bot_user_id: str) -> Sighting | None:
     return None
 
 
+def withdrawn(event: Mapping[str, Any], *, bot_user_id: str) -> str | None:
+    """The event ``event`` changes out of what a reader sees: the target of an ``m.room.redaction``
+    (``redacts``, top level or, from room version 11, in its content), or of someone else's edit
+    (``m.replace``: a reader sees the new text in its place); else ``None``."""
+    if not isinstance(event, Mapping):
+        return None
+    content = event.get("content")
+    content = content if isinstance(content, Mapping) else {}
+    if event.get("type") == "m.room.redaction":
+        target = event.get("redacts") or content.get("redacts")
+    elif event.get("type") == "m.room.message" and event.get("sender") != bot_user_id:
+        rel = content.get("m.relates_to")
+        target = rel.get("event_id") if isinstance(rel, Mapping) and rel.get("rel_type") == "m.replace" else None
+    else:
+        return None
+    return target if isinstance(target, str) and target else None
+
+
+def in_view(event: Mapping[str, Any]) -> bool:
+    """Does a reader of the room's main timeline see ``event`` where it sits? Not a thread message
+    (a thread shows only as a summary under its root); a reply, a plain message and a reaction (shown on
+    its prompt) are seen."""
+    content = event.get("content") if isinstance(event, Mapping) else None
+    rel = content.get("m.relates_to") if isinstance(content, Mapping) else None
+    return not (isinstance(rel, Mapping) and rel.get("rel_type") == "m.thread")
+
+
+def effective(marks: Sequence[Mark]) -> list[Mark]:
+    """The marks that change what a reader sees pending, in room order: a request's second ``settled``
+    mark (its edit after the room answer that settled it) is left out, as are ``answer`` marks."""
+    out: list[Mark] = []
+    settled: set[str] = set()
+    for m in sorted(marks, key=lambda m: m.pos):
+        if m.kind == "answer" or (m.kind == "settled" and m.request_id is not None and m.request_id in settled):
+            continue
+        if m.kind == "settled" and m.request_id is not None:
+            settled.add(m.request_id)
+        out.append(m)
+    return out
+
+
 def bind(marks: Sequence[Mark], at: int) -> Bound | Unbound:
     """Which request a plain answer at position ``at`` may settle, from the marks before it.
 
-    ``marks`` may hold anything; only ``posted``/``settled``/``lookalike`` marks before ``at`` count.
+    ``marks`` may hold anything; only ``posted``/``settled``/``lookalike`` marks before ``at`` count
+    (a request's repeated ``settled`` mark counts once, at the first).
     """
-    before = sorted((m for m in marks if m.pos < at and m.kind != "answer"), key=lambda m: m.pos)
+    before = effective([m for m in marks if m.pos < at])
     posted = {m.request_id for m in before if m.kind == "posted"}
     settled = {m.request_id for m in before if m.kind == "settled"}
     open_ = posted - settled

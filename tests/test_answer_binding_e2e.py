@@ -12,7 +12,7 @@ import pytest
 from nio import RoomGetStateEventResponse
 
 from bot.answers import ANSWER_KEY, KEYCAPS
-from tests.support.human import content
+from tests.support.human import content, rel
 from tests.support.station import Station, request_body
 from tests.test_room_answers_e2e import _outcome, _submit
 
@@ -167,3 +167,129 @@ async def test_a_plain_answer_in_a_backfilled_gap_binds_by_its_place(station: St
     got = await _outcome(station, rec["id"], 30)
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "reject_once"
     assert got["outcome"]["feedback"] == "not on main"
+
+
+def _index(station: Station, pred: Any) -> int | None:
+    """Where the first event matching ``pred`` sits in the room as alice's sync delivered it."""
+    return next((i for i, e in enumerate(station.alice.events) if pred(e)), None)
+
+
+def _is_edit_of(station: Station, prompt_id: str) -> Any:
+    return lambda e: (e.get("sender") == station.bot_id and rel(e).get("rel_type") == "m.replace"
+                      and rel(e).get("event_id") == prompt_id)
+
+
+async def test_a_prompt_posted_before_the_last_edit_binds_as_the_reader_saw(station: Station, sid: str) -> None:
+    """A settled by alice's plain `1`; the agent asks B at once and B is posted before A's edit reaches the
+    room (the edit waits for a quiet room). Her `1` under A shows A answered, so B is the only prompt she
+    saw pending: her next plain `1` settles B, and both prompts are still edited, once."""
+    await station.drain()
+    early = False
+    for i in range(4):  # B is posted before A's edit unless the machine stalls: try a few rounds
+        a, pa = await _submit(station, sid, tool_call_id=f"a{i}")
+        await station.alice.text("1")  # in the room before B's prompt, whenever the bot reads it
+        st, b = await station.ahttp(  # the agent asks again at once
+            "POST", "/permissions", request_body(sid, title="Clean up", command="rm -rf ~", tool_call_id=f"b{i}")
+        )
+        assert st == 201
+        assert (await _outcome(station, a["id"]))["outcome"]["option_id"] == "allow_once"
+        pb = await station.prompt_for(sid, seq=b["request_seq"])
+        assert pb
+        at_b = _index(station, lambda e, pb=pb: e.get("event_id") == pb["event_id"])
+        edit_a = _index(station, _is_edit_of(station, pa["event_id"]))
+        early = early or edit_a is None or (at_b is not None and edit_a > at_b)
+        await station.alice.text("1")  # she saw A answered (her `1` just under it), and B
+        got = await _outcome(station, b["id"])
+        assert got["state"] == "resolved" and got["outcome"]["answered_by"] == station.alice.user_id, got
+        for p in (pa, pb):
+            assert await station.edit_of(p["event_id"]), "a settled prompt was never edited"
+        if early:
+            break
+    assert early, "B was never posted before A's edit: the edit still stands in the way of the next prompt"
+    await asyncio.sleep(0.5)
+    for p in (pa, pb):
+        assert len(station.alice.find(_is_edit_of(station, p["event_id"]))) == 1, "an edit was sent twice"
+
+
+async def test_a_prompt_settled_out_of_view_is_shown_settled_before_the_next_prompt(
+    station: Station, sid: str
+) -> None:
+    """An answer in A's thread (the main timeline shows only a summary) marks nothing: A's edit goes before
+    B's prompt, so alice's plain `1` under B is B's."""
+    await station.drain()
+    a, pa = await _submit(station, sid)
+    await station.alice.text("1", thread=pa["event_id"])
+    assert (await _outcome(station, a["id"]))["state"] == "resolved"
+    b, pb = await _submit(station, sid, title="Clean up", command="rm -rf ~", tool_call_id="c2")
+    edit_a = _index(station, _is_edit_of(station, pa["event_id"]))
+    at_b = _index(station, lambda e: e.get("event_id") == pb["event_id"])
+    assert edit_a is not None and at_b is not None and edit_a < at_b, "B was posted before A showed settled"
+    await station.alice.text("1")
+    got = await _outcome(station, b["id"])
+    assert got["state"] == "resolved" and got["outcome"]["answered_by"] == station.alice.user_id
+
+
+async def test_an_agent_cancel_racing_its_next_prompt_never_lends_it_a_plain_answer(
+    station: Station, sid: str
+) -> None:
+    """The agent withdraws A and asks B (`rm -rf`) at once, while A's edit cannot reach the room: nothing in
+    the room shows A settled until its edit, so a plain `1` under B settles B only if A's edit is above B;
+    otherwise the bot asks."""
+    await station.drain()
+    a, pa = await _submit(station, sid)
+    await _mute_bot(station, True)
+    try:
+        st, _ = await station.ahttp("POST", f"/permissions/{a['id']}", {"decision": "cancel"})
+        assert st == 200
+        st, b = await station.ahttp(
+            "POST", "/permissions", request_body(sid, title="Clean up", command="rm -rf ~", tool_call_id="c2")
+        )
+        assert st == 201
+    finally:
+        await _mute_bot(station, False)
+    pb = await station.prompt_for(sid, seq=b["request_seq"], timeout=40)
+    assert pb, "B was never posted"
+    mark = station.alice.mark()
+    await station.alice.text("1")  # what alice saw above it decides
+    await asyncio.sleep(1.0)
+    edit_a = _index(station, _is_edit_of(station, pa["event_id"]))
+    at_b = _index(station, lambda e: e.get("event_id") == pb["event_id"])
+    assert at_b is not None
+    got = await _outcome(station, b["id"], 1)
+    if edit_a is not None and edit_a < at_b:  # she saw A settled: B was the only one pending
+        assert got["state"] == "resolved" and got["outcome"]["answered_by"] == station.alice.user_id, got
+    else:
+        assert got["state"] == "pending", "a plain `1` settled B while A still showed pending above it"
+        assert await station.notice_after(mark, contains="Which request do you mean?")
+        await station.ahttp("POST", f"/permissions/{b['id']}", {"decision": "deny"})
+
+
+@pytest.mark.parametrize("how", ["redact", "edit"])
+async def test_an_answer_taken_back_makes_its_prompt_look_pending_again(station: Station, sid: str, how: str) -> None:
+    """alice's `1` settled A and B was posted at once (A's edit still waiting); then she redacts her `1` (or
+    edits it into "never mind"): the room shows A pending again (no answer, maybe no edit yet) beside B, so
+    her next plain `1` must not be taken to B: the bot asks."""
+    await station.drain()
+    a, pa = await _submit(station, sid)
+    one = await station.alice.text("1")
+    st, b = await station.ahttp(
+        "POST", "/permissions", request_body(sid, title="Clean up", command="rm -rf ~", tool_call_id="c2")
+    )
+    assert st == 201
+    assert (await _outcome(station, a["id"]))["state"] == "resolved"
+    assert await station.prompt_for(sid, seq=b["request_seq"]), "B was never posted"
+    if how == "redact":
+        r = await station.alice.client.room_redact(station.room_id, one, reason="wrong prompt")
+        assert hasattr(r, "event_id"), r
+    else:
+        await station.alice.send({"msgtype": "m.text", "body": "* never mind",
+                                  "m.new_content": {"msgtype": "m.text", "body": "never mind"},
+                                  "m.relates_to": {"rel_type": "m.replace", "event_id": one}})
+    await asyncio.sleep(0.5)  # the bot reads it before her next `1`, as she saw it
+    mark = station.alice.mark()
+    await station.alice.text("1")
+    notice = await station.notice_after(mark, contains="Which request do you mean?")
+    assert (await _outcome(station, b["id"], 1))["state"] == "pending", "a plain `1` settled B after A's answer went"
+    assert notice and b["id"] in content(notice)["body"]
+    assert await station.edit_of(pa["event_id"]), "A was never edited"
+    await station.ahttp("POST", f"/permissions/{b['id']}", {"decision": "deny"})

@@ -1,4 +1,5 @@
-"""The outbox in-process: keycap seeding and clean-up never stand in front of a prompt or an edit.
+"""The outbox in-process: keycap seeding and clean-up never stand in front of a prompt or an edit; an edit
+the room already shows (by the answer that settled it) never stands in front of the next prompt.
 
 The shared fake Matrix façade (tests/support/fakematrix.py) records every send in order; the inbox is the
 real SQLite one.
@@ -16,6 +17,7 @@ import pytest
 from bot.config import PromptsConfig
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
+from bot.matrix.txn import txn_id
 from bot.metrics import Metrics
 from bot.outbox import Outbox
 from tests.support.fake_facade import FakeMatrix
@@ -110,3 +112,99 @@ async def test_txn_ids_carry_the_inbox_install_id(rig: Any) -> None:
     await _until(lambda: "post" in matrix.kinds())
     assert box.install_id == inbox.install_id != ""
     assert ("post", txn_id("p", inbox.install_id, rid)) in matrix.sent
+
+
+async def _answer(inbox: Inbox, rid: str, n: int) -> None:
+    """A room answer seen where it sits settles ``rid``: its place marks the prompt settled (bot.timeline)."""
+    await inbox.place(f"$answer{n}", "answer")
+    await inbox.settle(rid, option_id="allow_once", by="@alice:x", via="matrix", feedback=None, now=time.time(),
+                       event_id=f"$answer{n}", in_view=True)
+
+
+def _edits(matrix: FakeMatrix) -> list[str]:
+    return [t for k, t in matrix.sent if k == "edit"]
+
+
+async def test_an_edit_the_answer_already_shows_never_holds_the_next_prompt(rig: Any) -> None:
+    """An agent asks again at once after each room answer: each new prompt goes at once, the edits later
+    (when the room is quiet), each exactly once."""
+    inbox, matrix, _box = rig
+    for i in range(5):
+        (rid,) = await _submit(inbox, f"s{i}", 1)
+        await _until(lambda i=i: _order(matrix).count("post") == i + 1, timeout=2)
+        await _answer(inbox, rid, i)
+    await _until(lambda: len(_edits(matrix)) == 5)
+    assert _order(matrix)[:5] == ["post"] * 5, _order(matrix)
+    await asyncio.sleep(0.3)
+    assert len(set(_edits(matrix))) == len(_edits(matrix)) == 5
+
+
+async def test_an_edit_only_it_can_show_still_goes_before_the_next_prompt(rig: Any) -> None:
+    """Settled through the API (nothing in the room shows it): its edit goes first, even while edits shown
+    by their answers wait."""
+    inbox, matrix, _box = rig
+    (a,) = await _submit(inbox, "a", 1)
+    await _until(lambda: _order(matrix) == ["post"])
+    await _answer(inbox, a, 0)  # A's edit may wait
+    (b,) = await _submit(inbox, "b", 1)
+    await _until(lambda: _order(matrix).count("post") == 2)
+    await _settle(inbox, b)  # B's may not
+    await _submit(inbox, "c", 1)
+    await _until(lambda: _order(matrix).count("post") == 3)
+    b_edit = txn_id("e", inbox.install_id, b)
+    sent = [t if k == "edit" else k for k, t in matrix.sent if k in ("post", "edit")]
+    assert sent[:4] == ["post", "post", b_edit, "post"], sent  # B's edit before C's prompt, A's still waiting
+    await _until(lambda: len(_edits(matrix)) == 2)
+
+
+async def test_overdue_edits_go_even_while_the_agent_keeps_asking(rig: Any, monkeypatch: Any) -> None:
+    monkeypatch.setattr("bot.quiet.EDIT_MAX_WAIT", 0.3)
+    inbox, matrix, _box = rig
+    for i in range(40):  # about 0.05 s a round: the room is never quiet
+        (rid,) = await _submit(inbox, f"s{i}", 1)
+        await _until(lambda i=i: _order(matrix).count("post") == i + 1, timeout=2)
+        await _answer(inbox, rid, i)
+        await asyncio.sleep(0.02)
+    assert _order(matrix).count("edit") >= 10, "edits waited for a quiet room that never came"
+    await _until(lambda: len(_edits(matrix)) == 40)
+
+
+async def test_edits_waiting_at_a_stop_are_sent_after_a_restart(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr("bot.quiet.ANSWER_WAIT", 60.0)  # a fresh prompt keeps the room busy: edits wait
+    matrix = FakeMatrix()
+
+    async def reprocess(_source: dict[str, Any]) -> None:
+        return None
+
+    async def run() -> tuple[Inbox, asyncio.Event, list[asyncio.Task[None]]]:
+        inbox = Inbox(tmp_path / "inbox.sqlite3")
+        await inbox.open()
+        stop = asyncio.Event()
+        box = Outbox(inbox, matrix, Metrics(), PromptsConfig(), stop, time.time, reprocess)  # type: ignore[arg-type]
+        inbox.listen(box.on_change)
+        return inbox, stop, box.tasks()
+
+    async def halt(inbox: Inbox, stop: asyncio.Event, tasks: list[asyncio.Task[None]]) -> None:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await inbox.close()
+
+    inbox, stop, tasks = await run()
+    ids = await _submit(inbox, "s", 3)
+    await _until(lambda: _order(matrix).count("post") == 3)
+    for i, rid in enumerate(ids):
+        await _answer(inbox, rid, i)
+    await _submit(inbox, "t", 1)
+    await _until(lambda: _order(matrix).count("post") == 4)
+    await asyncio.sleep(0.2)
+    await halt(inbox, stop, tasks)
+    assert _edits(matrix) == [], "the edits did not wait"
+    monkeypatch.setattr("bot.quiet.ANSWER_WAIT", 1.0)
+    inbox, stop, tasks = await run()  # the restart: nothing of the last run's memory, only the inbox
+    try:
+        await _until(lambda: len(_edits(matrix)) == 3)
+        await asyncio.sleep(0.3)
+        assert len(set(_edits(matrix))) == len(_edits(matrix)) == 3
+        assert _order(matrix).count("post") == 4
+    finally:
+        await halt(inbox, stop, tasks)

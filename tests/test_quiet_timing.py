@@ -6,7 +6,7 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from bot.quiet import AGAIN_WAIT, ANSWER_WAIT, Quiet
+from bot.quiet import AGAIN_WAIT, ANSWER_WAIT, EDIT_MAX_WAIT, EditPacer, Quiet
 from bot.timing import Timings, intervals
 
 
@@ -21,6 +21,18 @@ def test_a_fresh_pending_prompt_keeps_the_room_busy_until_answered_or_old() -> N
     assert abs(q.busy_for(200.05, posting=False) - AGAIN_WAIT) < 1e-9  # the agent may ask again at once
     assert q.busy_for(200.05 + AGAIN_WAIT, posting=False) == 0.0
     assert q.busy_for(300.0, posting=True) > 0  # a prompt on its way
+
+
+def test_held_edits_go_when_quiet_or_overdue_after_the_next_post() -> None:
+    p = EditPacer()
+    assert p.wait(10.0, busy=0.0, posts=3) == 0.0 and not p.holding  # quiet: at once
+    assert p.wait(10.0, busy=0.5, posts=3) == 0.5 and p.holding  # busy: wait for quiet...
+    assert abs(p.wait(10.0 + EDIT_MAX_WAIT - 0.2, busy=0.5, posts=5) - 0.2) < 1e-9  # ...at most EDIT_MAX_WAIT
+    assert p.wait(10.0 + EDIT_MAX_WAIT, busy=0.5, posts=3) == 0.5  # overdue, no prompt posted since: wait
+    assert p.wait(10.0 + EDIT_MAX_WAIT, busy=0.5, posts=4) == 0.0 and not p.holding  # right after a post
+    assert p.wait(20.0, busy=0.5, posts=4) == 0.5  # the next ones wait afresh
+    p.done()
+    assert not p.holding
 
 
 def test_intervals_are_only_those_both_of_whose_stamps_are_known() -> None:

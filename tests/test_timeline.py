@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.inbox.store import Inbox
-from bot.timeline import Bound, Mark, Sighting, Unbound, bind, sighting
+from bot.timeline import Bound, Mark, Sighting, Unbound, bind, in_view, sighting, withdrawn
 
 BOT = "@permbot:example.org"
 BOB = "@bob:example.org"
@@ -108,6 +108,36 @@ def test_an_older_settle_after_the_prompt() -> None:
     assert bind([P(1, "z"), P(2, "a"), S(3, "z")], 4) == Unbound("moved")
 
 
+def test_a_room_answer_settles_its_prompt_where_it_sits() -> None:
+    """A's answer (2) settled it; B was posted (3) before A's edit (4): a `1` after B binds to B."""
+    assert bind([P(1, "a"), S(2, "a"), P(3, "b"), S(4, "a")], 5) == Bound("b")
+    assert bind([P(1, "a"), S(2, "a"), P(3, "b")], 4) == Bound("b")  # the edit not in the room yet
+    assert bind([P(1, "a"), S(2, "a"), P(3, "b"), S(4, "a"), Mark(5, "lookalike")], 6) == Unbound("moved")
+    assert bind([P(1, "a"), S(2, "a"), P(3, "b"), S(4, "a"), S(5, "b")], 6) == Unbound("none")
+
+
+def test_an_api_settle_still_needs_its_edit() -> None:
+    """Settled outside the room (API, timeout...): nothing shows it until its edit, wherever that lands."""
+    assert bind([P(1, "a"), P(2, "b")], 3) == Unbound("several")  # A's edit not in the room yet
+    assert bind([P(1, "a"), P(2, "b"), S(3, "a")], 4) == Unbound("moved")  # the edit after B: ask
+    assert bind([P(1, "a"), S(2, "a"), P(3, "b")], 4) == Bound("b")  # the edit before B
+
+
+def test_a_room_answer_after_the_next_prompt_moves_it() -> None:
+    """A reply settling A after B was posted is a change above B: a plain `1` after it is asked about."""
+    assert bind([P(1, "a"), P(2, "b"), S(3, "a")], 4) == Unbound("moved")
+    assert bind([P(1, "a"), P(2, "b"), S(3, "a"), S(4, "a")], 5) == Unbound("moved")
+
+
+def test_only_answers_seen_where_they_sit_mark() -> None:
+    thread = {"msgtype": "m.text", "body": "1", "m.relates_to": {"rel_type": "m.thread", "event_id": "$p"}}
+    reply = {"msgtype": "m.text", "body": "1", "m.relates_to": {"m.in_reply_to": {"event_id": "$p"}}}
+    reaction = {"m.relates_to": {"rel_type": "m.annotation", "event_id": "$p", "key": "1\ufe0f\u20e3"}}
+    assert not in_view(ev(thread, sender=BOB))
+    assert in_view(ev(reply, sender=BOB)) and in_view(ev({"msgtype": "m.text", "body": "1"}, sender=BOB))
+    assert in_view(ev(reaction, sender=BOB, etype="m.reaction"))
+
+
 EVENTS = st.lists(
     st.tuples(st.sampled_from(["posted", "settled", "lookalike", "answer"]), st.sampled_from(["a", "b", "c"])),
     max_size=14,
@@ -124,7 +154,10 @@ def _reference(seq: list[tuple[str, str]], at: int) -> str | None:
         return None
     (rid,) = open_
     last_post = max(i for i, (k, r) in enumerate(shown) if k == "posted" and r == rid)
-    between = [k for k, _ in shown[last_post + 1 :] if k != "answer"]
+    # A request settled again (its edit after the answer that settled it) changes nothing a reader sees pending.
+    first_settle = {r: min(i for i, (k, x) in enumerate(shown) if k == "settled" and x == r) for r in settled}
+    between = [k for i, (k, r) in enumerate(shown[last_post + 1 :], start=last_post + 1)
+               if k != "answer" and not (k == "settled" and first_settle[r] < i)]
     return None if between else rid
 
 
@@ -191,6 +224,88 @@ def test_the_inbox_gives_bind_what_it_needs(seq: list[tuple[str, str]]) -> None:
 
     with tempfile.TemporaryDirectory() as d:
         asyncio.run(run(Path(d) / "inbox.sqlite3"))
+
+
+async def test_a_room_answer_marks_its_prompt_settled_in_the_inbox(tmp_path: Path) -> None:
+    """The answer's own place becomes A's settled mark, in the settle's transaction; A's edit, later than B's
+    posting, then counts for nothing; an answer in a thread marks nothing."""
+    from bot.inbox.submission import parse_submission
+    from tests.support.station import request_body
+
+    ib = Inbox(tmp_path / "inbox.sqlite3")
+    await ib.open()
+    try:
+        a, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)
+        b, _ = await ib.submit(parse_submission(request_body("s", tool_call_id="c2")), 1.0, 60)
+        await ib.place("$pa", "posted", a.id)
+        one = await ib.place("$one", "answer")
+        await ib.settle(a.id, option_id="allow_once", by="@a:hs", via="matrix", feedback=None, now=2.0,
+                        event_id="$one", in_view=True)
+        await ib.set_prompt_event(a.id, "$pa")
+        await ib.set_prompt_event(b.id, "$pb")
+        assert [r.id for r in await ib.needing_edit(shown=True)] == [a.id]
+        assert await ib.place("$one", "answer") == one  # redelivered: same place, still the settled mark
+        await ib.place("$pb", "posted", b.id)
+        two = await ib.place("$two", "answer")
+        assert bind(await ib.marks_before(two), two) == Bound(b.id)
+        await ib.place("$ea", "settled", a.id)  # A's edit, after B's prompt
+        three = await ib.place("$three", "answer")
+        assert bind(await ib.marks_before(three), three) == Bound(b.id)
+        await ib.settle(b.id, option_id="allow_once", by="@a:hs", via="matrix", feedback=None, now=3.0,
+                        event_id="$thread")  # not in view: nothing marks it until its edit
+        assert [r.id for r in await ib.needing_edit(shown=True)] == [a.id]
+        assert [r.id for r in await ib.needing_edit(shown=False)] == [b.id]
+        c, _ = await ib.submit(parse_submission(request_body("s", tool_call_id="c3")), 1.0, 60)
+        await ib.place("$pc", "posted", c.id)
+        await ib.settle(c.id, option_id="allow_once", by="@a:hs", via="matrix", feedback=None, now=4.0,
+                        event_id="$reply", in_view=True)  # a reply, never placed: it sits at the next place
+        four = await ib.place("$four", "answer")
+        assert await ib.place("$reply", "answer") < four
+        assert bind(await ib.marks_before(four), four) == Unbound("moved")  # C settled after B: ask
+    finally:
+        await ib.close()
+
+
+async def test_a_redacted_answer_no_longer_shows_its_prompt_settled(tmp_path: Path) -> None:
+    """alice's `1` settled A; B is posted; the `1` is redacted: A looks pending again (until its edit), and the
+    redaction is a change above B, so a plain `1` after it is asked about."""
+    from bot.inbox.submission import parse_submission
+    from tests.support.station import request_body
+
+    ib = Inbox(tmp_path / "inbox.sqlite3")
+    await ib.open()
+    try:
+        a, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)
+        await ib.place("$pa", "posted", a.id)
+        await ib.place("$one", "answer")
+        await ib.settle(a.id, option_id="allow_once", by="@a:hs", via="matrix", feedback=None, now=2.0,
+                        event_id="$one", in_view=True)
+        await ib.place("$pb", "posted", "b")
+        before = await ib.place("$x", "answer")
+        assert bind(await ib.marks_before(before), before) == Bound("b")
+        assert await ib.unmark("$chat", "@a:hs", "$r0") is None  # not a mark: nothing changes
+        assert await ib.unmark("$one", "@bob:hs", "$r1") is None  # not hers to take back: nothing changes
+        before = await ib.place("$x2", "answer")
+        assert bind(await ib.marks_before(before), before) == Bound("b")
+        assert await ib.unmark("$one", "@a:hs", "$r2") == a.id
+        after = await ib.place("$y", "answer")
+        assert bind(await ib.marks_before(after), after) == Unbound("several")
+        await ib.place("$ea", "settled", a.id)  # A's edit: A settled again, after B's posting
+        last = await ib.place("$z", "answer")
+        assert bind(await ib.marks_before(last), last) == Unbound("moved")
+    finally:
+        await ib.close()
+
+
+def test_redactions_and_edits_name_what_they_take_out() -> None:
+    assert withdrawn({"type": "m.room.redaction", "redacts": "$a", "content": {}}, bot_user_id=BOT) == "$a"
+    assert withdrawn({"type": "m.room.redaction", "content": {"redacts": "$b"}}, bot_user_id=BOT) == "$b"  # v11
+    assert withdrawn({"type": "m.room.redaction", "content": {}}, bot_user_id=BOT) is None
+    fixed = {"msgtype": "m.text", "body": "* never mind", "m.new_content": {"msgtype": "m.text", "body": "never mind"},
+             "m.relates_to": {"rel_type": "m.replace", "event_id": "$one"}}
+    assert withdrawn(ev(fixed, sender=BOB), bot_user_id=BOT) == "$one"
+    assert withdrawn(ev(edit("s:1")), bot_user_id=BOT) is None  # the bot's own settled edit takes nothing out
+    assert withdrawn(ev({"msgtype": "m.text", "body": "1"}, sender=BOB), bot_user_id=BOT) is None
 
 
 async def test_old_chat_positions_are_pruned_but_prompts_kept(tmp_path: Path, monkeypatch: Any) -> None:

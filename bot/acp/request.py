@@ -34,6 +34,7 @@ class Request:
     """One permission request: its submission, its polls, its cancel and its answer to the agent."""
 
     def __init__(self, proxy: Proxy, msg: dict[str, Any], n: int) -> None:
+        self.asked_at = time.time()  # the agent's request read
         self.proxy = proxy
         self.msg = msg
         self.n = n
@@ -116,15 +117,19 @@ class Request:
             self._log_timing(self.settled_rec, time.time())
 
     def _log_timing(self, rec: dict[str, Any], agent_told: float) -> None:
-        """``request_timing``: settled -> proxy told (the long-poll's answer) -> agent told, in ms."""
-        decided = (rec.get("outcome") or {}).get("decided_at")
+        """``request_timing``: asked -> submitted (the daemon's clock), settled -> proxy told (the long-poll's
+        answer) -> agent told, in ms."""
         try:
-            settled = datetime.fromisoformat(str(decided).replace("Z", "+00:00")).timestamp()
+            settled, submitted = (
+                datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp()
+                for at in ((rec.get("outcome") or {}).get("decided_at"), rec.get("requested_at"))
+            )
         except ValueError:
             return
         self.log.info(
             "request_timing",
             request_id=rec.get("id"),
+            asked_to_submit_ms=round((submitted - self.asked_at) * 1000, 1),
             settled_to_proxy_ms=round((self.told_at - settled) * 1000, 1),
             proxy_to_agent_ms=round((agent_told - self.told_at) * 1000, 1),
         )

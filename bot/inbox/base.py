@@ -22,6 +22,13 @@ from bot.inbox.states import State, Via
 Listener = Callable[[str, Record], None]
 
 
+class Settled(asyncio.Event):
+    """Set when a request leaves ``pending``; carries the settled record, so a long-poll answers without
+    reading it again (the settle is committed before it is set)."""
+
+    record: Record | None = None
+
+
 def row_to_record(r: aiosqlite.Row) -> Record:
     """A ``requests`` row as a ``Record``."""
     outcome = None
@@ -81,7 +88,7 @@ class InboxBase:
     _read: aiosqlite.Connection | None  # reads: only what is committed (WAL snapshots)
     _lock: asyncio.Lock
     _listeners: list[Listener]
-    _changed: dict[str, asyncio.Event]
+    _changed: dict[str, Settled]
     _json: JsonKept  # pending records' API JSON, for GET /permissions
     _post_held: set[str]  # new requests whose rules are being applied: not to be posted yet
 
@@ -120,6 +127,7 @@ class InboxBase:
     def _emit(self, kind: str, rec: Record) -> None:
         ev = self._changed.pop(rec.id, None)
         if ev is not None and kind == "resolved":
+            ev.record = rec
             ev.set()
         elif ev is not None:
             self._changed[rec.id] = ev

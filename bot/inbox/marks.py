@@ -3,11 +3,28 @@ each event's position, the bot's own events, and the marks a plain answer binds 
 
 from __future__ import annotations
 
+import aiosqlite
+
 from bot.inbox.base import InboxBase
 from bot.timeline import Kind, Mark
 
 ANSWERS_KEPT = 50_000
 """Timeline positions of plain messages kept for redelivery (a backfill reaches 20,000 events back)."""
+
+
+async def mark_settled_at(db: aiosqlite.Connection, event_id: str, request_id: str) -> None:
+    """The answer ``event_id`` settled ``request_id``: its place marks it settled (the place it was given, or,
+    never placed, the next one: events are handled in sync order, so that is where it sits)."""
+    cur = await db.execute(
+        "INSERT INTO timeline (event_id, kind, request_id) VALUES (?, 'settled', ?) ON CONFLICT(event_id)"
+        " DO UPDATE SET kind='settled', request_id=excluded.request_id WHERE timeline.kind='answer'",
+        (event_id, request_id),
+    )
+    if cur.rowcount == 0:  # its place holds something else (a look-alike): the next place (never looser)
+        await db.execute(
+            "INSERT OR IGNORE INTO timeline (event_id, kind, request_id) VALUES (?, 'settled', ?)",
+            (f"{event_id}#settled", request_id),
+        )
 
 
 class Marks(InboxBase):
@@ -44,16 +61,47 @@ class Marks(InboxBase):
             return None
         return ("posted" if row[0] == "posted" else "settled"), str(row[1])
 
+    async def unmark(self, withdrawn: str, by: str, event_id: str) -> str | None:
+        """``by`` redacted (or edited) their own answer ``withdrawn``: when that answer settled a request (its
+        ``settled`` mark), the room no longer shows it, so the mark goes, and ``event_id``'s place counts as
+        a change above (``lookalike``). Returns that request's id, else None. Anyone else's redaction or edit
+        of it changes nothing here (a client shows an edit only from the sender; the bot's edits are kept)."""
+        ids = (withdrawn, f"{withdrawn}#settled")
+        find = (
+            "SELECT t.request_id FROM timeline t JOIN requests r ON r.id=t.request_id WHERE t.event_id IN (?, ?)"
+            " AND t.kind='settled' AND r.outcome_by=? AND (r.edit_event_id IS NULL OR r.edit_event_id!=?)"
+        )
+        args = (*ids, by, withdrawn)
+        cur = await self.db.execute(find, args)  # most redactions (the bot's keycap clean-up) end here
+        if await cur.fetchone() is None:
+            return None
+        async with self._tx() as db:
+            cur = await db.execute(find, args)
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            await db.execute("UPDATE timeline SET kind='answer' WHERE event_id IN (?, ?) AND kind='settled'", ids)
+            await db.execute(
+                "INSERT INTO timeline (event_id, kind) VALUES (?, 'lookalike') ON CONFLICT(event_id)"
+                " DO UPDATE SET kind='lookalike', request_id=NULL WHERE timeline.kind='answer'",
+                (event_id,),
+            )
+        return str(row[0])
+
     async def marks_before(self, at: int) -> list[Mark]:
         """What :func:`bot.timeline.bind` needs at ``at``: the postings not settled before it, the last mark
-        (and its request's settles)."""
+        that counts (and its request's settles)."""
+        last = (  # the last mark that counts (bot.timeline.effective: a request's second settle does not)
+            "SELECT pos, kind, request_id FROM timeline t WHERE kind!='answer' AND pos<? AND NOT (kind='settled'"
+            " AND EXISTS (SELECT 1 FROM timeline e WHERE e.kind='settled' AND e.request_id=t.request_id"
+            " AND e.pos<t.pos)) ORDER BY pos DESC LIMIT 1"
+        )
         cur = await self.db.execute(
             "SELECT pos, kind, request_id FROM timeline p WHERE kind='posted' AND pos<? AND NOT EXISTS"
             " (SELECT 1 FROM timeline s WHERE s.kind='settled' AND s.request_id=p.request_id AND s.pos<?)"
-            " UNION SELECT * FROM (SELECT pos, kind, request_id FROM timeline WHERE kind!='answer' AND pos<?"
-            " ORDER BY pos DESC LIMIT 1)"
+            f" UNION SELECT * FROM ({last})"
             " UNION SELECT pos, kind, request_id FROM timeline WHERE kind='settled' AND pos<? AND request_id ="
-            " (SELECT request_id FROM timeline WHERE kind!='answer' AND pos<? ORDER BY pos DESC LIMIT 1)",
+            f" (SELECT request_id FROM ({last}))",
             (at, at, at, at, at),
         )
         return [Mark(int(r[0]), r[1], r[2]) for r in await cur.fetchall()]

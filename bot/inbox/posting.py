@@ -39,12 +39,15 @@ class Posting(InboxBase):
         )
         return [r for r in found if r.id not in self._post_held]
 
-    async def needing_edit(self, limit: int = 100) -> list[Record]:
-        """Settled records whose prompt still shows them pending."""
-        return await self._records(
-            "SELECT * FROM requests WHERE state!=? AND prompt_event_id IS NOT NULL AND prompt_edited=0"
-            " ORDER BY decided_at LIMIT ?",
-            (PENDING, limit),
+    async def needing_edit(self, limit: int = 100, shown: bool | None = None) -> list[Record]:
+        """Settled records whose prompt still shows them pending; with ``shown``, only those the room already
+        shows settled (True: a ``settled`` mark, their room answer's) or only those it does not (False)."""
+        which = "" if shown is None else (" AND" + ("" if shown else " NOT") + " EXISTS (SELECT 1 FROM timeline t"
+                                          " WHERE t.kind='settled' AND t.request_id=requests.id)")
+        return await self._records(  # state as a literal: the partial index requests_unedited (schema step 9)
+            "SELECT * FROM requests WHERE state!='pending' AND prompt_edited=0 AND prompt_event_id IS NOT NULL"
+            f"{which} ORDER BY decided_at LIMIT ?",
+            (limit,),
         )
 
     # -- reactions the bot seeded ----------------------------------------

@@ -9,7 +9,8 @@ import asyncio
 
 import aiosqlite
 
-from bot.inbox.base import InboxBase, row_to_record
+from bot.inbox.base import InboxBase, Settled, row_to_record
+from bot.inbox.marks import mark_settled_at
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record, dumps
 from bot.inbox.states import State, Via
 from bot.inbox.submission import Submission
@@ -103,11 +104,13 @@ class Requests(InboxBase):
         now: float,
         state: State | None = None,
         event_id: str | None = None,
+        in_view: bool = False,
     ) -> Record | None:
         """Leave ``pending`` once. Returns the settled record, or None when it was not pending.
 
         ``state`` defaults to resolved (cancelled when ``option_id`` is None). ``event_id``,
-        when given, is marked handled in the same transaction.
+        when given, is marked handled in the same transaction; with ``in_view`` (a room answer seen
+        where it sits, bot.timeline.in_view) its place in the timeline becomes the ``settled`` mark.
         """
         if state is None:
             state = RESOLVED if option_id is not None else CANCELLED
@@ -122,6 +125,8 @@ class Requests(InboxBase):
             )
             if cur.rowcount != 1:
                 return None
+            if event_id is not None and in_view:
+                await mark_settled_at(db, event_id, request_id)
             cur = await db.execute("SELECT * FROM requests WHERE id=?", (request_id,))
             row = await cur.fetchone()
             assert row is not None
@@ -131,7 +136,7 @@ class Requests(InboxBase):
 
     async def wait_settled(self, request_id: str, timeout: float) -> Record | None:
         """The record once it is no longer pending, or as it is when ``timeout`` runs out."""
-        ev = self._changed.setdefault(request_id, asyncio.Event())
+        ev = self._changed.setdefault(request_id, Settled())
         rec = await self.get(request_id)
         if rec is None or not rec.pending or timeout <= 0:
             if not ev.is_set() and self._changed.get(request_id) is ev and (rec is None or not rec.pending):
@@ -141,7 +146,7 @@ class Requests(InboxBase):
             await asyncio.wait_for(ev.wait(), timeout)
         except TimeoutError:
             pass
-        return await self.get(request_id)
+        return ev.record or await self.get(request_id)
 
     async def due(self, now: float) -> list[Record]:
         """Pending records whose time is up."""

@@ -141,6 +141,15 @@ async def _v8_post_skipped(db: aiosqlite.Connection) -> None:
     await db.execute("UPDATE requests SET post_skipped=1, prompt_event_id=NULL WHERE prompt_event_id=''")
 
 
+async def _v9_unedited(db: aiosqlite.Connection) -> None:
+    # Settled prompts not edited yet (the outbox's settle and pace workers read them on every settlement):
+    # a small index, not a scan of every request ever made.
+    await db.execute(
+        "CREATE INDEX IF NOT EXISTS requests_unedited ON requests (decided_at)"
+        " WHERE prompt_edited=0 AND state!='pending'"
+    )
+
+
 STEPS: list[Step] = [
     _v1_first_release,
     _v2_posted_at_and_parking,
@@ -150,6 +159,7 @@ STEPS: list[Step] = [
     _v6_submitted_by,
     _v7_session_rules,
     _v8_post_skipped,
+    _v9_unedited,
 ]
 LATEST = len(STEPS)
 
