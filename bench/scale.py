@@ -67,6 +67,22 @@ async def baseline(hs: Homeserver, room_id: str, token: str, user_id: str, n: in
     return dt
 
 
+async def report_progress(http: aiohttp.ClientSession, api_url: str, t0: float) -> None:
+    """Every 30 s while answering: how many are still pending, and the rate since the last line."""
+    last_t, last_n = t0, None
+    while True:
+        await asyncio.sleep(30)
+        async with http.get(api_url + "/metrics") as r:
+            text = await r.text()
+        pending = next((float(line.split()[1]) for line in text.splitlines()
+                        if line.startswith("permission_bot_pending ")), float("nan"))
+        now = time.perf_counter()
+        if last_n is not None:
+            print(f"  {now - t0:6.0f}s  pending {pending:.0f}  {(last_n - pending) / (now - last_t):.1f} settled/s",
+                  flush=True)
+        last_t, last_n = now, pending
+
+
 async def room_events(client: AsyncClient, room_id: str) -> list[dict[str, Any]]:
     """Every event of the room, oldest first (paginating back from now)."""
     r = await client.sync(timeout=0)
@@ -93,6 +109,7 @@ async def main() -> int:
     hs = Homeserver(work / "synapse")
     hs.start()
     st = Station(hs, work / "station")
+    st.prompts["timeout"] = "6h"  # no request may expire while the bench runs
     try:
         await st.setup()
         # the baseline's sends half before and half after the product's, so both see the same load
@@ -133,11 +150,16 @@ async def main() -> int:
                     await st.alice.text("1", reply_to=pid)
 
             prompts: dict[str, str] = {}
-            for rid in ids:
-                async with http.get(f"{st.api_url}/permissions/{rid}") as r:
+
+            async def prompt_of(rid: str) -> None:
+                async with sem, http.get(f"{st.api_url}/permissions/{rid}") as r:
                     prompts[rid] = (await r.json())["prompt_event_id"]
+
+            await asyncio.gather(*(prompt_of(rid) for rid in ids))
             t1 = time.perf_counter()
+            progress = asyncio.create_task(report_progress(http, st.api_url, t1))
             await asyncio.gather(*(answer(pid) for pid in prompts.values()))
+            progress.cancel()
 
             async def outcome(rid: str) -> dict[str, Any]:
                 async with sem, http.get(f"{st.api_url}/permissions/{rid}?wait=120") as r:

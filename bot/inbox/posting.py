@@ -7,6 +7,13 @@ from bot.inbox.base import InboxBase
 from bot.inbox.record import PENDING, Record
 
 
+NEEDING_EDIT = (
+    "SELECT * FROM requests WHERE prompt_edited=0 AND decided_at IS NOT NULL AND prompt_event_id IS NOT NULL"
+    " AND state!=? ORDER BY decided_at LIMIT ?"
+)
+"""``needing_edit``'s query: the WHERE of the requests_unedited index (schema step 9) and the state."""
+
+
 class Posting(InboxBase):
     """Prompts to post and edit, reactions to seed and clear."""
 
@@ -40,12 +47,9 @@ class Posting(InboxBase):
         return [r for r in found if r.id not in self._post_held]
 
     async def needing_edit(self, limit: int = 100) -> list[Record]:
-        """Settled records whose prompt still shows them pending."""
-        return await self._records(
-            "SELECT * FROM requests WHERE state!=? AND prompt_event_id IS NOT NULL AND prompt_edited=0"
-            " ORDER BY decided_at LIMIT ?",
-            (PENDING, limit),
-        )
+        """Settled records whose prompt is in the room and still shows them pending (through the
+        requests_unedited index: the query repeats its WHERE terms, so SQLite uses it)."""
+        return await self._records(NEEDING_EDIT, (PENDING, limit))
 
     # -- reactions the bot seeded ----------------------------------------
     async def add_reaction(self, request_id: str, key: str, event_id: str) -> None:

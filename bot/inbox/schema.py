@@ -141,6 +141,15 @@ async def _v8_post_skipped(db: aiosqlite.Connection) -> None:
     await db.execute("UPDATE requests SET post_skipped=1, prompt_event_id=NULL WHERE prompt_event_id=''")
 
 
+async def _v9_unedited_index(db: aiosqlite.Connection) -> None:
+    # The settled prompts whose edit is not sent yet (Inbox.needing_edit), found without reading every
+    # request: the outbox asks after each settlement, and a full scan costs ~30 ms at 10,000 requests.
+    await db.execute(
+        "CREATE INDEX IF NOT EXISTS requests_unedited ON requests (decided_at)"
+        " WHERE prompt_edited=0 AND decided_at IS NOT NULL AND prompt_event_id IS NOT NULL"
+    )
+
+
 STEPS: list[Step] = [
     _v1_first_release,
     _v2_posted_at_and_parking,
@@ -150,6 +159,7 @@ STEPS: list[Step] = [
     _v6_submitted_by,
     _v7_session_rules,
     _v8_post_skipped,
+    _v9_unedited_index,
 ]
 LATEST = len(STEPS)
 
