@@ -94,6 +94,14 @@ def time_ls(st: Station) -> str:
     return "  ".join(f"{name} {t * 1000:.0f} ms ({size // 1000} kB)" for name, (t, size) in got.items())
 
 
+async def keep_analyzed(hs: Homeserver, every: float = 30.0) -> None:
+    """Synapse on SQLite never gathers planner statistics; without them every event a client is sent
+    costs a scan of the room (see Homeserver.analyze), and the run slows as the room grows."""
+    while True:
+        await asyncio.to_thread(hs.analyze)
+        await asyncio.sleep(every)
+
+
 def peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -174,6 +182,7 @@ async def main() -> int:
     try:
         await st.setup()
         assert hs.proc is not None and st.daemon is not None
+        stats = asyncio.create_task(keep_analyzed(hs))
         phases = Phases({"synapse": hs.proc.pid, "daemon": st.daemon.pid})
         # the baseline's sends half before and half after the product's, so both see the same load
         base_s = await baseline(hs, st.room_id, st.carol.token, st.carol.user_id, nb // 2, "a")
@@ -274,6 +283,8 @@ async def main() -> int:
                           "doubled": doubled, "peak_rss_mb": round(rss, 1)}))
         return 0 if lost == 0 and doubled == 0 else 1
     finally:
+        if "stats" in locals():
+            stats.cancel()
         await st.teardown()
         hs.stop()
         shutil.rmtree(work, ignore_errors=True)
