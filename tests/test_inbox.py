@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from bot.inbox import schema
+from bot.inbox.posting import NEEDING_EDIT
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED
 from bot.inbox.states import Via
-from bot.inbox.posting import NEEDING_EDIT
 from bot.inbox.store import Inbox
 from bot.inbox.submission import SubmissionError, parse_submission
 from tests.support.station import request_body

@@ -6,7 +6,6 @@ from __future__ import annotations
 from bot.inbox.base import InboxBase
 from bot.inbox.record import PENDING, Record
 
-
 NEEDING_EDIT = (
     "SELECT * FROM requests WHERE prompt_edited=0 AND decided_at IS NOT NULL AND prompt_event_id IS NOT NULL"
     " AND state!=? ORDER BY decided_at LIMIT ?"
