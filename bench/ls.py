@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,15 @@ def timed_inproc(station: Station, runs: int, query: str = "") -> tuple[float, i
         assert status == 200, status
         n = len(body)
     return statistics.median(times), n
+
+
+def posted(station: Station) -> float:
+    """How many prompts the daemon has posted (permission_bot_prompts_posted_total)."""
+    req = urllib.request.Request(station.api_url + "/metrics", headers={"Authorization": f"Bearer {station.token}"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        text = r.read().decode()
+    return next((float(line.split()[1]) for line in text.splitlines()
+                 if line.startswith("permission_bot_prompts_posted_total ")), 0.0)
 
 
 def submit_all(station: Station, n: int, sessions: int) -> float:
@@ -121,9 +131,8 @@ async def main() -> int:
             raise SystemExit("fewer pending requests than submitted")
         # time the steady state: wait (bounded) until the daemon has posted every prompt
         t = time.perf_counter()
-        while time.perf_counter() - t < 900 and not args.no_wait:
-            _, pending = station.http("GET", "/permissions")
-            if all(r.get("prompt_event_id") for r in pending):
+        while time.perf_counter() - t < 1800 and not args.no_wait:
+            if posted(station) >= args.n:  # the daemon's own counter: polling the whole list would load it
                 break
             await asyncio.sleep(1)
         print(f"prompts posted after {time.perf_counter() - t:.1f}s more", flush=True)

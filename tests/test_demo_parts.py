@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sqlite3
 import tomllib
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import yaml
 from bot.config import load_config
 from bot.demo import synapse_config
 from bot.demo.daemon import write_config
+from bot.demo.homeserver import Homeserver
 from bot.demo.saved import Saved
 
 GENERATED = """\
@@ -74,3 +77,60 @@ def test_daemon_config_is_toml_with_values_escaped(tmp_path: Path) -> None:
     again, _ = write_config(tmp_path, saved, "http://127.0.0.1:8008", "@permbot:localhost", "@alice:localhost",
                             "!room:localhost", odd)
     assert tomllib.loads(again.read_text())["api"] == data["api"]  # port and token kept between runs
+
+
+def _synapse_schema() -> str:
+    """Synapse's own SQLite schema, the newest full snapshot its package ships."""
+    spec = importlib.util.find_spec("synapse")  # found, not imported
+    assert spec is not None and spec.submodule_search_locations, "the tests need matrix-synapse"
+    where = Path(spec.submodule_search_locations[0]) / "storage" / "schema" / "main" / "full_schemas"
+    snapshots = where.glob("*/full.sql.sqlite")
+    return max(snapshots, key=lambda p: int(p.parent.name)).read_text()
+
+
+# Synapse's bundled-edits query on SQLite (synapse/storage/databases/main/relations.py, get_applicable_edits)
+_APPLICABLE_EDITS = """
+SELECT original.event_id, edit.event_id FROM events AS edit
+INNER JOIN event_relations USING (event_id)
+INNER JOIN events AS original ON original.event_id = relates_to_id AND edit.type = original.type
+  AND edit.sender = original.sender AND edit.room_id = original.room_id
+WHERE relates_to_id IN (?, ?, ?) AND relation_type = ? ORDER BY edit.origin_server_ts, edit.event_id
+"""
+
+
+def _plan(path: Path) -> list[str]:
+    db = sqlite3.connect(path)
+    try:
+        rows = db.execute("EXPLAIN QUERY PLAN " + _APPLICABLE_EDITS, ("$e1", "$e2", "$e3", "m.replace"))
+        return [str(r[3]) for r in rows]
+    finally:
+        db.close()
+
+
+def test_analyze_lets_sqlite_find_edits_without_reading_the_room(tmp_path: Path) -> None:
+    """Synapse's schema, one room of 3,000 events, 1,000 of them edits. Without statistics SQLite finds the
+    edits of an event by reading the room's events; with them, through the relation index."""
+    path = tmp_path / "homeserver.db"
+    db = sqlite3.connect(path)
+    db.executescript(_synapse_schema())
+    insert = ("INSERT INTO events (stream_ordering, topological_ordering, event_id, type, room_id, processed,"
+              " outlier, origin_server_ts, sender) VALUES (?, ?, ?, 'm.room.message', '!r', 1, 0, ?, '@b')")
+    for i in range(2000):
+        db.execute(insert, (i, i, f"$e{i}", i))
+    for i in range(1000):
+        db.execute(insert, (3000 + i, 3000 + i, f"$x{i}", 3000 + i))
+        db.execute("INSERT INTO event_relations (event_id, relates_to_id, relation_type) VALUES (?, ?, 'm.replace')",
+                   (f"$x{i}", f"$e{i}"))
+    db.commit()
+    db.close()
+    assert any("events_room_stream" in step for step in _plan(path))  # the room, read per event
+    Homeserver(tmp_path).analyze()
+    plan = _plan(path)
+    assert "event_relations_relates" in plan[0] and not any("events_room_stream" in p for p in plan), plan
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute(_APPLICABLE_EDITS, ("$e1", "$e2", "$e2500", "m.replace")).fetchall() == [
+            ("$e1", "$x1"), ("$e2", "$x2")
+        ]
+    finally:
+        db.close()

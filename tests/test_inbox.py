@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 import pytest
 
+from bot.inbox import schema
+from bot.inbox.posting import needing_edit_sql
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED
+from bot.inbox.states import Via
 from bot.inbox.store import Inbox
 from bot.inbox.submission import SubmissionError, parse_submission
 from tests.support.station import request_body
@@ -222,3 +226,68 @@ def test_sparse_tool_call_completed_from_context() -> None:
         [{"path": "/tmp"}],
     )
     assert sub.params == {k: v for k, v in body.items() if k != "toolCallContext"}
+
+
+# -- which settled prompts still need their edit: through an index, whatever else the inbox holds
+async def _request(inbox: Inbox, session: str, at: float, prompt: str | None, settle: bool) -> str:
+    rec, _ = await inbox.submit(parse_submission(request_body(session)), at, 600)
+    if prompt is not None:
+        await inbox.set_prompt_event(rec.id, prompt, at)
+    if settle:
+        assert await inbox.settle(rec.id, option_id="allow_once", by="@a:x", via=Via.MATRIX, feedback=None, now=at)
+    return rec.id
+
+
+async def test_needing_edit_is_the_posted_settled_unedited_ones_oldest_first(inbox: Inbox) -> None:
+    late = await _request(inbox, "s", 5.0, "$late", settle=True)
+    early = await _request(inbox, "s", 1.0, "$early", settle=True)
+    await _request(inbox, "s", 2.0, "$pending", settle=False)  # still pending: nothing to show yet
+    await _request(inbox, "s", 3.0, None, settle=True)  # settled before it was posted: the post shows it
+    edited = await _request(inbox, "s", 4.0, "$edited", settle=True)
+    await inbox.mark_edited(edited, "$edit")
+    assert [r.id for r in await inbox.needing_edit()] == [early, late]
+
+
+async def test_rule_settled_requests_never_posted_do_not_hide_the_ones_to_edit(inbox: Inbox) -> None:
+    """300 requests settled by a rule and never to be posted come first by decision time; a page of 256
+    still finds the one prompt really waiting for its edit."""
+    for i in range(300):
+        rec, _ = await inbox.submit(parse_submission(request_body(f"r{i}")), float(i), 600)
+        await inbox.settle(rec.id, option_id="allow_once", by="rule", via=Via.RULE, feedback=None, now=float(i))
+        await inbox.skip_post(rec.id)
+    real = await _request(inbox, "s", 1000.0, "$real", settle=True)
+    assert [r.id for r in await inbox.needing_edit(limit=256)] == [real]
+
+
+@pytest.mark.parametrize("shown", [None, True, False])
+async def test_needing_edit_reads_the_index_not_the_table(inbox: Inbox, tmp_path: Path, shown: bool | None) -> None:
+    db = sqlite3.connect(tmp_path / "inbox.sqlite3")
+    try:
+        sql = "EXPLAIN QUERY PLAN " + needing_edit_sql(shown)
+        plan = " ".join(str(r[3]) for r in db.execute(sql, (PENDING, 256)))
+    finally:
+        db.close()
+    assert "requests_unedited" in plan and "SCAN requests" not in plan.replace("USING INDEX", "")
+
+
+async def test_an_older_folder_gets_the_index(tmp_path: Path) -> None:
+    """A state folder at version 8 (before the index) is upgraded and keeps its unedited prompt."""
+    path = tmp_path / "inbox.sqlite3"
+    ib = Inbox(path)
+    await ib.open()
+    rid = await _request(ib, "s", 1.0, "$p", settle=True)
+    await ib.db.execute("DROP INDEX requests_unedited")
+    await ib.db.execute("PRAGMA user_version = 8")
+    await ib.close()
+    ib = Inbox(path)
+    await ib.open()
+    try:
+        assert [r.id for r in await ib.needing_edit()] == [rid]
+    finally:
+        await ib.close()
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("SELECT 1 FROM sqlite_master WHERE name='requests_unedited'").fetchone()
+        assert int(db.execute("PRAGMA user_version").fetchone()[0]) == schema.LATEST
+    finally:
+        db.close()

@@ -10,7 +10,6 @@ proxy's own logs go to stderr. The agent is untrusted: it starts without any
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import urllib.parse
 from collections.abc import Sequence
@@ -103,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         connect_timeout=connect_timeout,
         fallback=cast(Literal["forward", "reject"], args.fallback),
     )
+    import asyncio  # here, not at the top: the parser of every other command imports this module
+
     try:
         return asyncio.run(run_proxy(cfg))
     except KeyboardInterrupt:

@@ -9,7 +9,6 @@ Both use the saved session in ``[state] path`` (the daemon must have logged in o
 from __future__ import annotations
 
 import argparse
-import asyncio
 import getpass
 import os
 import sys
@@ -94,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
 
     os.umask(0o077)  # it writes into the state folder (keys, the inbox): its owner's only, as `run` does
     cfg = load_or_exit(args.config)
+    import asyncio  # here, not at the top: the parser of every other command imports this module
+
     try:
         if args.e2ee_command == "accept-identity":
             print(asyncio.run(accept_identity(cfg, args.user)))

@@ -9,7 +9,7 @@ from typing import cast
 
 from bot.cli.flags import duration_flag
 from bot.durations import DurationError, parse_duration
-from bot.hooks.models import CLIS, Cli
+from bot.hooks.clis import CLIS, Cli
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -94,6 +95,21 @@ class Homeserver:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+    def analyze(self) -> None:
+        """Give SQLite's query planner statistics of Synapse's database as it is now (~20 ms: sampled).
+
+        Synapse never runs ANALYZE on SQLite, and without statistics the planner reads the bundled-edits
+        query (get_applicable_edits, run for every batch of events a sync or /messages returns) room
+        first: a scan of the whole room per event delivered, 0.15 s for 10 events in a room of 34,000.
+        With statistics it is an index lookup (0.1 ms). Long benchmarks call this now and then."""
+        db = sqlite3.connect(self.dir / "homeserver.db", timeout=30)
+        try:
+            db.execute("PRAGMA analysis_limit=1000")
+            db.execute("ANALYZE")
+            db.commit()
+        finally:
+            db.close()
 
     def register(self, localpart: str, password: str, admin: bool = False) -> dict[str, Any]:
         url = self.url + "/_synapse/admin/v1/register"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-Cli = Literal["claude-code", "codex"]
-CLIS: tuple[Cli, ...] = ("claude-code", "codex")
+from bot.hooks.clis import CLIS as CLIS
+from bot.hooks.clis import Cli as Cli
+
 EVENTS: dict[Cli, tuple[str, ...]] = {
     "claude-code": ("PermissionRequest", "PreToolUse"),
     "codex": ("PermissionRequest",),

@@ -6,6 +6,20 @@ from __future__ import annotations
 from bot.inbox.base import InboxBase
 from bot.inbox.record import PENDING, Record
 
+NEEDING_EDIT = (
+    "SELECT * FROM requests WHERE prompt_edited=0 AND decided_at IS NOT NULL AND prompt_event_id IS NOT NULL"
+    " AND state!=?{which} ORDER BY decided_at LIMIT ?"
+)
+"""``needing_edit``'s query: the WHERE of the requests_unedited index (schema step 9), the state, and
+``{which}`` (whether the room shows it settled, or nothing)."""
+
+
+def needing_edit_sql(shown: bool | None) -> str:
+    """``NEEDING_EDIT`` for ``needing_edit(shown=...)``."""
+    which = "" if shown is None else (" AND" + ("" if shown else " NOT") + " EXISTS (SELECT 1 FROM timeline t"
+                                      " WHERE t.kind='settled' AND t.request_id=requests.id)")
+    return NEEDING_EDIT.format(which=which)
+
 
 class Posting(InboxBase):
     """Prompts to post and edit, reactions to seed and clear."""
@@ -40,15 +54,10 @@ class Posting(InboxBase):
         return [r for r in found if r.id not in self._post_held]
 
     async def needing_edit(self, limit: int = 100, shown: bool | None = None) -> list[Record]:
-        """Settled records whose prompt still shows them pending; with ``shown``, only those the room already
-        shows settled (True: a ``settled`` mark, their room answer's) or only those it does not (False)."""
-        which = "" if shown is None else (" AND" + ("" if shown else " NOT") + " EXISTS (SELECT 1 FROM timeline t"
-                                          " WHERE t.kind='settled' AND t.request_id=requests.id)")
-        return await self._records(  # state as a literal: the partial index requests_unedited (schema step 9)
-            "SELECT * FROM requests WHERE state!='pending' AND prompt_edited=0 AND prompt_event_id IS NOT NULL"
-            f"{which} ORDER BY decided_at LIMIT ?",
-            (limit,),
-        )
+        """Settled records whose prompt is in the room and still shows them pending; with ``shown``, only
+        those the room already shows settled (True: a ``settled`` mark, their room answer's) or only those
+        it does not (False). Through the requests_unedited index: the query repeats its WHERE terms."""
+        return await self._records(needing_edit_sql(shown), (PENDING, limit))
 
     # -- reactions the bot seeded ----------------------------------------
     async def add_reaction(self, request_id: str, key: str, event_id: str) -> None:
