@@ -57,6 +57,11 @@ class FaultProxy:
             ready.set()
             loop.run_forever()
             server.close()
+            left = asyncio.all_tasks(loop)  # connections still being served: cancelled, not left pending
+            for t in left:
+                t.cancel()
+            if left:
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
             loop.run_until_complete(server.wait_closed())
             loop.close()
 
