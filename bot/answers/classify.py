@@ -115,13 +115,7 @@ def _classify_message(content: Mapping[Any, Any], sender: str, event_id: str) ->
         sender=sender,
         via=Via.MATRIX,
         prompt_event_id=addressed,
-        request_id=None,
         text=text.strip(),
-        reaction_key=None,
-        option_id=None,
-        digest=None,
-        revision=None,
-        feedback=None,
         explicit=addressed is not None,
     )
 

@@ -20,15 +20,15 @@ class Candidate:
     event_id: str
     sender: str
     via: Via
-    prompt_event_id: str | None  # the event it replies to / threads under / reacts to
-    request_id: str | None  # structured answers name it
-    text: str | None  # text answers: reply fallback stripped, trimmed
-    reaction_key: str | None
-    option_id: str | None  # structured
-    digest: str | None  # structured subject.digest if given
-    revision: int | None  # structured subject.revision if given
-    feedback: str | None
-    explicit: bool  # addressed: reply, thread, reaction, structured
+    prompt_event_id: str | None = None  # the event it replies to / threads under / reacts to
+    request_id: str | None = None  # structured answers name it
+    text: str | None = None  # text answers: reply fallback stripped, trimmed
+    reaction_key: str | None = None
+    option_id: str | None = None  # structured
+    digest: str | None = None  # structured subject.digest if given
+    revision: int | None = None  # structured subject.revision if given
+    feedback: str | None = None
+    explicit: bool = False  # addressed: reply, thread, reaction, structured
     problem: str | None = None  # a malformed structured payload: why resolve() must refuse it
 
 

@@ -28,13 +28,7 @@ def classify_reaction(content: Mapping[Any, Any], sender: str, event_id: str) ->
         sender=sender,
         via=Via.REACTION,
         prompt_event_id=target,
-        request_id=None,
-        text=None,
         reaction_key=key,
-        option_id=None,
-        digest=None,
-        revision=None,
-        feedback=None,
         explicit=True,
     )
 

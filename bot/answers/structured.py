@@ -55,8 +55,6 @@ def classify_structured(
         via=Via.STRUCTURED,
         prompt_event_id=addressed,
         request_id=request_id,
-        text=None,
-        reaction_key=None,
         option_id=option_id,
         digest=digest,
         revision=revision,
