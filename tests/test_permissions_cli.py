@@ -312,23 +312,57 @@ async def test_fake_watch_body_and_order_of_flags(fake: Fake) -> None:
     assert fake.records[b]["outcome"]["option_id"] == "always"
 
 
+async def test_watch_keeps_to_its_timeout_when_the_daemon_never_answers() -> None:
+    """A daemon that accepts and then says nothing: one hanging call may not outlast ``--timeout``."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def hold(_r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        held.append(w)
+
+    port = free_port()
+    server = await asyncio.start_server(hold, "127.0.0.1", port)
+    try:
+        env = _env(f"http://127.0.0.1:{port}", "t")
+        began = time.monotonic()
+        r = await run([*STANDALONE, "watch", "--allow-tool", "Bash", "--timeout", "2s"], env, timeout=25)
+        took = time.monotonic() - began
+    finally:
+        server.close()
+        for w in held:
+            w.close()
+    assert r.rc == 1 and r.lines == [] and "timed out" in r.err, r  # never answered once: a clear error
+    assert took < 20, took  # when --timeout ends, not after the client's 30 s per call
+
+
+async def _go_away(runner: web.AppRunner) -> None:
+    """Stop listening, let connections already accepted reach the server, then close them all (a bare
+    ``cleanup`` under load can leave a just-accepted connection open and never answered)."""
+    for site in list(runner.sites):
+        await site.stop()
+    await asyncio.sleep(0.3)
+    await runner.cleanup()
+
+
 async def test_watch_rides_out_a_daemon_restart() -> None:
     f = Fake()
     port = free_port()
     runner = await f.serve(port)
     env = _env(f.url, f.token)
-    proc = await start([*STANDALONE, "watch", "--allow-tool", "Bash", "--interval", "0.1s", "--timeout", "5s"], env)
+    proc = await start([*STANDALONE, "watch", "--allow-tool", "Bash", "--interval", "0.1s", "--timeout", "60s"], env)
     try:
         await asyncio.sleep(1.0)
-        await runner.cleanup()  # the daemon goes away ...
+        await _go_away(runner)  # the daemon goes away ...
         await asyncio.sleep(1.0)
         runner = await f.serve(port)  # ... and comes back
         rid = f.add("s1", "Bash")
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: a watch ends with 0
         r = await finish(proc, 30)
     finally:
         await runner.cleanup()
     assert r.rc == 0, r
-    assert r.lines == [f"approved {rid} (Bash) by rule 1"]
+    assert [line.decode().rstrip("\n"), *r.lines] == [f"approved {rid} (Bash) by rule 1"]
     assert r.err.count("cannot reach the permission-bot daemon") == 1
     assert "answers again" in r.err
 

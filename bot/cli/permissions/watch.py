@@ -126,7 +126,10 @@ def watch(args: argparse.Namespace, client: Client) -> int:
     lost = False
     if sys.stderr.isatty():
         print(f"watching {client.url} with {len(rules)} rule(s); Ctrl-C to stop", file=sys.stderr)
+    call_timeout = client.timeout
     while True:
+        if deadline is not None:  # one call that hangs may not outlast --timeout
+            client.timeout = max(0.5, min(call_timeout, deadline - time.monotonic()))
         try:
             status, body = client.call("GET", "/permissions", query=query)
         except DaemonUnreachable as err:
@@ -156,4 +159,3 @@ def watch(args: argparse.Namespace, client: Client) -> int:
         if deadline is not None and now >= deadline:
             return 0
         time.sleep(interval if deadline is None else min(interval, deadline - now))
-
