@@ -43,10 +43,9 @@ async def _outcome(st: E2EStation, rid: str, wait: float = 20) -> dict[str, Any]
     return rec
 
 
-def _wire(st: E2EStation, event_id: str) -> dict[str, Any] | None:
-    """The event as carol's plain client received it: what went over the wire."""
-    found = st.carol.find(lambda e: e.get("event_id") == event_id)
-    return found[0] if found else None
+async def _wire(st: E2EStation, event_id: str) -> dict[str, Any] | None:
+    """The event as carol's plain client received it (what went over the wire), waiting for her sync."""
+    return await st.carol.wait(lambda e: e.get("event_id") == event_id, 10)
 
 
 # -- pure helpers (no homeserver) -------------------------------------------------
@@ -89,21 +88,21 @@ async def test_prompt_is_encrypted_on_the_wire_and_valid_when_decrypted(e2ee: E2
     rec, prompt = await _submit(e2ee, sid)
     validate_content(content(prompt))
     assert content(prompt)["request_id"] == rec["id"]
-    wire = await e2ee.carol.wait(lambda e: e.get("event_id") == prompt["event_id"], 10)
+    wire = await _wire(e2ee, prompt["event_id"])
     assert wire and wire["type"] == "m.room.encrypted" and "ciphertext" in content(wire)
     assert await e2ee.prompt_for(sid, human=e2ee.bob), "bob's device (tofu) did not get the room key"
     seed = await e2ee.alice.wait(
         lambda e: e.get("type") == "m.reaction" and e.get("sender") == e2ee.bot_id
         and rel(e).get("event_id") == prompt["event_id"], 20)
     assert seed, "no decrypted seed reaction"
-    wire = await e2ee.carol.wait(lambda e: e.get("event_id") == seed["event_id"], 10)  # carol may sync later
+    wire = await _wire(e2ee, seed["event_id"])
     assert wire and wire["type"] == "m.room.encrypted"
     assert rel(wire).get("rel_type") == "m.annotation"  # the relation stays in the clear
     st, _ = await e2ee.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "deny"})
     assert st == 200
     edit = await e2ee.edit_of(prompt["event_id"])
     assert edit
-    wire = await e2ee.carol.wait(lambda e: e.get("event_id") == edit["event_id"], 10)
+    wire = await _wire(e2ee, edit["event_id"])
     assert wire and wire["type"] == "m.room.encrypted"
 
 
@@ -111,7 +110,7 @@ async def test_prompt_is_encrypted_on_the_wire_and_valid_when_decrypted(e2ee: E2
 async def test_encrypted_reply_by_number_resolves(e2ee: E2EStation, sid: str) -> None:
     rec, prompt = await _submit(e2ee, sid)
     ev = await e2ee.alice.text("2", reply_to=prompt["event_id"])
-    assert (await e2ee.carol.wait(lambda e: e.get("event_id") == ev, 10) or {}).get("type") == "m.room.encrypted"
+    assert (await _wire(e2ee, ev) or {}).get("type") == "m.room.encrypted"
     got = await _outcome(e2ee, rec["id"])
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "allow_always"
     assert got["outcome"]["via"] == "matrix" and got["outcome"]["answered_by"] == e2ee.alice.user_id
@@ -123,7 +122,7 @@ async def test_encrypted_reply_by_number_resolves(e2ee: E2EStation, sid: str) ->
 async def test_encrypted_reaction_resolves(e2ee: E2EStation, sid: str) -> None:
     rec, prompt = await _submit(e2ee, sid)
     ev = await e2ee.alice.react(prompt["event_id"], KEYCAPS[2])
-    assert (await e2ee.carol.wait(lambda e: e.get("event_id") == ev, 10) or {}).get("type") == "m.room.encrypted"
+    assert (await _wire(e2ee, ev) or {}).get("type") == "m.room.encrypted"
     got = await _outcome(e2ee, rec["id"])
     assert got["outcome"]["option_id"] == "reject_once" and got["outcome"]["via"] == "reaction"
 
