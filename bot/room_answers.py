@@ -8,6 +8,7 @@ notices. Events arrive in the order sync delivers them.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -204,6 +205,7 @@ class RoomAnswers:
                     thread_root=late.prompt_event_id or None,
                 )
             return
+        await asyncio.sleep(0)  # the long-poll waiting on it answers the agent now, before the rest of this batch
         log.info(
             "request_answered", request_id=settled.id, option_id=verdict.option_id, via=verdict.via,
             by=verdict.sender,

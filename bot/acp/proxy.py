@@ -151,7 +151,9 @@ class Proxy:
         if self._to_agent is None:
             return
         try:
-            await in_thread(self._to_agent.write, _dump(msg))
+            line = _dump(msg)
+            if not self._to_agent.try_write(line):  # a short answer goes at once, not through a thread
+                await in_thread(self._to_agent.write, line)
         except OSError as e:
             log.info("could not write to the agent", error=str(e) or type(e).__name__)
 

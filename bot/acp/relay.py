@@ -90,6 +90,23 @@ class FdSink:
                     continue
                 view = view[n:]
 
+    def try_write(self, data: bytes) -> bool:
+        """Write ``data`` at once if that cannot block: a line of at most ``PIPE_BUF`` bytes, the sink free
+        and its descriptor writable (such a write to a pipe goes whole). False when ``write`` is needed."""
+        if len(data) > select.PIPE_BUF or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self.closed:
+                raise ConnectionResetError("sink closed")
+            if not select.select([], [self.fd], [], 0)[1]:
+                return False
+            n = os.write(self.fd, data)
+            if n < len(data):  # not a pipe after all: the rest the blocking way, still holding the lock
+                self.write(data[n:])
+            return True
+        finally:
+            self._lock.release()
+
     def hold(self) -> None:
         self._lock.acquire()
 

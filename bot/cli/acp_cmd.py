@@ -102,10 +102,10 @@ def run(args: argparse.Namespace) -> int:
         connect_timeout=connect_timeout,
         fallback=cast(Literal["forward", "reject"], args.fallback),
     )
-    import asyncio  # here, not at the top: the parser of every other command imports this module
+    from bot import aio  # here, not at the top: the parser of every other command imports this module
 
     try:
-        return asyncio.run(run_proxy(cfg))
+        return aio.run(run_proxy(cfg))
     except KeyboardInterrupt:
         return 130
     finally:

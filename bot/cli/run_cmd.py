@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 
 import structlog
 from aiohttp import web
 
-from bot import logs
+from bot import aio, logs
 from bot.cli.config_file import load_or_exit
 from bot.config import Config
 
@@ -75,6 +74,6 @@ def run(config_path: str) -> int:
     secrets += [os.environ[h.token_env] for h in cfg.harnesses if os.environ.get(h.token_env)]
     logs.configure(cfg.log.level, cfg.log.format, secrets)
     try:
-        return asyncio.run(_serve(cfg))
+        return aio.run(_serve(cfg))
     except KeyboardInterrupt:
         return 130

@@ -143,7 +143,8 @@ class Requests(InboxBase):
                 del self._changed[request_id]
             return rec
         try:
-            await asyncio.wait_for(ev.wait(), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: its extra task costs the answer two loop turns
+                await ev.wait()
         except TimeoutError:
             pass
         return ev.record or await self.get(request_id)

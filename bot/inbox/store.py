@@ -1,4 +1,5 @@
-"""The durable inbox: SQLite (WAL) through aiosqlite, one transaction per state change.
+"""The durable inbox: SQLite (WAL) through aiosqlite's API (run inline: bot/inbox/connection.py), one
+transaction per state change.
 
 It is the only place that decides a request's state. A request leaves
 ``pending`` at most once: settling is a conditional UPDATE checked by rowcount
@@ -18,6 +19,7 @@ from pathlib import Path
 import aiosqlite
 
 from bot.inbox.base import Listener
+from bot.inbox.connection import connect
 from bot.inbox.handled import Handled
 from bot.inbox.listing import Listing
 from bot.inbox.marks import Marks
@@ -44,7 +46,7 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = await aiosqlite.connect(self.path, isolation_level=None)
+        self._db = await connect(self.path, isolation_level=None)
         self._db.row_factory = aiosqlite.Row
         await self._db.execute("PRAGMA journal_mode=WAL")
         await self._db.execute("PRAGMA synchronous=NORMAL")
@@ -55,7 +57,7 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
 
     async def open_read_only(self) -> None:
         """Open an existing inbox to read only (doctor): no folder made, no upgrade; writes fail (no writer)."""
-        self._read = await aiosqlite.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
+        self._read = await connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
                                              isolation_level=None)
         self._read.row_factory = aiosqlite.Row
         await self._read.execute("PRAGMA busy_timeout=5000")

@@ -39,6 +39,7 @@ from bot.matrix.room import RoomState
 from bot.matrix.sender import FIRST_SYNC_WAIT, Sender
 from bot.matrix.session import CRYPTO_KEY, SESSION_KEY, Session
 from bot.matrix.station import EventHandler, KeyValue, Say, Station
+from bot.matrix.store import STORE
 from bot.matrix.sync import SYNC_KEY, Syncer
 from bot.matrix.sync_filter import SyncFilter
 from bot.matrix.trust import Trust
@@ -87,6 +88,7 @@ class Matrix:
                 request_timeout=60,
                 encryption_enabled=cfg.encryption and ENCRYPTION_ENABLED,
                 store_sync_tokens=False,  # our own loop keeps next_batch in the inbox
+                store=STORE,  # no store write on a sync that found no room newly encrypted
             ),
         )
         self.station = Station(self.client, cfg, kv)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -86,7 +89,8 @@ class ClientRun:
         path = tmp / f"client-{n}.stderr"
         with open(path, "wb") as err:
             proc = await asyncio.create_subprocess_exec(
-                *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=err
+                *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=err,
+                start_new_session=True,  # its own process group: close() ends the proxy and the agent with it
             )
         return cls(proc, path)
 
@@ -141,4 +145,8 @@ class ClientRun:
             except TimeoutError:
                 self.proc.kill()
                 await self.proc.wait()
+        # What the client started (the proxy, the agent and its children: a real agent need not exit on its
+        # stdin's EOF) goes with it, never left running after the test.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
         self._reader.cancel()
