@@ -1,4 +1,5 @@
-"""Outgoing webhooks: each inbox event POSTed as JSON, signed with HMAC-SHA256, retried with back-off.
+"""Outgoing webhooks: each inbox event POSTed as JSON, signed with HMAC-SHA256, retried with back-off
+(:mod:`bot.backoff`: 0.5 s doubling to 60 s, ±20 %; ``max_attempts`` per hook).
 
 Best effort like the SSE stream: deliveries live in memory; the inbox stays the truth.
 Headers: ``X-Permission-Bot-Event`` (the event name) and, with a secret,
@@ -11,12 +12,12 @@ import asyncio
 import hashlib
 import hmac
 import json
-import random
 from typing import Any
 
 import aiohttp
 import structlog
 
+from bot.backoff import Backoff
 from bot.config import WebhookConfig
 from bot.inbox.record import Record
 from bot.inbox.states import Change
@@ -86,7 +87,7 @@ class Webhooks:
         headers = {"Content-Type": "application/json", "X-Permission-Bot-Event": name}
         if hook.secret:
             headers["X-Permission-Bot-Signature"] = sign(hook.secret, body)
-        delay = 0.5
+        backoff = Backoff(0.5, 60.0)
         for attempt in range(1, hook.max_attempts + 1):
             error: Any = None
             try:
@@ -102,6 +103,5 @@ class Webhooks:
                 self.failed += 1
                 log.warning("webhook_failed", url=hook.url, hook_event=name, error=error, attempts=attempt)
                 break
-            log.info("webhook_retry", url=hook.url, hook_event=name, error=error, retry_in=round(delay, 2))
-            await asyncio.sleep(delay * (0.8 + 0.4 * random.random()))
-            delay = min(delay * 2, 60.0)
+            log.info("webhook_retry", url=hook.url, hook_event=name, error=error, retry_in=round(backoff.base, 2))
+            await asyncio.sleep(backoff.delay())

@@ -12,19 +12,44 @@ import aiohttp
 import pytest
 
 from bot import health
+from bot.acp.daemon_client import DaemonBackoff
+from bot.backoff import NO_JITTER, Backoff, KeyedBackoff
 from bot.matrix.errors import MatrixFatal
-from bot.matrix.retry import Backoff, retry
+from bot.matrix.retry import MatrixBackoff, retry
 from bot.matrix.sync import SYNC_KEY, Syncer
 from bot.supervisor import Supervisor
 
 
 def test_backoff_doubles_to_the_cap_with_jitter_and_resets() -> None:
     b = Backoff(first=1.0, cap=8.0)
-    got = [b.next() for _ in range(6)]
+    got = [b.delay() for _ in range(6)]
     for d, base in zip(got, [1, 2, 4, 8, 8, 8], strict=True):
         assert 0.8 * base <= d <= 1.2 * base
     b.reset()
-    assert b.next() <= 1.2
+    assert b.delay() <= 1.2
+
+
+def test_each_side_keeps_its_own_numbers() -> None:
+    b = Backoff(0.5, 30.0, NO_JITTER)
+    assert [b.delay() for _ in range(8)] == [0.5, 1, 2, 4, 8, 16, 30, 30]  # the notices: no jitter
+    m = MatrixBackoff()
+    assert (m.first, m.cap, m.jitter) == (0.5, 30.0, (0.8, 1.2))
+    d = DaemonBackoff()
+    assert (d.first, d.cap) == (0.1, 2.0)
+    got = [d.delay() for _ in range(6)]
+    for pause, base in zip(got, [0.1, 0.2, 0.4, 0.8, 1.6, 2.0], strict=True):
+        assert 0.8 * base <= pause <= base  # the proxy's jitter only shortens
+    assert DaemonBackoff(cap=0.5).cap == 0.5
+
+
+def test_keyed_backoff_paces_each_key_alone() -> None:
+    k = KeyedBackoff(lambda: Backoff(1.0, 4.0, NO_JITTER))
+    assert k.ready("a", 0.0) and k.next_in(0.0, 10.0) == 10.0
+    assert k.failed("a", 0.0) == 1.0 and k.failed("a", 1.0) == 2.0
+    assert not k.ready("a", 2.5) and k.ready("a", 3.0) and k.ready("b", 0.0)
+    assert k.waiting() == 1 and k.next_in(2.0, 10.0) == 1.0
+    k.ok("a")
+    assert k.waiting() == 0 and k.failed("a", 0.0) == 1.0  # a success starts it over
 
 
 async def test_retry_backs_off_network_errors_by_type_and_gives_up_after_attempts(

@@ -2,14 +2,14 @@
 
 Single calls raise :class:`DaemonUnavailable` for what a retry may cure (no connection,
 a timeout, 5xx, 429) and :class:`DaemonRefused` for what it will not (other 4xx). The
-``*_retrying`` helpers retry the former with exponential back-off capped at 2 s.
+``*_retrying`` helpers retry the former with exponential back-off capped at 2 s
+(:class:`DaemonBackoff`, the proxy's numbers for :mod:`bot.backoff`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import random
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +18,7 @@ import aiohttp
 import structlog
 import yarl
 
+from bot.backoff import Backoff
 from bot.ids import url_segment
 
 log = structlog.get_logger("bot.acp.daemon")
@@ -49,22 +50,11 @@ class DaemonRefused(DaemonError):
         self.body = body
 
 
-class Backoff:
-    """Exponential back-off with jitter: 0.1 s doubling up to ``cap``."""
+class DaemonBackoff(Backoff):
+    """The proxy's pace with the daemon: ``first`` (0.1 s) doubling up to ``cap`` (2 s), each pause 80-100 %."""
 
     def __init__(self, first: float = 0.1, cap: float = 2.0) -> None:
-        self._first = first
-        self._cap = cap
-        self._next = first
-
-    def reset(self) -> None:
-        self._next = self._first
-
-    def delay(self) -> float:
-        """The next pause (and grow the one after)."""
-        d = self._next
-        self._next = min(self._cap, self._next * 2)
-        return d * random.uniform(0.8, 1.0)
+        super().__init__(first, cap, jitter=(0.8, 1.0))
 
 
 @dataclass
@@ -196,7 +186,7 @@ class DaemonClient:
 
         ``state`` is kept up to date: whether the daemon may hold the request unbeknown to the proxy."""
         loop = asyncio.get_running_loop()
-        backoff = Backoff()
+        backoff = DaemonBackoff()
         st = state or SubmitState()
         while True:
             st.running = True
@@ -224,7 +214,7 @@ class DaemonClient:
         """Cancel one request, retrying for up to ``budget`` seconds; the record, or None (unknown or settled)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
-        backoff = Backoff(cap=0.5)
+        backoff = DaemonBackoff(cap=0.5)
         while True:
             try:
                 body = {"decision": "cancel", "by": by}

@@ -1,4 +1,4 @@
-"""The ACP proxy: start the agent, relay stdio both ways, take permission requests to the daemon.
+"""The ACP proxy's state: the pending requests and the hooks the line filters call.
 
 Everything it does not handle passes byte for byte, both ways (:mod:`bot.acp.relay`), every ACP
 method and notification it does not know included. From the agent it takes
@@ -7,14 +7,13 @@ method and notification it does not know included. From the agent it takes
 client it acts on ``session/cancel`` (pending requests cancelled in the daemon and answered
 before the cancel is relayed), notes the ``cwd`` of ``session/new`` and kin, and takes the answers
 to requests it forwarded in ``--fallback forward`` mode. Which lines are parsed:
-:mod:`bot.acp.filters`; what the agent is told: :mod:`bot.acp.outcomes`.
+:mod:`bot.acp.filters`; what the agent is told: :mod:`bot.acp.outcomes`; the run (the agent,
+both pumps, the end): :mod:`bot.acp.run`.
 """
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import signal
 import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,14 +23,11 @@ from acp.schema import CancelRequestNotification
 
 from bot.acp import outcomes
 from bot.acp.daemon_client import DaemonClient, DaemonError
-from bot.acp.filters import FWD_PREFIX, FromAgent, FromClient, id_key
-from bot.acp.log import configure_stderr_logging
+from bot.acp.filters import FWD_PREFIX, id_key
 from bot.acp.messages import withdrawn_id
-from bot.acp.process import spawn, wait_agent
-from bot.acp.relay import FdSink, LineRelay, in_thread, read_fd, relay_thread
+from bot.acp.relay import FdSink, in_thread
 from bot.acp.request import Request
 from bot.acp.toolcalls import ToolCallCache
-from bot.aio import on_signals
 from bot.cli.discovery import DEFAULT_URL
 
 log = structlog.get_logger("bot.acp")
@@ -59,7 +55,7 @@ def _dump(msg: Any) -> bytes:
 
 
 class Proxy:
-    """One proxy run: the agent process, both pumps and the pending requests."""
+    """One proxy run's state: the pending and forwarded requests, the sinks to both sides."""
 
     def __init__(self, cfg: ProxyConfig) -> None:
         self.cfg = cfg
@@ -72,8 +68,8 @@ class Proxy:
         self.cwd_by_rpc: dict[tuple[str, Any], str] = {}
         self.cwd_by_session: dict[str, str] = {}
         self._n = 0
-        self._to_agent: FdSink | None = None
-        self._to_client: FdSink | None = None
+        self.to_agent: FdSink | None = None
+        self.to_client: FdSink | None = None
         self._oversize_noted = False
         self._ending: set[asyncio.Task[None]] = set()
 
@@ -135,7 +131,8 @@ class Proxy:
         if n:
             log.info("session rules ended", session_id=session_id, count=n)
 
-    def _note_oversize(self, size: int) -> None:
+    def note_oversize(self, size: int) -> None:
+        """A relay's line too long to inspect: said once a run."""
         if not self._oversize_noted:
             self._oversize_noted = True
             log.warning("a line over the inspection limit is relayed uninspected", bytes=size)
@@ -148,39 +145,39 @@ class Proxy:
 
     async def send_agent(self, msg: dict[str, Any]) -> None:
         """Write one JSON-RPC message to the agent (nothing when it is gone)."""
-        if self._to_agent is None:
+        if self.to_agent is None:
             return
         try:
             line = _dump(msg)
-            if not self._to_agent.try_write(line):  # a short answer goes at once, not through a thread
-                await in_thread(self._to_agent.write, line)
+            if not self.to_agent.try_write(line):  # a short answer goes at once, not through a thread
+                await in_thread(self.to_agent.write, line)
         except OSError as e:
             log.info("could not write to the agent", error=str(e) or type(e).__name__)
 
     def relay_to_client(self, data: bytes) -> None:
         """Write a line of our own to the client, from the relay thread (the sink keeps writes whole)."""
-        if self._to_client is not None:
-            self._to_client.write(data)
+        if self.to_client is not None:
+            self.to_client.write(data)
 
     def _fwd_id(self, req: Request) -> str:  # the id a forwarded request has at the client
         return f"{FWD_PREFIX}{self.proxy_id}:{req.n}"
 
     async def forward(self, req: Request) -> None:
         """Fallback: send the request to the client under a fresh id, relay its answer back."""
-        assert self._to_client is not None
+        assert self.to_client is not None
         fresh = self._fwd_id(req)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.forwarded[fresh] = fut
         try:
-            await in_thread(self._to_client.write, _dump({**req.msg, "id": fresh}))
+            await in_thread(self.to_client.write, _dump({**req.msg, "id": fresh}))
             reply = await fut
         finally:
             self.forwarded.pop(fresh, None)
         await self.send_agent({**reply, "id": req.rpc_id})
 
-    # ---- the run
+    # ---- the end of the run (:mod:`bot.acp.run`)
 
-    async def _settle_all(self, by: str, *, answer: bool) -> None:
+    async def settle_all(self, by: str, *, answer: bool) -> None:
         """Cancel every pending request (bounded); forwarded ones are answered cancelled."""
         budget = self.cfg.shutdown_budget
         reqs = [r for r in self.requests.values() if not r.done]
@@ -200,124 +197,19 @@ class Proxy:
             for t in late:
                 t.cancel()
 
-    async def _close_agent_stdin(self, wait: float = 2.0) -> None:
+    async def close_agent_stdin(self, wait: float = 2.0) -> None:
         """EOF for the agent. The close waits for a write in progress, so it runs in a thread."""
-        if self._to_agent is not None and not self._to_agent.closed:
-            await asyncio.wait({in_thread(self._to_agent.close)}, timeout=wait)
+        if self.to_agent is not None and not self.to_agent.closed:
+            await asyncio.wait({in_thread(self.to_agent.close)}, timeout=wait)
 
-    async def run(self) -> int:
-        """Run until the agent exits; its exit code (128+N for a signal)."""
-        cfg = self.cfg
-        loop = asyncio.get_running_loop()
-        stop = asyncio.Event()
-        procs: list[asyncio.subprocess.Process] = []
-        signals = 0
-
-        def on_signal(signame: str) -> None:
-            nonlocal signals
-            signals += 1
-            log.info("signal received", signal=signame)
-            stop.set()
-            if signals > 1 and procs and procs[0].returncode is None:
-                procs[0].kill()
-
-        on_signals(lambda sig: on_signal(sig.name), (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
-        spawned = await spawn(cfg.command)
-        if isinstance(spawned, int):
-            return spawned
-        proc, agent_in, agent_out = spawned
-        procs.append(proc)
-        log.info(
-            "agent started",
-            pid=proc.pid,
-            command=cfg.command,
-            daemon=cfg.url,
-            label=cfg.label,
-            fallback=cfg.fallback,
-            has_token=bool(cfg.token),
-        )
-        self._to_agent = to_agent = FdSink(agent_in, owned=True)
-        self._to_client = to_client = FdSink(cfg.stdout_fd, owned=False)
-        big = self._note_oversize
-        up = relay_thread(
-            "acp-client-to-agent",
-            lambda: read_fd(cfg.stdin_fd),
-            LineRelay(to_agent, FromClient(self, loop), on_oversize=big),
-            loop,
-        )
-        down = relay_thread(
-            "acp-agent-to-client",
-            lambda: read_fd(agent_out),
-            LineRelay(to_client, FromAgent(self, loop), on_oversize=big),
-            loop,
-            after=lambda: os.close(agent_out),
-        )
-        stopper = asyncio.ensure_future(stop.wait())
-        exited = asyncio.ensure_future(proc.wait())
-        waiting: set[asyncio.Future[Any]] = {up, down, stopper, exited}
-        grace: float | None = None  # how long the agent may take to exit before it is terminated
-        try:
-            while True:
-                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-                waiting -= done
-                if up in done:
-                    exc = up.exception()
-                    if exc is None:
-                        log.info("client closed stdin")
-                        await self._settle_all("client", answer=True)
-                        await self._close_agent_stdin()
-                    elif not isinstance(exc, ConnectionError):
-                        log.error("client relay failed", error=repr(exc))
-                        await self._close_agent_stdin()
-                    # a ConnectionError here: the agent's stdin is gone, it is on its way out
-                if down in done:
-                    exc = down.exception()
-                    if exc is None:
-                        # keep going: the client's EOF must still reach the agent, which may wait for it
-                        log.info("agent closed stdout")
-                        await self._settle_all("agent", answer=False)
-                    else:
-                        if isinstance(exc, ConnectionError):
-                            log.info("client stopped reading; closing the agent's stdin")
-                        else:
-                            log.error("agent relay failed", error=repr(exc))
-                        await self._settle_all("client", answer=True)
-                        await self._close_agent_stdin()
-                        grace = 5.0
-                        break
-                if exited in done:
-                    if down in waiting:
-                        # the agent is gone; let its last output through (a child may hold stdout open)
-                        finished, _ = await asyncio.wait({down}, timeout=2.0)
-                        waiting -= finished
-                        if not finished:
-                            log.info("agent exited; its stdout is still open elsewhere, leaving it")
-                    await self._settle_all("agent", answer=False)
-                    break
-                if stopper in done:
-                    await self._settle_all("client", answer=True)
-                    grace = 0.0
-                    break
-            rc = await wait_agent(proc, stop, grace, self._close_agent_stdin)
-        finally:
-            for t in (stopper, exited):
-                t.cancel()
-            for r in list(self.requests.values()):
-                if r.task is not None:
-                    r.task.cancel()
-            in_thread(to_agent.close)  # not awaited: it may wait on a write that never ends
-            to_client.closed = True
-            await asyncio.wait({asyncio.ensure_future(self.end_rules()), *self._ending}, timeout=3.0)
-            await self.daemon.close()
-        log.info("agent exited", code=rc)
-        return rc
-
-async def run_proxy(cfg: ProxyConfig) -> int:
-    """Run the proxy with ``cfg``; the agent's exit code.
-
-    structlog's default writes to stdout, which belongs to the relay: unless logging is
-    configured already, it is sent to stderr here.
-    """
-    if not structlog.is_configured():
-        configure_stderr_logging(secrets=[cfg.token] if cfg.token else ())
-    return await Proxy(cfg).run()
+    async def finish(self) -> None:
+        """After the run: stop what is left, close both sinks, end the run's session rules (bounded)."""
+        for r in list(self.requests.values()):
+            if r.task is not None:
+                r.task.cancel()
+        if self.to_agent is not None:
+            in_thread(self.to_agent.close)  # not awaited: it may wait on a write that never ends
+        if self.to_client is not None:
+            self.to_client.closed = True
+        await asyncio.wait({asyncio.ensure_future(self.end_rules()), *self._ending}, timeout=3.0)
+        await self.daemon.close()

@@ -19,7 +19,8 @@ import structlog
 from acp.schema import RequestPermissionRequest
 
 from bot.acp import messages, outcomes
-from bot.acp.daemon_client import Backoff, DaemonError, DaemonRefused, DaemonUnavailable, SubmitState
+from bot.acp.daemon_client import DaemonBackoff as Backoff
+from bot.acp.daemon_client import DaemonError, DaemonRefused, DaemonUnavailable, SubmitState
 from bot.acp.inflight import discard, record_to_cancel
 
 if TYPE_CHECKING:

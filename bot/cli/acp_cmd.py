@@ -87,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     from bot.acp.log import configure_stderr_logging, drain_stderr_logging
-    from bot.acp.proxy import ProxyConfig, run_proxy
+    from bot.acp.proxy import ProxyConfig
+    from bot.acp.run import run_proxy
 
     configure_stderr_logging(secrets=[token] if token else ())
     if args.token is not None:

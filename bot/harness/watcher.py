@@ -3,8 +3,9 @@
 Each step: read what the harness holds; store new requests in the inbox (linked, one transaction);
 withdraw inbox requests the harness no longer holds (answered elsewhere: its CLI, a rule); send
 settled answers back with the exact ``optionId``, once. The harness polled every ``poll`` and at
-once when the inbox settles one of its requests; on failure the step is retried with back-off and
-the state is said in ``health()``. Everything durable is in the inbox, so restarts lose nothing.
+once when the inbox settles one of its requests; on failure the step is retried with back-off
+(:mod:`bot.backoff`: twice the poll, doubling up to 60 s) and the state is said in ``health()``.
+Everything durable is in the inbox, so restarts lose nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import structlog
 
 from bot.aio import wait_any
+from bot.backoff import NO_JITTER, Backoff
 from bot.config import HarnessConfig
 from bot.events.timestamps import iso_ms
 from bot.harness.client import Client, DiscoveryError, Endpoint, HarnessDown, TokenRefused, discover
@@ -90,12 +92,15 @@ class Watcher:
 
     # -- the loop ----------------------------------------------------------------
     async def run(self, client: Client, stop: asyncio.Event) -> None:
+        cap = min(MAX_BACKOFF, self.cfg.poll * 2**10)  # after a failure: twice the poll, doubling to this
+        backoff = Backoff(min(cap, self.cfg.poll * 2), cap, NO_JITTER)
         while not stop.is_set():
             self.wake.clear()
             wait = self.cfg.poll
             try:
                 await self.step(client)
                 self.failures = 0
+                backoff.reset()
             except asyncio.CancelledError:
                 raise
             except (HarnessDown, TokenRefused, DiscoveryError) as e:
@@ -103,12 +108,12 @@ class Watcher:
                 kind = {TokenRefused: TOKEN_REFUSED, DiscoveryError: MISCONFIGURED}.get(type(e), UNREACHABLE)
                 self._set(kind, str(e))
                 self.failures += 1
-                wait = min(MAX_BACKOFF, self.cfg.poll * 2 ** min(self.failures, 10))
+                wait = backoff.delay()
             except Exception as e:
                 log.exception("harness_step_failed", harness=self.name)
                 self._set(UNREACHABLE, type(e).__name__)
                 self.failures += 1
-                wait = min(MAX_BACKOFF, self.cfg.poll * 2 ** min(self.failures, 10))
+                wait = backoff.delay()
             await wait_any(stop, self.wake, wait)
 
     async def step(self, client: Client) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 import structlog
 
+from bot.backoff import NO_JITTER, Backoff
 from bot.matrix.errors import SendFailed
 from bot.matrix.txn import txn_id
 
@@ -32,7 +33,8 @@ def notice_content(text: str, *, reply_to: str | None, thread_root: str | None) 
 
 
 class Notices:
-    """A queue of notices, sent in order with retries (best effort: chatter, not state)."""
+    """A queue of notices, sent in order, each tried 8 times 0.5 s doubling to 30 s apart (best effort:
+    chatter, not state)."""
 
     def __init__(self, send: Callable[[dict[str, Any], str], Awaitable[str]]) -> None:
         self.send = send  # Matrix.send
@@ -49,10 +51,11 @@ class Notices:
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             content, txn = await self.queue.get()
+            backoff = Backoff(0.5, 30.0, NO_JITTER)
             for attempt in range(8):
                 try:
                     await self.send(content, txn)
                     break
                 except SendFailed as e:
                     log.warning("notice_send_failed", error=str(e), attempt=attempt + 1)
-                    await asyncio.sleep(min(30.0, 0.5 * 2**attempt))
+                    await asyncio.sleep(backoff.delay())

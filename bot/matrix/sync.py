@@ -19,11 +19,12 @@ import structlog
 from nio import MegolmEvent, SyncResponse
 
 from bot.aio import sleep_unless_stopped
+from bot.backoff import Backoff
 from bot.matrix.backfill import backfill
 from bot.matrix.e2ee import E2EE
 from bot.matrix.errors import REVOKED, MatrixFatal
 from bot.matrix.refusal import Refusal
-from bot.matrix.retry import STORAGE_ERRORS, Backoff, describe, retry
+from bot.matrix.retry import STORAGE_ERRORS, MatrixBackoff, describe, retry
 from bot.matrix.station import EventHandler, Station
 from bot.matrix.sync_filter import SyncFilter
 from bot.matrix.trust import Trust
@@ -65,7 +66,7 @@ class Syncer:
         since = await self.st.kv.get_json(SYNC_KEY)
         await self.undecryptable.load()
         first = True
-        backoff = Backoff()
+        backoff = MatrixBackoff()
         timeout_ms = int(self.st.cfg.sync_timeout * 1000)
         deliver = partial(self._deliver, handler)
         while not stop.is_set():
@@ -113,13 +114,13 @@ class Syncer:
             self.sync_lag = time.monotonic() - started
 
     async def _pause(self, stop: asyncio.Event, backoff: Backoff, event: str, **kw: Any) -> None:
-        delay = backoff.next()
+        delay = backoff.delay()
         log.warning(event, retry_in=round(delay, 2), **kw)
         await sleep_unless_stopped(stop, delay)
 
     async def _save_token(self, token: str, stop: asyncio.Event) -> bool:
         """Save next_batch, retrying a failing disk until it takes it; False when stopped first."""
-        backoff = Backoff()
+        backoff = MatrixBackoff()
         while True:
             try:
                 await self.st.kv.set_json(SYNC_KEY, token)

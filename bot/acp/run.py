@@ -1,0 +1,139 @@
+"""One proxy run: start the agent, pump stdio both ways, and end when a side goes.
+
+Two relay threads (:mod:`bot.acp.relay`): the client's stdin to the agent, the agent's stdout to
+the client, each through its line filter (:mod:`bot.acp.filters`) to the :class:`Proxy`. The run
+ends at the agent's exit, a signal (a second one kills the agent), or a side that closes: pending
+requests are settled first (answered cancelled when the client went, not when the agent did), the
+agent gets EOF and a grace period (:func:`bot.acp.process.wait_agent`), the run's session rules end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from typing import Any
+
+import structlog
+
+from bot.acp.filters import FromAgent, FromClient
+from bot.acp.log import configure_stderr_logging
+from bot.acp.process import spawn, wait_agent
+from bot.acp.proxy import Proxy, ProxyConfig
+from bot.acp.relay import FdSink, LineRelay, read_fd, relay_thread
+from bot.aio import on_signals
+
+log = structlog.get_logger("bot.acp")
+
+
+async def run(proxy: Proxy) -> int:
+    """Run until the agent exits; its exit code (128+N for a signal)."""
+    cfg = proxy.cfg
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    procs: list[asyncio.subprocess.Process] = []
+    signals = 0
+
+    def on_signal(signame: str) -> None:
+        nonlocal signals
+        signals += 1
+        log.info("signal received", signal=signame)
+        stop.set()
+        if signals > 1 and procs and procs[0].returncode is None:
+            procs[0].kill()
+
+    on_signals(lambda sig: on_signal(sig.name), (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+    spawned = await spawn(cfg.command)
+    if isinstance(spawned, int):
+        return spawned
+    proc, agent_in, agent_out = spawned
+    procs.append(proc)
+    log.info(
+        "agent started",
+        pid=proc.pid,
+        command=cfg.command,
+        daemon=cfg.url,
+        label=cfg.label,
+        fallback=cfg.fallback,
+        has_token=bool(cfg.token),
+    )
+    proxy.to_agent = to_agent = FdSink(agent_in, owned=True)
+    proxy.to_client = to_client = FdSink(cfg.stdout_fd, owned=False)
+    big = proxy.note_oversize
+    up = relay_thread(
+        "acp-client-to-agent",
+        lambda: read_fd(cfg.stdin_fd),
+        LineRelay(to_agent, FromClient(proxy, loop), on_oversize=big),
+        loop,
+    )
+    down = relay_thread(
+        "acp-agent-to-client",
+        lambda: read_fd(agent_out),
+        LineRelay(to_client, FromAgent(proxy, loop), on_oversize=big),
+        loop,
+        after=lambda: os.close(agent_out),
+    )
+    stopper = asyncio.ensure_future(stop.wait())
+    exited = asyncio.ensure_future(proc.wait())
+    waiting: set[asyncio.Future[Any]] = {up, down, stopper, exited}
+    grace: float | None = None  # how long the agent may take to exit before it is terminated
+    try:
+        while True:
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+            waiting -= done
+            if up in done:
+                exc = up.exception()
+                if exc is None:
+                    log.info("client closed stdin")
+                    await proxy.settle_all("client", answer=True)
+                    await proxy.close_agent_stdin()
+                elif not isinstance(exc, ConnectionError):
+                    log.error("client relay failed", error=repr(exc))
+                    await proxy.close_agent_stdin()
+                # a ConnectionError here: the agent's stdin is gone, it is on its way out
+            if down in done:
+                exc = down.exception()
+                if exc is None:
+                    # keep going: the client's EOF must still reach the agent, which may wait for it
+                    log.info("agent closed stdout")
+                    await proxy.settle_all("agent", answer=False)
+                else:
+                    if isinstance(exc, ConnectionError):
+                        log.info("client stopped reading; closing the agent's stdin")
+                    else:
+                        log.error("agent relay failed", error=repr(exc))
+                    await proxy.settle_all("client", answer=True)
+                    await proxy.close_agent_stdin()
+                    grace = 5.0
+                    break
+            if exited in done:
+                if down in waiting:
+                    # the agent is gone; let its last output through (a child may hold stdout open)
+                    finished, _ = await asyncio.wait({down}, timeout=2.0)
+                    waiting -= finished
+                    if not finished:
+                        log.info("agent exited; its stdout is still open elsewhere, leaving it")
+                await proxy.settle_all("agent", answer=False)
+                break
+            if stopper in done:
+                await proxy.settle_all("client", answer=True)
+                grace = 0.0
+                break
+        rc = await wait_agent(proc, stop, grace, proxy.close_agent_stdin)
+    finally:
+        for t in (stopper, exited):
+            t.cancel()
+        await proxy.finish()
+    log.info("agent exited", code=rc)
+    return rc
+
+
+async def run_proxy(cfg: ProxyConfig) -> int:
+    """Run the proxy with ``cfg``; the agent's exit code.
+
+    structlog's default writes to stdout, which belongs to the relay: unless logging is
+    configured already, it is sent to stderr here.
+    """
+    if not structlog.is_configured():
+        configure_stderr_logging(secrets=[cfg.token] if cfg.token else ())
+    return await run(Proxy(cfg))

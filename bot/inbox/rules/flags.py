@@ -1,0 +1,76 @@
+"""``permissions watch``'s rules from its command line: ``--allow-tool``/``--deny-tool`` patterns,
+``--rules-json``, ``--always``, and ``--session``/``--label`` restricting them all."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from bot.inbox.rules.model import Decision, Rule
+from bot.inbox.rules.parse import RuleError, describe, parse_rules_json
+
+
+def flag_rule(decision: Decision, pattern: str, *, session: str | None = None, always: bool = False) -> Rule:
+    """The rule for ``--allow-tool PAT`` (approve) or ``--deny-tool PAT`` (deny)."""
+    flag = "--allow-tool" if decision == "approve" else "--deny-tool"
+    if not pattern:
+        raise RuleError(f"{flag}: the pattern is empty")
+    match: dict[str, str] = {"toolName": pattern}
+    if session is not None:
+        match["sessionId"] = session
+    data: dict[str, Any] = {"match": match, "decision": decision}
+    if always and decision == "approve":
+        data["scope"] = "always"
+    try:
+        return Rule.model_validate(data)
+    except ValidationError as err:  # pragma: no cover - the inputs above are always well-formed
+        raise RuleError(f"{flag} {pattern}: {describe(err)}") from None
+
+
+def restrict_to_session(rules: Sequence[Rule], session: str | None = None, *, label: str | None = None) -> list[Rule]:
+    """``--session ID`` / ``--label NAME``: rules without their own get it; rules with their own keep it.
+
+    A rule naming a different session (or label) then matches nothing the restriction lets through
+    (the watch also asks the daemon for that session's requests only).
+    """
+    if session is not None and not session:
+        raise RuleError("--session: the session id is empty")
+    if label is not None and not label:
+        raise RuleError("--label: the label is empty")
+    out: list[Rule] = []
+    for r in rules:
+        update: dict[str, str] = {}
+        if session is not None and r.match.session_id is None:
+            update["session_id"] = session
+        if label is not None and r.match.label is None:
+            update["label"] = label
+        if update:
+            r = r.model_copy(update={"match": r.match.model_copy(update=update)})
+        out.append(r)
+    return out
+
+
+def build_rules(
+    tool_flags: Sequence[tuple[Decision, str]] = (),
+    rules_json: str | None = None,
+    *,
+    session: str | None = None,
+    label: str | None = None,
+    always: bool = False,
+) -> list[Rule]:
+    """All of ``watch``'s rules: the tool flags in command-line order, then the ``--rules-json`` ones.
+
+    ``always`` (``--always``) gives scope ``always`` to approve rules that set no scope of their own;
+    ``session`` (``--session``) and ``label`` (``--label``) restrict every rule (see :func:`restrict_to_session`).
+    """
+    rules = [flag_rule(d, p, always=always) for d, p in tool_flags]
+    if rules_json is not None:
+        for r in parse_rules_json(rules_json):
+            if always and r.decision == "approve" and r.scope is None:
+                r = r.model_copy(update={"scope": "always"})
+            rules.append(r)
+    if session is not None or label is not None:
+        rules = restrict_to_session(rules, session, label=label)
+    return rules

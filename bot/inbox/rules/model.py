@@ -1,0 +1,108 @@
+"""What a rule is and what it matches (pure): the strict pydantic models, and :func:`decide`
+(the first matching deny rule, else the first matching approve). The format: :mod:`bot.inbox.rules`."""
+
+from __future__ import annotations
+
+import fnmatch
+import shlex
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Decision = Literal["approve", "deny"]
+Scope = Literal["once", "always"]
+
+
+class RuleMatch(BaseModel):
+    """What a rule matches: globs over the tool name, kind and command; a session id; a label."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, populate_by_name=True)
+
+    tool_name: str | None = Field(default=None, alias="toolName", min_length=1)
+    kind: str | None = Field(default=None, min_length=1)
+    command: str | None = Field(default=None, min_length=1)
+    session_id: str | None = Field(default=None, alias="sessionId", min_length=1)
+    label: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _needs_one(self) -> RuleMatch:
+        if all(v is None for v in (self.tool_name, self.kind, self.command, self.session_id, self.label)):
+            raise ValueError("needs at least one of toolName, kind, command, sessionId or label")
+        return self
+
+
+class Rule(BaseModel):
+    """One allow/deny rule."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, populate_by_name=True)
+
+    match: RuleMatch
+    decision: Decision
+    scope: Scope | None = None
+    option_id: str | None = Field(default=None, alias="optionId", min_length=1)
+
+    @model_validator(mode="after")
+    def _scope_is_approve_only(self) -> Rule:
+        if self.scope is not None and self.decision != "approve":
+            raise ValueError(f"scope: only approve rules take a scope (this rule is {self.decision})")
+        return self
+
+    def matches(self, record: Mapping[str, Any]) -> bool:
+        """Whether this rule's ``match`` fits a request record (see the module doc)."""
+        m = self.match
+        if m.session_id is not None and m.session_id != _first(record, "session_id", "sessionId"):
+            return False
+        if m.label is not None and m.label != _first(record, "label"):
+            return False
+        if m.tool_name is not None and not fnmatch.fnmatchcase(_first(record, "tool_name", "toolName"), m.tool_name):
+            return False
+        if m.kind is not None and not fnmatch.fnmatchcase(_first(record, "tool_kind"), m.kind):
+            return False
+        if m.command is not None:
+            cmd = command_of(record)
+            if cmd is None or not fnmatch.fnmatchcase(cmd, m.command):
+                return False
+        return True
+
+    def wire(self) -> dict[str, Any]:
+        """The rule in its JSON form (camelCase keys, unset keys left out)."""
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+def _first(record: Mapping[str, Any], *keys: str) -> str:
+    """The value of the first of ``keys`` the record has, as a string (``""`` when none or not a string).
+
+    The first key present wins even when empty: the daemon's records carry ``tool_name`` and, for
+    agentproto's clients, ``toolName`` (which falls back to the title); only a record without the
+    first spelling is read by the second.
+    """
+    for k in keys:
+        if k in record:
+            v = record[k]
+            return v if isinstance(v, str) else ""
+    return ""
+
+
+def command_of(record: Mapping[str, Any]) -> str | None:
+    """The command in the record's raw input (``rawInput.command``): a string, or a list joined as a shell line."""
+    raw = record.get("raw_input", record.get("rawInput"))
+    cmd = raw.get("command") if isinstance(raw, Mapping) else None
+    if isinstance(cmd, str):
+        return cmd
+    if isinstance(cmd, list) and cmd and all(isinstance(x, str) for x in cmd):
+        return shlex.join(cmd)
+    return None
+
+
+def decide(rules: Iterable[Rule], record: Mapping[str, Any]) -> Rule | None:
+    """The rule that settles ``record``: the first matching deny rule, else the first matching approve."""
+    first_approve: Rule | None = None
+    for rule in rules:
+        if not rule.matches(record):
+            continue
+        if rule.decision == "deny":
+            return rule
+        if first_approve is None:
+            first_approve = rule
+    return first_approve
