@@ -32,6 +32,7 @@ import structlog
 
 from bot import answers
 from bot.aio import sleep_unless_stopped, wait_any
+from bot.backoff import NO_JITTER, Backoff
 from bot.config import PromptsConfig
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
@@ -125,7 +126,7 @@ class Outbox:
 
     async def _worker(self, name: str, wake: asyncio.Event, step: Callable[[], Awaitable[float]]) -> None:
         """Run ``step`` whenever woken (or after the seconds it returns); back off on send failures."""
-        delay = 0.5
+        pace = Backoff(0.5, 30.0, NO_JITTER)
         while not self.stop.is_set():
             wake.clear()
             foreground = name in FOREGROUND
@@ -133,11 +134,11 @@ class Outbox:
                 self._enter_foreground()
             try:
                 idle = await step()
-                delay = 0.5
+                pace.reset()
             except SendFailed as e:
+                delay = pace.delay()
                 log.warning("send_failed", worker=name, error=str(e), retry_in=round(delay, 2))
                 await sleep_unless_stopped(self.stop, delay)
-                delay = min(delay * 2, 30.0)
                 continue
             except asyncio.CancelledError:
                 raise
