@@ -46,6 +46,8 @@ class Webhooks:
     def on_change(self, kind: str, rec: Record) -> None:
         """Inbox listener: queue the event for every hook that wants it."""
         name = Change(kind).event
+        if not any(name in hook.events for hook in self.hooks):
+            return  # nobody wants it: not even serialized (this runs inside every settlement)
         body = json.dumps({"event": name, "record": rec.to_api()}, separators=(",", ":")).encode()
         for i, (hook, q) in enumerate(zip(self.hooks, self.queues, strict=True)):
             if name not in hook.events:
