@@ -3,8 +3,8 @@
 Five workers, each re-reading the inbox, so a restart picks up where the last
 run stopped: ``post`` sends prompts not in the room yet (16 in flight, with
 deterministic txn ids); ``settle`` and ``pace`` edit settled prompts to show
-their outcome; ``seed`` adds keycap reactions to prompts still pending a second
-after posting; ``clear`` takes back the seeded keycaps of settled prompts.
+their outcome; ``seed`` and ``clear`` run :mod:`bot.keycaps` (keycap reactions
+under prompts still pending a second after posting, taken back once settled).
 
 Prompts are the foreground, and so are the edits nothing else in the room shows
 yet. A plain answer binds only to a prompt whose predecessors the room shows
@@ -30,12 +30,12 @@ from typing import Any
 
 import structlog
 
-from bot import answers
 from bot.aio import sleep_unless_stopped, wait_any
 from bot.backoff import NO_JITTER, Backoff
 from bot.config import PromptsConfig
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
+from bot.keycaps import Keycaps
 from bot.matrix.client import Matrix, SendFailed, txn_id
 from bot.matrix.retry import KeyedBackoff
 from bot.metrics import Metrics
@@ -56,7 +56,6 @@ FOREGROUND = ("post", "settle")  # workers whose sends a person waits for
 
 SEND_CONCURRENCY = 16  # sends in flight to the homeserver at once
 EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits due that nothing else shows
-SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
 
 
 class Outbox:
@@ -82,8 +81,6 @@ class Outbox:
         self.wake_post = asyncio.Event()
         self.wake_settle = asyncio.Event()
         self.wake_pace = asyncio.Event()
-        self.wake_seed = asyncio.Event()
-        self.wake_clear = asyncio.Event()
         self.foreground_idle = asyncio.Event()  # no prompt and no edit being sent
         self.foreground_idle.set()
         self._foreground = 0
@@ -95,6 +92,7 @@ class Outbox:
         self._editing: set[str] = set()  # request ids whose edit is being sent (by settle or pace)
         self.pacer = EditPacer()  # edits the room already shows (by their answers) wait for a quiet room
         self.timings = Timings()  # each request's way through, logged as request_timing once edited
+        self.keycaps = Keycaps(inbox, matrix, prompts.seed_reactions, stop, now, self.quiet, self.foreground_idle)
 
     @property
     def install_id(self) -> str:
@@ -112,7 +110,7 @@ class Outbox:
             self.foreground_idle.clear()
             self.wake_settle.set()
             self.wake_pace.set()
-            self.wake_clear.set()
+            self.keycaps.wake_clear.set()
 
     def tasks(self) -> list[asyncio.Task[None]]:
         """Start the workers."""
@@ -120,8 +118,8 @@ class Outbox:
             asyncio.create_task(self._worker("post", self.wake_post, self._post_step), name="post"),
             asyncio.create_task(self._worker("settle", self.wake_settle, self._settle_step), name="settle"),
             asyncio.create_task(self._worker("pace", self.wake_pace, self._pace_step), name="pace"),
-            asyncio.create_task(self._worker("seed", self.wake_seed, self._seed_step), name="seed"),
-            asyncio.create_task(self._worker("clear", self.wake_clear, self._clear_step), name="clear"),
+            asyncio.create_task(self._worker("seed", self.keycaps.wake_seed, self.keycaps.seed_step), name="seed"),
+            asyncio.create_task(self._worker("clear", self.keycaps.wake_clear, self.keycaps.clear_step), name="clear"),
         ]
 
     async def _worker(self, name: str, wake: asyncio.Event, step: Callable[[], Awaitable[float]]) -> None:
@@ -159,18 +157,6 @@ class Outbox:
         self._foreground -= 1
         if self._foreground == 0 and not (self.wake_post.is_set() or self.wake_settle.is_set()):
             self.foreground_idle.set()
-
-    async def _background_turn(self) -> bool:
-        """Wait until no prompt or edit is being sent and the room is quiet; False when stopping."""
-        while not self.stop.is_set():
-            if not self.foreground_idle.is_set():
-                await wait_any(self.stop, self.foreground_idle, 1.0)
-                continue
-            busy = self.quiet.busy_for(self.now(), posting=False)
-            if busy <= 0:
-                return True
-            await sleep_unless_stopped(self.stop, busy)
-        return False
 
     async def _post_step(self) -> float:
         """Post every prompt not in the room yet; then re-read answers parked for them."""
@@ -219,44 +205,6 @@ class Outbox:
         now = self.now()
         return [r for r in recs if self.retries.ready(f"{kind}:{r.id}", now)]
 
-    async def _clear_step(self) -> float:
-        """Take back the keycaps seeded under settled prompts, one at a time, behind the foreground."""
-        while todo := await self.inbox.reactions_to_clear():
-            for rid, key, ev in todo:
-                if not await self._background_turn():
-                    return 10.0
-                await self.matrix.redact(ev, txn_id("x", self.install_id, rid, key), reason="settled")
-                await self.inbox.mark_reaction_redacted(rid, key)
-        return 30.0
-
-    async def _seed_step(self) -> float:
-        """Seed keycaps under prompts still pending SEED_DELAY after posting (quick answers need none)."""
-        if not self.prompts.seed_reactions:
-            return 3600.0
-        cutoff = self.now() - SEED_DELAY
-        for rec in await self.inbox.needing_seed(posted_before=cutoff, limit=8):
-            have = {k for k, _e, _r in await self.inbox.reactions(rec.id)}
-            for i, key in enumerate(answers.KEYCAPS[: len(rec.options)]):
-                if key in have:
-                    continue
-                if not await self._background_turn():
-                    return 10.0
-                if not await self._still_pending(rec.id):
-                    break
-                ev = await self.matrix.send(
-                    {
-                        "m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key},
-                        "m.mentions": {},
-                    },
-                    txn_id("r", self.install_id, rec.id, str(i)),
-                    "m.reaction",
-                )
-                await self.inbox.add_reaction(rec.id, key, ev)
-            await self.inbox.mark_seeded(rec.id)
-            self.wake_clear.set()  # it may have been answered meanwhile
-        nxt = await self.inbox.next_seed_due()
-        return 10.0 if nxt is None else max(0.05, min(10.0, nxt + SEED_DELAY - self.now()))
-
     async def _pool(self, kind: str, send: Callable[[Record], Awaitable[None]], batch: list[Record]) -> None:
         """Run ``send`` over ``batch``, SEND_CONCURRENCY in flight; a record whose send fails backs off alone."""
         sem = asyncio.Semaphore(SEND_CONCURRENCY)
@@ -293,7 +241,7 @@ class Outbox:
             self.wake_pace.set()
         await self.inbox.set_prompt_event(rec.id, event_id, self.now())
         self.metrics.posted()
-        self.wake_seed.set()
+        self.keycaps.wake_seed.set()
         log.info("prompt_posted", request_id=rec.id, event_id=event_id)
         if not remember_complete(rec, content):  # shortened: the full text goes in its thread
             try:
@@ -325,7 +273,4 @@ class Outbox:
         await self.inbox.mark_edited(rec.id, event_id)
         log.info("prompt_edited", request_id=rec.id, state=rec.state)
 
-    async def _still_pending(self, request_id: str) -> bool:
-        rec = await self.inbox.get(request_id)
-        return rec is not None and rec.pending
 

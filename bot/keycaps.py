@@ -1,0 +1,104 @@
+"""Keycap reactions: 1️⃣ 2️⃣ ... seeded under prompts still pending a second after posting, taken back
+once they settle.
+
+Background work: each reaction waits until no prompt or urgent edit is being sent
+(the outbox's ``foreground_idle``) and the room is quiet (bot/quiet.py), so a burst
+of seeding or clean-up (four events a prompt) never delays a prompt, an edit or a
+quick answer. Deterministic txn ids, and the inbox keeps which keycap went where, so
+a restart neither seeds twice nor leaves one behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from bot import answers
+from bot.aio import sleep_unless_stopped, wait_any
+from bot.inbox.store import Inbox
+from bot.matrix.client import Matrix, txn_id
+from bot.quiet import Quiet
+
+SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
+
+
+class Keycaps:
+    """The ``seed`` and ``clear`` steps the outbox runs as workers."""
+
+    def __init__(
+        self,
+        inbox: Inbox,
+        matrix: Matrix,
+        seed_reactions: bool,
+        stop: asyncio.Event,
+        now: Callable[[], float],
+        quiet: Quiet,
+        foreground_idle: asyncio.Event,
+    ) -> None:
+        self.inbox = inbox
+        self.matrix = matrix
+        self.seed_reactions = seed_reactions
+        self.stop = stop
+        self.now = now
+        self.quiet = quiet
+        self.foreground_idle = foreground_idle  # no prompt and no edit being sent (the outbox sets it)
+        self.wake_seed = asyncio.Event()
+        self.wake_clear = asyncio.Event()
+
+    @property
+    def install_id(self) -> str:
+        return self.inbox.install_id
+
+    async def background_turn(self) -> bool:
+        """Wait until no prompt or edit is being sent and the room is quiet; False when stopping."""
+        while not self.stop.is_set():
+            if not self.foreground_idle.is_set():
+                await wait_any(self.stop, self.foreground_idle, 1.0)
+                continue
+            busy = self.quiet.busy_for(self.now(), posting=False)
+            if busy <= 0:
+                return True
+            await sleep_unless_stopped(self.stop, busy)
+        return False
+
+    async def clear_step(self) -> float:
+        """Take back the keycaps seeded under settled prompts, one at a time, behind the foreground."""
+        while todo := await self.inbox.reactions_to_clear():
+            for rid, key, ev in todo:
+                if not await self.background_turn():
+                    return 10.0
+                await self.matrix.redact(ev, txn_id("x", self.install_id, rid, key), reason="settled")
+                await self.inbox.mark_reaction_redacted(rid, key)
+        return 30.0
+
+    async def seed_step(self) -> float:
+        """Seed keycaps under prompts still pending SEED_DELAY after posting (quick answers need none)."""
+        if not self.seed_reactions:
+            return 3600.0
+        cutoff = self.now() - SEED_DELAY
+        for rec in await self.inbox.needing_seed(posted_before=cutoff, limit=8):
+            have = {k for k, _e, _r in await self.inbox.reactions(rec.id)}
+            for i, key in enumerate(answers.KEYCAPS[: len(rec.options)]):
+                if key in have:
+                    continue
+                if not await self.background_turn():
+                    return 10.0
+                if not await self._still_pending(rec.id):
+                    break
+                ev = await self.matrix.send(
+                    {
+                        "m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key},
+                        "m.mentions": {},
+                    },
+                    txn_id("r", self.install_id, rec.id, str(i)),
+                    "m.reaction",
+                )
+                await self.inbox.add_reaction(rec.id, key, ev)
+            await self.inbox.mark_seeded(rec.id)
+            self.wake_clear.set()  # it may have been answered meanwhile
+        nxt = await self.inbox.next_seed_due()
+        return 10.0 if nxt is None else max(0.05, min(10.0, nxt + SEED_DELAY - self.now()))
+
+    async def _still_pending(self, request_id: str) -> bool:
+        rec = await self.inbox.get(request_id)
+        return rec is not None and rec.pending
