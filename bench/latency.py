@@ -104,17 +104,28 @@ def _body(ev: dict[str, Any]) -> str:
     return str(c.get("body", "")) if isinstance(c, dict) else ""
 
 
+BASE_STAGES: dict[str, list[float]] = {"send": [], "seen": []}  # the baseline's hops, split (ms)
+
+
 async def baseline(a: Peer, b: Peer, rounds: int) -> list[float]:
-    """Ping-pong: A sends, B sees it and replies, A sees the reply (ms per round)."""
+    """Ping-pong: A sends, B sees it and replies, A sees the reply (ms per round). Each hop's send (the
+    request, until the homeserver answers) and the rest (until the other side's sync has it) go to
+    BASE_STAGES, to set beside the product's own."""
     out = []
     ia, ib = len(a.events), len(b.events)
     for i in range(rounds):
         t0 = time.perf_counter()
         await a.send_text(f"ping {i}")
+        t1 = time.perf_counter()
         _ev, ib = await b.next_matching(lambda e, i=i: _body(e) == f"ping {i}", ib)
+        t2 = time.perf_counter()
         await b.send_text(f"pong {i}")
+        t3 = time.perf_counter()
         _ev, ia = await a.next_matching(lambda e, i=i: _body(e) == f"pong {i}", ia)
-        out.append((time.perf_counter() - t0) * 1000)
+        t4 = time.perf_counter()
+        BASE_STAGES["send"] += [(t1 - t0) * 1000, (t3 - t2) * 1000]
+        BASE_STAGES["seen"] += [(t2 - t1) * 1000, (t4 - t3) * 1000]
+        out.append((t4 - t0) * 1000)
     return out
 
 
@@ -316,6 +327,10 @@ async def main() -> int:
         print(f"bimodal: {'YES' if two else 'no'} (widest empty band between the 20th and 80th percentile "
               f"{band:.0f} ms, bimodal above {0.5 * bm:.0f}; lag-1 autocorrelation {lag1:+.2f}, "
               f"alternating at <= -0.30)")
+        for what, label in (("send", "a send (request -> the homeserver's answer)"),
+                            ("seen", "sent -> in the other side's sync")):
+            xs = BASE_STAGES[what]
+            print(f"baseline hop: {label:<42} median {statistics.median(xs):7.1f} ms  p90 {pct(xs, 0.9):7.1f} ms")
         rows = timings(st.log_path) + timings(proxy_log)
         print("stage breakdown (from request_timing in the daemon's and the proxy's logs):")
         for label, (med, q90, n) in breakdown(rows).items():
