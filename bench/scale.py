@@ -40,11 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.ls import timed
 from bot.demo.homeserver import Homeserver
+from bot.outbox import SEND_CONCURRENCY  # the baseline sends with the daemon's concurrency
 from bot.prompts import build_prompt
 from tests.support.human import content, rel
 from tests.support.station import TOKEN, Station, request_body
-
-SEND_CONCURRENCY = 16  # what the daemon's outbox uses
 
 
 def cpu_s(pid: int) -> float:

@@ -1,7 +1,7 @@
 """The outbox: what the inbox holds, made visible in the room.
 
 Five workers, each re-reading the inbox, so a restart picks up where the last
-run stopped: ``post`` sends prompts not in the room yet (16 in flight, with
+run stopped: ``post`` sends prompts not in the room yet (SEND_CONCURRENCY in flight with the edits, with
 deterministic txn ids); ``settle`` and ``pace`` edit settled prompts to show
 their outcome; ``seed`` and ``clear`` run :mod:`bot.keycaps` (keycap reactions
 under prompts still pending a second after posting, taken back once settled).
@@ -54,7 +54,16 @@ log = structlog.get_logger("outbox")
 
 FOREGROUND = ("post", "settle")  # workers whose sends a person waits for
 
-SEND_CONCURRENCY = 16  # sends in flight to the homeserver at once
+# Sends in flight to the homeserver at once, prompts and edits together. The room's DAG sets it: each
+# event the homeserver creates names at most 10 forward extremities as its prev_events, and events created
+# at once name the same ones, so more than 10 in flight (with the people's answers) forks the room for
+# good: Synapse then checks every extremity for each event it persists (bench/scale.py measured 16 in flight
+# growing them into the thousands, and posting slowing from 19 to 8 a second). Synapse persists one room's
+# events one at a time anyway; 6 keeps that queue full and leaves room for a few people answering at once.
+SEND_CONCURRENCY = 6
+# Edits the room already shows (their answers do) go as one burst (bot/quiet.py: one round pays for a few
+# seconds' edits), at most this many at once: the homeserver's 10 prev_events again.
+PACED_CONCURRENCY = 10
 EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits due that nothing else shows
 
 
@@ -84,6 +93,8 @@ class Outbox:
         self.foreground_idle = asyncio.Event()  # no prompt and no edit being sent
         self.foreground_idle.set()
         self._foreground = 0
+        self.sends = asyncio.Semaphore(SEND_CONCURRENCY)  # prompts and urgent edits in flight, together
+        self.paced_sends = asyncio.Semaphore(PACED_CONCURRENCY)  # edits the room already shows
         self.retries = KeyedBackoff()  # per record: one failing send never delays another record's
         self.quiet = Quiet()  # edits and keycaps wait for it
         self.edits_idle = asyncio.Event()  # no edit due that only it can show: a new prompt may go
@@ -194,7 +205,7 @@ class Outbox:
         wait = self.pacer.wait(now, busy, self.quiet.posts)
         if wait > 0:
             return wait
-        await self._pool("edit", self._edit, later)
+        await self._pool("edit", self._edit, later, self.paced_sends)
         return 0.0
 
     async def _edits_due(self, shown: bool) -> list[Record]:
@@ -205,10 +216,16 @@ class Outbox:
         now = self.now()
         return [r for r in recs if self.retries.ready(f"{kind}:{r.id}", now)]
 
-    async def _pool(self, kind: str, send: Callable[[Record], Awaitable[None]], batch: list[Record]) -> None:
-        """Run ``send`` over ``batch``, SEND_CONCURRENCY in flight; a record whose send fails backs off alone."""
-        sem = asyncio.Semaphore(SEND_CONCURRENCY)
-
+    async def _pool(
+        self,
+        kind: str,
+        send: Callable[[Record], Awaitable[None]],
+        batch: list[Record],
+        limit: asyncio.Semaphore | None = None,
+    ) -> None:
+        """Run ``send`` over ``batch`` within ``limit`` (the outbox's SEND_CONCURRENCY, shared by prompts and
+        urgent edits, by default); a record whose send fails backs off alone."""
+        sem = self.sends if limit is None else limit
         async def one(rec: Record) -> None:
             key = f"{kind}:{rec.id}"
             async with sem:
