@@ -210,3 +210,33 @@ async def test_edits_waiting_at_a_stop_are_sent_after_a_restart(tmp_path: Path, 
         assert _order(matrix).count("post") == 4
     finally:
         await halt(inbox, stop, tasks)
+
+
+async def test_sends_in_flight_never_exceed_the_send_concurrency(rig: Any) -> None:
+    """40 prompts, then 40 edits only they can show: never more than SEND_CONCURRENCY of the bot's events on
+    their way at once (more forks the room's DAG for good on Synapse), and the cap is used."""
+    from bot.outbox import SEND_CONCURRENCY
+
+    inbox, matrix, _box = rig
+    flying, most = 0, 0
+    real = matrix.send
+
+    async def counted(content: dict[str, Any], txn: str, event_type: str = "m.room.message") -> str:
+        nonlocal flying, most
+        flying += 1
+        most = max(most, flying)
+        try:
+            return await real(content, txn, event_type)
+        finally:
+            flying -= 1
+
+    matrix.send = counted
+    matrix.latency = 0.002
+    ids = await _submit(inbox, "flight", 40)
+    await _until(lambda: matrix.kinds().count("post") == 40)
+    assert most == SEND_CONCURRENCY, most
+    most = 0
+    for rid in ids:  # an API decision: only its edit shows it, so it is sent at once (the settle worker)
+        await inbox.settle(rid, option_id="allow_once", by="api:ops", via="api", feedback=None, now=time.time())
+    await _until(lambda: matrix.kinds().count("edit") == 40)
+    assert 1 < most <= SEND_CONCURRENCY, most

@@ -6,7 +6,9 @@ and settling an answer took about ten of them. The inbox's statements are small,
 WAL and ``synchronous=NORMAL`` a commit writes the log without an fsync (only a checkpoint,
 once per ~4 MB of log, syncs), so a call costs tens of microseconds done where it is asked.
 Measured by ``bench/latency.py``: an answer seen -> its request settled 1.4 -> 0.3 ms at the
-median, 4.7 -> 0.4 ms at p90. The connection is still opened (and finally stopped) by aiosqlite's
+median, 4.7 -> 0.4 ms at p90. The price: a stalled disk now holds up the whole loop (the API, the sync)
+rather than only the inbox's callers, who are most of it anyway; a failing one still raises at once
+(sqlite3.Error, handled as before). The connection is still opened (and finally stopped) by aiosqlite's
 thread; only ``Connection._execute``, the one method every call goes through, is replaced
 (``tests/test_inbox_connection.py`` fails loudly if aiosqlite changes that).
 """
