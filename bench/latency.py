@@ -1,6 +1,6 @@
 """Latency: what the bot adds to the homeserver's own two hops.
 
-    .venv/bin/python bench/latency.py [--rounds 60] [--blocks 3] [--plain] [--like-element]
+    .venv/bin/python bench/latency.py [--rounds 60] [--blocks 3] [--plain] [--like-element] [--all-syncing]
 
 Real Synapse on loopback. Baseline: two plain matrix-nio clients play ping-pong
 (A sends, B sees it by sync and replies, A sees the reply). Product, the
@@ -8,7 +8,10 @@ sequential pattern: an SDK agent behind `permission-bot acp` asks permission; a
 scripted answerer sees the prompt by sync and replies "1" (``--plain``: sends a
 plain "1", which the timeline binds); the agent gets the outcome and asks again
 at once. N rounds of each, in blocks: baseline, product, baseline, ..., baseline
-(the machine's load drifts, so both see the same); each baseline block starts
+(the machine's load drifts, so both see the same; the clients all run in this
+process, so the pair not being measured stops syncing meanwhile, ``--all-syncing``
+keeps it: else the ping-pong pair parses every prompt on the answerer's loop);
+each baseline block starts
 once the room shows every prompt edited (the edits are sent off the path, and
 must not slow the baseline's rounds). Product rounds are timed on the agent's
 own clock, from asking to the answer. Prints median and p90 of both and their
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import re
@@ -63,20 +67,40 @@ class Peer:
     async def start(self) -> None:
         r = await self.c.sync(timeout=0, full_state=True)
         assert isinstance(r, SyncResponse)
-        self.task = asyncio.create_task(self._loop(r.next_batch))
+        self.since = r.next_batch
+        self.task = asyncio.create_task(self._loop())
 
-    async def _loop(self, since: str) -> None:
+    async def _loop(self) -> None:
         while True:
-            r = await self.c.sync(timeout=30000, since=since, sync_filter=WHOLE)
+            r = await self.c.sync(timeout=30000, since=self.since, sync_filter=WHOLE)
             if not isinstance(r, SyncResponse):
                 await asyncio.sleep(0.1)
                 continue
-            since = r.next_batch
-            room = r.rooms.join.get(self.room_id)
+            await self._take(r)
+
+    async def _take(self, r: SyncResponse) -> None:
+        room = r.rooms.join.get(self.room_id)
+        async with self.new:  # the token and the events together: a pause never loses a batch
+            self.since = r.next_batch
             if room and room.timeline.events:
-                async with self.new:
-                    self.events.extend(ev.source for ev in room.timeline.events)
-                    self.new.notify_all()
+                self.events.extend(ev.source for ev in room.timeline.events)
+                self.new.notify_all()
+
+    async def pause(self) -> None:
+        """Stop syncing (this client sits out a phase: it would parse every event on the bench's one loop)."""
+        if self.task:
+            self.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+            self.task = None
+
+    async def resume(self) -> None:
+        """Catch up on what came while paused, then sync again."""
+        if self.task is None:
+            r = await self.c.sync(timeout=0, since=self.since, sync_filter=WHOLE)
+            assert isinstance(r, SyncResponse), r
+            await self._take(r)
+            self.task = asyncio.create_task(self._loop())
 
     async def next_matching(self, pred: Any, start: int) -> tuple[dict[str, Any], int]:
         async with self.new:
@@ -288,6 +312,8 @@ async def main() -> int:
                     "3 s an edit may wait, so the product pays for its edits")
     ap.add_argument("--no-seed-reactions", action="store_true", help="measure without keycap seeding")
     ap.add_argument("--plain", action="store_true", help='answer with a plain "1" (bound by the timeline), not a reply')
+    ap.add_argument("--all-syncing", action="store_true",
+                    help="keep every client syncing in both phases (the baseline's pair parses the prompts too)")
     ap.add_argument("--like-element", action="store_true",
                     help="the answerer sends a read receipt and a typing notice before each answer, as Element does")
     a = ap.parse_args()
@@ -308,12 +334,25 @@ async def main() -> int:
         for p in peers:
             await p.start()
         await baseline(ping, pong, 3)  # warm up
-        # Baseline blocks before, between and after the product's blocks: both see the same load.
+        # Baseline blocks before, between and after the product's blocks: both see the same load. The
+        # clients all run on this one loop, so those not in a phase sit it out (else each of them parses
+        # every event of the other phase's rounds here, which separate devices would not).
         bsizes = split(a.rounds, a.blocks + 1)
-        base = await baseline(ping, pong, bsizes[0])
+        base: list[float] = []
+        idle = [] if a.all_syncing else [answerer]
 
         async def between(i: int) -> None:
+            for p in idle:
+                await p.pause()
+            for p in (ping, pong):
+                await p.resume()
             base.extend(await baseline(ping, pong, bsizes[i + 1]))
+            if not a.all_syncing:
+                await ping.pause()
+                await pong.pause()
+                await answerer.resume()
+
+        await between(-1)
 
         with proxy_log.open("wb") as f:
             prod = await product(st, answerer, split(a.rounds, a.blocks), f, between, plain=a.plain,
@@ -339,7 +378,8 @@ async def main() -> int:
                           "product_median_ms": round(pm, 1), "product_p90_ms": round(p90, 1),
                           "ratio_median": round(pm / bm, 2), "ratio_p90": round(p90 / b90, 2),
                           "bimodal": two, "rounds": a.rounds, "blocks": a.blocks,
-                          "answer": "plain" if a.plain else "reply", "like_element": a.like_element}))
+                          "answer": "plain" if a.plain else "reply", "like_element": a.like_element,
+                          "all_syncing": a.all_syncing}))
         return 0
     finally:
         for p in peers:
