@@ -1,6 +1,6 @@
 """Latency: what the bot adds to the homeserver's own two hops.
 
-    .venv/bin/python bench/latency.py [--rounds 60] [--blocks 3] [--plain] [--like-element] [--all-syncing]
+    .venv/bin/python bench/latency.py [--rounds 90] [--blocks 3] [--plain] [--like-element] [--all-syncing]
 
 Real Synapse on loopback. Baseline: two plain matrix-nio clients play ping-pong
 (A sends, B sees it by sync and replies, A sees the reply). Product, the
@@ -306,7 +306,7 @@ def bimodal(prod: list[float], base_median: float) -> tuple[bool, float, float]:
 
 async def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--rounds", type=int, default=90)
     ap.add_argument("--blocks", type=int, default=3, help="product blocks, each between two baseline blocks "
                     "(the machine's load drifts: both see the same); keep blocks of 20+ rounds, longer than the "
                     "3 s an edit may wait, so the product pays for its edits")
