@@ -58,7 +58,7 @@ FOREGROUND = ("post", "settle")  # workers whose sends a person waits for
 # event the homeserver creates names at most 10 forward extremities as its prev_events, and events created
 # at once name the same ones, so more than 10 in flight (with the people's answers) forks the room for
 # good: Synapse then checks every extremity for each event it persists (bench/scale.py measured 16 in flight
-# growing them into the thousands, and posting slowing from 19 to 8 a second). Synapse persists one room's
+# growing them into the thousands, and posting slowing from 19 to 6 a second). Synapse persists one room's
 # events one at a time anyway; 6 keeps that queue full and leaves room for a few people answering at once.
 SEND_CONCURRENCY = 6
 # Edits the room already shows (their answers do) go as one burst (bot/quiet.py: one round pays for a few
