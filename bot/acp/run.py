@@ -5,6 +5,8 @@ the client, each through its line filter (:mod:`bot.acp.filters`) to the :class:
 ends at the agent's exit, a signal (a second one kills the agent), or a side that closes: pending
 requests are settled first (answered cancelled when the client went, not when the agent did), the
 agent gets EOF and a grace period (:func:`bot.acp.process.wait_agent`), the run's session rules end.
+An agent still running ``CLIENT_GONE_GRACE`` after the client closed stdin is stopped the same way
+(Claude Code's ACP adapter does not exit at EOF: it would outlive the proxy's client for good).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from bot.acp.relay import FdSink, LineRelay, read_fd, relay_thread
 from bot.aio import on_signals
 
 log = structlog.get_logger("bot.acp")
+
+CLIENT_GONE_GRACE = 30.0  # seconds an agent may run on after the client closed stdin (some never exit at EOF)
 
 
 async def run(proxy: Proxy) -> int:
@@ -77,6 +81,7 @@ async def run(proxy: Proxy) -> int:
     exited = asyncio.ensure_future(proc.wait())
     waiting: set[asyncio.Future[Any]] = {up, down, stopper, exited}
     grace: float | None = None  # how long the agent may take to exit before it is terminated
+    gone: asyncio.Future[Any] | None = None  # CLIENT_GONE_GRACE after the client's EOF
     try:
         while True:
             done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -87,6 +92,8 @@ async def run(proxy: Proxy) -> int:
                     log.info("client closed stdin")
                     await proxy.settle_all("client", answer=True)
                     await proxy.close_agent_stdin()
+                    gone = asyncio.ensure_future(asyncio.sleep(CLIENT_GONE_GRACE))
+                    waiting.add(gone)
                 elif not isinstance(exc, ConnectionError):
                     log.error("client relay failed", error=repr(exc))
                     await proxy.close_agent_stdin()
@@ -119,10 +126,15 @@ async def run(proxy: Proxy) -> int:
                 await proxy.settle_all("client", answer=True)
                 grace = 0.0
                 break
+            if gone is not None and gone in done:  # nobody is left to talk to it: never an orphan
+                log.info("agent_outlived_client", after_s=CLIENT_GONE_GRACE, pid=proc.pid)
+                grace = 0.0
+                break
         rc = await wait_agent(proc, stop, grace, proxy.close_agent_stdin)
     finally:
-        for t in (stopper, exited):
-            t.cancel()
+        for t in (stopper, exited, gone):
+            if t is not None:
+                t.cancel()
         await proxy.finish()
     log.info("agent exited", code=rc)
     return rc
