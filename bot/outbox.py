@@ -31,13 +31,13 @@ from typing import Any
 import structlog
 
 from bot.aio import sleep_unless_stopped, wait_any
-from bot.backoff import NO_JITTER, Backoff
+from bot.backoff import NO_JITTER, Backoff, KeyedBackoff
 from bot.config import PromptsConfig
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
 from bot.keycaps import Keycaps
 from bot.matrix.client import Matrix, SendFailed, txn_id
-from bot.matrix.retry import KeyedBackoff
+from bot.matrix.retry import MatrixBackoff
 from bot.metrics import Metrics
 from bot.posts import (
     full_text_notice,
@@ -95,7 +95,7 @@ class Outbox:
         self._foreground = 0
         self.sends = asyncio.Semaphore(SEND_CONCURRENCY)  # prompts and urgent edits in flight, together
         self.paced_sends = asyncio.Semaphore(PACED_CONCURRENCY)  # edits the room already shows
-        self.retries = KeyedBackoff()  # per record: one failing send never delays another record's
+        self.retries = KeyedBackoff(MatrixBackoff)  # per record: one failing send never delays another record's
         self.quiet = Quiet()  # edits and keycaps wait for it
         self.edits_idle = asyncio.Event()  # no edit due that only it can show: a new prompt may go
         self.edits_idle.set()
@@ -176,7 +176,7 @@ class Outbox:
                 await wait_any(self.stop, self.edits_idle, EDITS_FIRST_WAIT)
             self._posting = True
             try:
-                await self._pool("post", self._post, batch)
+                await self._pool("post", self._post, batch, self.sends)
             finally:
                 self._posting = False
         for source in await self.inbox.take_parked():
@@ -187,7 +187,7 @@ class Outbox:
         """Edit at once the settled prompts only their edit shows settled (a new prompt waits for these)."""
         try:
             while batch := self._ready("edit", await self._edits_due(shown=False)):
-                await self._pool("edit", self._edit, batch)
+                await self._pool("edit", self._edit, batch, self.sends)
         finally:  # also when a send failed: its retry must not hold new prompts back
             if not self.wake_settle.is_set():
                 self.edits_idle.set()
@@ -221,11 +221,11 @@ class Outbox:
         kind: str,
         send: Callable[[Record], Awaitable[None]],
         batch: list[Record],
-        limit: asyncio.Semaphore | None = None,
+        sem: asyncio.Semaphore,
     ) -> None:
-        """Run ``send`` over ``batch`` within ``limit`` (the outbox's SEND_CONCURRENCY, shared by prompts and
-        urgent edits, by default); a record whose send fails backs off alone."""
-        sem = self.sends if limit is None else limit
+        """Run ``send`` over ``batch`` within ``sem`` (``sends``: prompts and urgent edits together;
+        ``paced_sends``); a record whose send fails backs off alone."""
+
         async def one(rec: Record) -> None:
             key = f"{kind}:{rec.id}"
             async with sem:

@@ -9,10 +9,33 @@ import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from bot.acp import run as acp_run
 from bot.acp.proxy import Proxy, ProxyConfig
+
+
+@contextlib.asynccontextmanager
+async def proxy_run(agent: list[str]) -> AsyncIterator[tuple[asyncio.Future[int], Callable[[], None]]]:
+    """The proxy run in-process over two pipes, no daemon: (its task, what makes the client leave: EOF)."""
+    client_in_r, client_in_w = os.pipe()
+    client_out_r, client_out_w = os.pipe()
+    cfg = ProxyConfig(command=agent, url="http://127.0.0.1:1", stdin_fd=client_in_r, stdout_fd=client_out_w)
+    loop = asyncio.get_running_loop()
+    open_fds = [client_in_r, client_in_w, client_out_r, client_out_w]
+
+    def leave() -> None:
+        open_fds.remove(client_in_w)
+        os.close(client_in_w)
+
+    try:
+        yield asyncio.ensure_future(acp_run.run(Proxy(cfg))), leave
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # the run's handlers, off the test's loop
+            loop.remove_signal_handler(sig)
+        for fd in open_fds:  # only those still open: a closed number may belong to someone else by now
+            os.close(fd)
 
 
 async def test_an_agent_deaf_to_eof_is_stopped_after_the_grace(monkeypatch: Any, tmp_path: Any) -> None:
@@ -20,19 +43,14 @@ async def test_an_agent_deaf_to_eof_is_stopped_after_the_grace(monkeypatch: Any,
     pidfile = tmp_path / "agent.pid"
     agent = [sys.executable, "-c",
              f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(120)"]
-    client_in_r, client_in_w = os.pipe()
-    client_out_r, client_out_w = os.pipe()
-    cfg = ProxyConfig(command=agent, url="http://127.0.0.1:1", stdin_fd=client_in_r, stdout_fd=client_out_w)
-    loop = asyncio.get_running_loop()
-    try:
-        task = asyncio.ensure_future(acp_run.run(Proxy(cfg)))
+    async with proxy_run(agent) as (task, leave):
         deadline = time.monotonic() + 10
         while not pidfile.exists() or not pidfile.read_text():
             assert time.monotonic() < deadline, "the agent never started"
             await asyncio.sleep(0.05)
         pid = int(pidfile.read_text())
         t0 = time.monotonic()
-        os.close(client_in_w)  # the client leaves (EOF), and never sends a signal
+        leave()  # the client leaves (EOF), and never sends a signal
         rc = await asyncio.wait_for(task, 15)
         took = time.monotonic() - t0
         assert rc == 128 + signal.SIGTERM, rc
@@ -40,31 +58,13 @@ async def test_an_agent_deaf_to_eof_is_stopped_after_the_grace(monkeypatch: Any,
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
         assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower()
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # the run's handlers, off the test's loop
-            loop.remove_signal_handler(sig)
-        for fd in (client_in_r, client_out_r, client_out_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
 
 async def test_an_agent_that_exits_at_eof_is_not_waited_for(monkeypatch: Any) -> None:
     monkeypatch.setattr(acp_run, "CLIENT_GONE_GRACE", 30.0)
-    agent = [sys.executable, "-c", "import sys; sys.stdin.read(); sys.exit(3)"]
-    client_in_r, client_in_w = os.pipe()
-    client_out_r, client_out_w = os.pipe()
-    cfg = ProxyConfig(command=agent, url="http://127.0.0.1:1", stdin_fd=client_in_r, stdout_fd=client_out_w)
-    loop = asyncio.get_running_loop()
-    try:
-        task = asyncio.ensure_future(acp_run.run(Proxy(cfg)))
+    async with proxy_run([sys.executable, "-c", "import sys; sys.stdin.read(); sys.exit(3)"]) as (task, leave):
         await asyncio.sleep(0.3)
         t0 = time.monotonic()
-        os.close(client_in_w)
+        leave()
         assert await asyncio.wait_for(task, 15) == 3
         assert time.monotonic() - t0 < 5
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            loop.remove_signal_handler(sig)
-        for fd in (client_in_r, client_out_r, client_out_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)

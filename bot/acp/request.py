@@ -19,8 +19,7 @@ import structlog
 from acp.schema import RequestPermissionRequest
 
 from bot.acp import messages, outcomes
-from bot.acp.daemon_client import DaemonBackoff as Backoff
-from bot.acp.daemon_client import DaemonError, DaemonRefused, DaemonUnavailable, SubmitState
+from bot.acp.daemon_client import DaemonBackoff, DaemonError, DaemonRefused, DaemonUnavailable, SubmitState
 from bot.acp.inflight import discard, record_to_cancel
 
 if TYPE_CHECKING:
@@ -63,7 +62,7 @@ class Request:
         self.task: asyncio.Task[None] | None = None
         self.submission: dict[str, Any] = {}
         self.sent = SubmitState()  # whether the daemon may hold the request unbeknown to us
-        self.resubmits = Backoff(first=0.2, cap=5.0)  # never a tight loop when the daemon keeps forgetting
+        self.resubmits = DaemonBackoff(first=0.2, cap=5.0)  # never a tight loop when the daemon keeps forgetting
         self.settled_rec: dict[str, Any] | None = None  # the settled record, with when the proxy was told
         self.told_at = 0.0
 
@@ -192,7 +191,7 @@ class Request:
     async def _poll(self, request_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """One long-poll, retried while the daemon is away; re-submits when it forgot the id."""
         daemon = self.proxy.daemon
-        backoff = Backoff()
+        backoff = DaemonBackoff()
         while True:
             try:
                 rec = await daemon.get(request_id, wait=self.proxy.cfg.poll_wait)

@@ -15,7 +15,6 @@ from typing import Any
 import aiohttp
 import structlog
 
-from bot import backoff
 from bot.backoff import Backoff
 
 log = structlog.get_logger("matrix")
@@ -38,13 +37,6 @@ class MatrixBackoff(Backoff):
 
     def __init__(self) -> None:
         super().__init__(FIRST_DELAY, MAX_DELAY)
-
-
-class KeyedBackoff(backoff.KeyedBackoff):
-    """A :class:`MatrixBackoff` per key (the outbox's, per record)."""
-
-    def __init__(self) -> None:
-        super().__init__(MatrixBackoff)
 
 
 async def retry(what: str, call: Callable[[], Awaitable[Any]], attempts: int = 0) -> Any:
