@@ -83,7 +83,7 @@ class Daemon:
             ready=self.ready, joined=m.syncer.joined, last_sync_ok=m.last_sync_ok, ready_at=self.ready_at,
             sync_timeout=self.cfg.matrix.sync_timeout, send_failing=m.send_failing,
         )
-        return health.body(facts, self.now(), m.connected)
+        return health.body(facts, self.now(), m.connected, self.harnesses.health())
 
     # -- inbox events ------------------------------------------------------
     def _on_change(self, kind: str, rec: Record) -> None:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+UNHEALTHY_HARNESS = ("unreachable", "token_refused", "misconfigured")
 
 
 @dataclass(frozen=True)
@@ -32,13 +36,29 @@ def reasons(f: Facts, now: float) -> list[str]:
     return out
 
 
-def body(f: Facts, now: float, connected: bool) -> dict[str, object]:
-    """The ``/healthz`` JSON: ``ok`` stays true while the process serves (liveness); ``status`` tells."""
-    why = reasons(f, now)
-    return {
+def harness_reasons(harnesses: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One reason per watched harness that is unreachable, refuses the token or cannot be found."""
+    out = []
+    for h in harnesses:
+        if h.get("state") in UNHEALTHY_HARNESS:
+            error = f": {str(h['error'])[:200]}" if h.get("error") else ""
+            out.append(f"harness {h.get('name')}: {h.get('state')}{error}")
+    return out
+
+
+def body(
+    f: Facts, now: float, connected: bool, harnesses: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, object]:
+    """The ``/healthz`` JSON: ``ok`` stays true while the process serves (liveness); ``status`` tells.
+    ``harnesses`` (each watcher's health, listed when there are any) adds a reason per unhealthy one."""
+    why = reasons(f, now) + harness_reasons(harnesses)
+    out: dict[str, object] = {
         "ok": True,
         "status": "degraded" if why else "ok",
         "reasons": why,
         "matrix_ready": f.ready,
         "matrix_connected": connected,
     }
+    if harnesses:
+        out["harnesses"] = list(harnesses)
+    return out

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from bot import health
 from bot.config import ConfigError, HarnessConfig, parse_config
-from bot.harness.client import DiscoveryError, discover
+from bot.harness.client import DiscoveryError, NotRunning, discover
 from bot.harness.mapping import RecordError, decision_body, elsewhere_note, to_submission
 from bot.inbox.digest import digest_params
 from bot.inbox.record import Outcome, Record
@@ -40,12 +41,27 @@ def test_a_held_record_becomes_a_submission_kept_as_received() -> None:
     h = to_submission("laptop", dict(RECORD))
     s = h.submission
     assert h.harness_id == "perm_1" and s.session_id == "laptop:ses_abc123"
-    assert s.tool_name == "Bash" and s.title == "Bash" and s.raw_input == {"command": "bun test"}
+    assert s.tool_name == "Bash" and s.title == "Run: bun test" and s.raw_input == {"command": "bun test"}
+    assert s.tool_kind == "execute"
     assert [o["optionId"] for o in s.options] == ["allow_once", "allow_always", "reject_once", "allow_edits"]
     assert s.params == RECORD and s.digest == digest_params(RECORD)  # the digest covers the record as received
     assert s.key == f"perm_1.{h.fingerprint}"
     # The label names the harness, the adapter and the title; agent-given text cannot add lines or spaces.
     assert s.label == "laptop:claude-code:fix-the-tests-Approved-by-@alice"
+
+
+def test_a_claude_code_tool_call_is_shown_as_the_hook_door_shows_it() -> None:
+    bash = to_submission("laptop", {**RECORD, "rawInput": {"command": "rm -rf build\nls", "description": "Clean"}})
+    assert bash.submission.title == "Run: rm -rf build ls"  # the command in the title, on one line
+    said = {"type": "content", "content": {"type": "text", "text": "The agent says: Clean"}}
+    assert bash.submission.content == [said]  # the Bash description, as prose
+    edit = to_submission("laptop", {**RECORD, "toolName": "Edit",
+                                     "rawInput": {"file_path": "a.py", "old_string": "x", "new_string": "y"}})
+    assert edit.submission.title == "Edit a.py" and edit.submission.content[0]["type"] == "diff"
+    odd = to_submission("laptop", {**RECORD, "toolName": "Bash", "rawInput": "not an object"})
+    assert odd.submission.title == "Bash" and odd.submission.content == []
+    mine = to_submission("laptop", {**RECORD, "toolName": "Deploy", "rawInput": {"target": "prod"}})
+    assert mine.submission.title == "Deploy"  # unknown tools: the name, the raw input shown as it is
 
 
 def test_the_fingerprint_ignores_age_but_not_a_reused_id() -> None:
@@ -145,7 +161,47 @@ def test_discovery_from_url_workspace_and_env(tmp_path: Path) -> None:
     ws = HarnessConfig(name="a", workspace=str(tmp_path))
     assert discover(ws, {}) == discover(ws, {"OTHER": "x"})
     assert (discover(ws, {}).url, discover(ws, {}).token) == ("http://w:2", "wt")
-    assert discover(ws, {"AGENTPROTO_DAEMON_TOKEN": "env"}).token == "env"  # the env overrides
     assert discover(HarnessConfig(name="a"), {"AGENTPROTO_DAEMON_URL": "http://e:3"}).url == "http://e:3"
-    with pytest.raises(DiscoveryError, match=r"harnesses\.a\.workspace: no .*runtime\.json"):
+    with pytest.raises(NotRunning, match=r"no .*runtime\.json \(the harness is not running\)"):
         discover(HarnessConfig(name="a", workspace=str(tmp_path / "nope")), {})
+    (tmp_path / "bad" / ".agentproto").mkdir(parents=True)
+    (tmp_path / "bad" / ".agentproto" / "runtime.json").write_text("{")
+    with pytest.raises(DiscoveryError, match=r"harnesses\.a\.workspace: cannot read"):
+        discover(HarnessConfig(name="a", workspace=str(tmp_path / "bad")), {})
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, ("http://w:2", "wt")),  # runtime.json's pair
+        ({"AGENTPROTO_DAEMON_TOKEN": "exported"}, ("http://w:2", "wt")),  # a token alone never beats runtime.json
+        ({"AGENTPROTO_DAEMON_URL": "http://e:3", "AGENTPROTO_DAEMON_TOKEN": "exported"}, ("http://e:3", "exported")),
+        ({"AGENTPROTO_DAEMON_URL": "http://e:3"}, ("http://e:3", None)),  # never runtime.json's token elsewhere
+    ],
+)
+def test_the_env_pair_overrides_runtime_json_and_never_mixes(
+    tmp_path: Path, env: dict[str, str], expected: tuple[str, str | None]
+) -> None:
+    (tmp_path / ".agentproto").mkdir()
+    (tmp_path / ".agentproto" / "runtime.json").write_text(json.dumps({"url": "http://w:2", "token": "wt"}))
+    ep = discover(HarnessConfig(name="a", workspace=str(tmp_path)), env)
+    assert (ep.url, ep.token) == expected
+
+
+def test_health_is_degraded_naming_each_unhealthy_harness() -> None:
+    facts = health.Facts(ready=True, joined=True, last_sync_ok=100.0, ready_at=100.0, sync_timeout=30,
+                         send_failing=None)
+    hs = [
+        {"name": "laptop", "ok": False, "state": "unreachable", "error": "no runtime.json (not running)"},
+        {"name": "ci", "ok": True, "state": "ok", "error": None},
+        {"name": "new", "ok": False, "state": "starting", "error": None},
+        {"name": "box", "ok": False, "state": "token_refused", "error": "token check: HTTP 401"},
+    ]
+    body = health.body(facts, 101.0, True, hs)
+    assert body["ok"] is True and body["status"] == "degraded" and body["harnesses"] == hs
+    assert body["reasons"] == [
+        "harness laptop: unreachable: no runtime.json (not running)",
+        "harness box: token_refused: token check: HTTP 401",
+    ]
+    assert health.body(facts, 101.0, True, hs[1:3])["status"] == "ok"
+    assert "harnesses" not in health.body(facts, 101.0, True)

@@ -221,11 +221,7 @@ async def events(request: web.Request) -> web.StreamResponse:
 
 
 async def healthz(request: web.Request) -> web.Response:
-    d = request.app[DAEMON]
-    body = d.health()
-    if d.harnesses.watchers:
-        body["harnesses"] = d.harnesses.health()
-    return web.json_response(body)
+    return web.json_response(request.app[DAEMON].health())
 
 
 async def harness_event(request: web.Request) -> web.Response:

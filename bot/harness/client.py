@@ -1,9 +1,10 @@
 """Where a watched harness is (seed 002 discovery) and its permission routes over aiohttp.
 
-Discovery: ``url`` from the config, else ``<workspace>/.agentproto/runtime.json`` (``url``,
-``token``), else env ``AGENTPROTO_DAEMON_URL``; the token from env ``token_env`` (default
-``AGENTPROTO_DAEMON_TOKEN``), else runtime.json. It is read again on every attempt, so a harness
-that restarts with a new token is picked up. Tokens never reach a log line or ``repr``.
+Discovery: ``url`` from the config with the token in env ``token_env``; else, as seed 002 says,
+env ``AGENTPROTO_DAEMON_URL`` with env ``token_env`` (default ``AGENTPROTO_DAEMON_TOKEN``) as a pair,
+else ``<workspace>/.agentproto/runtime.json``'s ``url`` and ``token`` as a pair: a URL from one place
+is never sent a token from another. It is read again on every attempt, so a harness that restarts
+with a new token is picked up. Tokens never reach a log line or ``repr``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from bot.config import HarnessConfig
 
 URL_ENV = "AGENTPROTO_DAEMON_URL"
 TIMEOUT = aiohttp.ClientTimeout(total=15)
-TOKEN_PROBE_ID = "permission-bot.token-check.9f3c1e"  # never a real request id: POSTing to it checks the token
+TOKEN_PROBE_ID = "permission-bot.token-check.9f3c1e"  # never a real request id: only ever read (GET)
 
 
 class HarnessDown(Exception):
@@ -36,34 +37,44 @@ class DiscoveryError(Exception):
     """Where the harness is cannot be found out: the message names the key or file."""
 
 
+class NotRunning(HarnessDown):
+    """The workspace has no runtime.json: the harness is not running (it removes the file when it stops)."""
+
+
 @dataclass(frozen=True)
 class Endpoint:
     url: str
     token: str | None = field(repr=False)
 
 
+def _runtime(cfg: HarnessConfig, workspace: str) -> tuple[str, str | None]:
+    """(url, token) from ``<workspace>/.agentproto/runtime.json``."""
+    path = Path(workspace).expanduser() / ".agentproto" / "runtime.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise NotRunning(f"no {path} (the harness is not running)") from None
+    except (OSError, ValueError) as e:
+        raise DiscoveryError(f"harnesses.{cfg.name}.workspace: cannot read {path}: {type(e).__name__}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+        raise DiscoveryError(f"harnesses.{cfg.name}.workspace: {path} names no url")
+    token = data.get("token")
+    return data["url"], token if isinstance(token, str) else None
+
+
 def discover(cfg: HarnessConfig, env: Mapping[str, str]) -> Endpoint:
-    """The harness's base URL and token, per seed 002."""
-    url, token = cfg.url, None
-    if cfg.workspace is not None:
-        path = Path(cfg.workspace).expanduser() / ".agentproto" / "runtime.json"
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DiscoveryError(f"harnesses.{cfg.name}.workspace: no {path} (is the harness running?)") from None
-        except (OSError, ValueError) as e:
-            raise DiscoveryError(f"harnesses.{cfg.name}.workspace: cannot read {path}: {type(e).__name__}") from None
-        if not isinstance(data, dict) or not isinstance(data.get("url"), str):
-            raise DiscoveryError(f"harnesses.{cfg.name}.workspace: {path} names no url")
-        url = data["url"]
-        token = data.get("token") if isinstance(data.get("token"), str) else None
-    if url is None:
-        url = env.get(URL_ENV) or None
-        if url is None:
-            raise DiscoveryError(f"harnesses.{cfg.name}.url: required (or workspace, or env {URL_ENV})")
+    """The harness's base URL and the token that goes with it, per seed 002 (never mixed)."""
+    env_token = env.get(cfg.token_env) or None
+    if cfg.url is not None:
+        url, token = cfg.url, env_token
+    elif env.get(URL_ENV):
+        url, token = env[URL_ENV], env_token  # seed 002: the env pair overrides runtime.json
+    elif cfg.workspace is not None:
+        url, token = _runtime(cfg, cfg.workspace)
+    else:
+        raise DiscoveryError(f"harnesses.{cfg.name}.url: required (or workspace, or env {URL_ENV})")
     if not url.startswith(("http://", "https://")):
         raise DiscoveryError(f"harnesses.{cfg.name}.url: must start with http:// or https://")
-    token = env.get(cfg.token_env) or token
     return Endpoint(url=url.rstrip("/"), token=token or None)
 
 
@@ -111,6 +122,27 @@ class Client:
             raise HarnessDown(f"POST /permissions/:id: HTTP {status}")
         return status
 
-    async def check_token(self, ep: Endpoint) -> None:
-        """TokenRefused unless the token is taken: a decision for an id that is never held gets 404."""
-        await self.decide(ep, TOKEN_PROBE_ID, {"decision": "deny"})
+    async def check_token(self, ep: Endpoint) -> int:
+        """Check the token with a read that cannot decide anything: an authenticated
+        ``GET /permissions/<an id never held>``. TokenRefused on 401/403 (or no token), HarnessDown on
+        5xx or no answer; else the status, which :func:`token_taken` reads."""
+        if not ep.token:
+            raise TokenRefused("no token (set the env named by token_env, or the workspace's runtime.json)")
+        url = f"{ep.url}/permissions/{urllib.parse.quote(TOKEN_PROBE_ID, safe='')}"
+        try:
+            async with self.session.get(url, headers=_auth(ep), timeout=TIMEOUT, allow_redirects=False) as r:
+                await r.read()
+                status = r.status
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise HarnessDown(f"token check: {type(e).__name__}") from None
+        if status in (401, 403):
+            raise TokenRefused(f"token check: HTTP {status}")
+        if status >= 500:
+            raise HarnessDown(f"token check: HTTP {status}")
+        return status
+
+
+def token_taken(status: int) -> bool:
+    """Whether the token check's status means "not refused" (2xx, or 404/405 past the auth check). A harness
+    whose reads need no token answers so too: then the first answer delivered proves the token."""
+    return 200 <= status < 300 or status in (404, 405)

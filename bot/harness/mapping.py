@@ -16,7 +16,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import rfc8785
+from pydantic import ValidationError
 
+from bot.hooks.models import HookInput
+from bot.hooks.translate import describe
 from bot.inbox.digest import digest_params
 from bot.inbox.record import Record
 from bot.inbox.submission import Submission, SubmissionError, parse_submission
@@ -26,6 +29,7 @@ _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9._@-]+")
 MAX_RECORD = 1_000_000
 ELSEWHERE = "answered elsewhere (at the harness)"
 CHANGED = "not sent: the harness now holds something other than what was shown"
+ASKED_AGAIN = "changed at the harness after it was shown; asked again as revision {revision}"
 VOLATILE = ("age",)
 
 
@@ -74,6 +78,20 @@ def label(harness: str, record: dict[str, Any]) -> str:
     return ":".join(p for p in parts if p)[:200]
 
 
+def _shown(tool_name: str, raw_input: Any) -> dict[str, Any]:
+    """Title, kind, content and locations of a Claude Code tool call, as the hook door shows them
+    (``Run: COMMAND``, the Bash description as prose, an edit's diff); nothing when it is no such call."""
+    try:
+        inp = HookInput.model_validate(
+            {"hook_event_name": "PermissionRequest", "session_id": "harness", "tool_name": tool_name,
+             "tool_input": raw_input}
+        )
+    except ValidationError:
+        return {}
+    title, kind, content, locations = describe(inp)
+    return {"title": title, "kind": kind, "content": content, "locations": locations}
+
+
 def to_submission(harness: str, record: Any) -> Held:
     """Validate a held record; RecordError naming the field when it cannot be taken."""
     if not isinstance(record, dict):
@@ -89,6 +107,7 @@ def to_submission(harness: str, record: Any) -> Held:
         "rawInput": record.get("rawInput"),
     }
     if tool_name:
+        tool_call |= _shown(tool_name, record.get("rawInput"))
         tool_call["_meta"] = {"toolName": tool_name}
     acp = {"sessionId": f"{harness}:{session}", "toolCall": tool_call, "options": record.get("options")}
     try:
@@ -122,6 +141,17 @@ def decision_body(rec: Record) -> dict[str, Any]:
     if o.feedback:
         body["feedback"] = o.feedback
     return body
+
+
+def revision_key(key: str | None, old: Record) -> str:
+    """The inbox key of a changed record asked again after ``old`` (unique: ``old`` is asked again once)."""
+    return f"{key}.after{old.request_seq}"
+
+
+def changed_note(old: Record, new: Record) -> str:
+    """What a prompt whose record changed at the harness says: asked again, and whose answer was not sent."""
+    why = ASKED_AGAIN.format(revision=new.revision)
+    return why if old.outcome is None else elsewhere_note(old, f"not sent: {why}")
 
 
 def elsewhere_note(rec: Record, why: str = ELSEWHERE) -> str:

@@ -1,8 +1,10 @@
 """Watch one harness's permission inbox (seed 002) and answer it from the room.
 
 Each step: read what the harness holds; store new requests in the inbox (linked, one transaction);
-withdraw inbox requests the harness no longer holds (answered elsewhere: its CLI, a rule); send
-settled answers back with the exact ``optionId``, once. The harness polled every ``poll`` and at
+ask again, as a new revision, any whose record changed since it was shown (the old prompt withdrawn,
+its answer never sent); withdraw inbox requests the harness no longer holds (answered elsewhere: its
+CLI, a rule); send settled answers back with the exact ``optionId``, once, each only after reading
+the record again and finding it unchanged. The harness polled every ``poll`` and at
 once when the inbox settles one of its requests; on failure the step is retried with back-off
 (:mod:`bot.backoff`: twice the poll, doubling up to 60 s) and the state is said in ``health()``.
 Everything durable is in the inbox, so restarts lose nothing.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -20,14 +23,16 @@ from bot.aio import wait_any
 from bot.backoff import NO_JITTER, Backoff
 from bot.config import HarnessConfig
 from bot.events.timestamps import iso_ms
-from bot.harness.client import Client, DiscoveryError, Endpoint, HarnessDown, TokenRefused, discover
+from bot.harness.client import Client, DiscoveryError, Endpoint, HarnessDown, TokenRefused, discover, token_taken
 from bot.harness.mapping import (
     CHANGED,
     ELSEWHERE,
     RecordError,
+    changed_note,
     decision_body,
     elsewhere_note,
     fingerprint,
+    revision_key,
     same_request,
     to_submission,
 )
@@ -121,16 +126,20 @@ class Watcher:
         if ep != self._endpoint:  # found anew (a restarted harness wrote a new runtime.json): check again
             self._endpoint, self._token_ok = ep, False
         held = await client.held(ep)
-        current = {
-            (r["id"], fingerprint(r)): r for r in held if isinstance(r, dict) and isinstance(r.get("id"), str)
-        }
+        current = _index(held)
         await self._take(held)  # taken even while the token is refused: answers wait in the inbox
+        for link, rec in await self.links.open(self.name):
+            now_held = current.get((link.harness_id, link.fingerprint))
+            if now_held is not None and not same_request(now_held, rec.params):
+                await self._ask_again(link, rec, now_held)
         await self._withdraw(set(current))
         if not self._token_ok:
-            await client.check_token(ep)
+            status = await client.check_token(ep)
+            if not token_taken(status):
+                log.warning("harness_token_unconfirmed", harness=self.name, status=status)
             self._token_ok = True
         self._set(OK)
-        await self._deliver(client, ep, current)
+        await self._deliver(client, ep)
 
     # -- held -> inbox -------------------------------------------------------------
     async def _take(self, held: list[Any]) -> None:
@@ -162,6 +171,41 @@ class Watcher:
                 if self.after_new is not None:
                     await self.after_new(rec)
 
+    async def _ask_again(self, link: Link, rec: Record, now_held: Any) -> None:
+        """The harness changed a request after it was shown: withdraw its prompt (an answer to it is never
+        sent) and ask the new content as the next revision of the same tool call."""
+        try:
+            h = to_submission(self.name, now_held)
+        except RecordError as e:  # the new content cannot be asked: the old is withdrawn all the same
+            log.warning("harness_record_refused", harness=self.name, harness_id=link.harness_id, reason=str(e))
+            await self._close_changed(rec)
+            return
+        sub = replace(h.submission, key=revision_key(h.submission.key, rec))
+        try:
+            done = await self.links.revise(
+                link, sub, self.now(), self.timeout, by=self.by, note=changed_note,
+                hold_post=self.after_new is not None,
+            )
+        except Squatted as e:
+            log.warning("harness_record_refused", harness=self.name, harness_id=link.harness_id, reason=str(e))
+            await self._close_changed(rec)
+            return
+        if done is None:
+            return
+        old, new = done
+        log.info("harness_request_changed", harness=self.name, harness_id=link.harness_id, request_id=old.id,
+                 new_request_id=new.id, revision=new.revision)
+        if self.after_new is not None:
+            await self.after_new(new)
+
+    async def _close_changed(self, rec: Record) -> None:
+        if rec.pending:
+            await self.inbox.settle(rec.id, option_id=None, by=self.by, via=Via.CANCEL, feedback=CHANGED,
+                                    now=self.now(), state=CANCELLED)
+            await self.links.set_delivery(rec.id, L.REFUSED, self.now())
+        else:
+            await self._amend(rec, elsewhere_note(rec, CHANGED), L.REFUSED)
+
     async def _withdraw(self, current: set[tuple[str, str]]) -> None:
         """Pending inbox requests the harness let go of: settled cancelled, "answered elsewhere"."""
         for link in await self.links.pending(self.name):
@@ -177,14 +221,16 @@ class Watcher:
                          request_id=link.request_id)
 
     # -- inbox -> harness ----------------------------------------------------------
-    async def _deliver(self, client: Client, ep: Endpoint, current: dict[tuple[str, str], Any]) -> None:
+    async def _deliver(self, client: Client, ep: Endpoint) -> None:
         for link, rec in await self.links.undelivered(self.name):
-            now_held = current.get((link.harness_id, link.fingerprint))
+            # Read the record again right before sending: seed 002's POST carries no digest, so this is the
+            # last point where a change can be seen (a change after it is answered, see README).
+            now_held = _index(await client.held(ep)).get((link.harness_id, link.fingerprint))
             if now_held is None:
                 await self._not_held(link, rec)
                 continue
             if not same_request(now_held, rec.params):  # never answer something other than what was shown
-                await self._amend(rec, elsewhere_note(rec, CHANGED), L.REFUSED)
+                await self._ask_again(link, rec, now_held)
                 continue
             earlier = link.delivery == L.SENDING  # an earlier attempt may have landed
             await self.links.set_delivery(rec.id, L.SENDING, self.now(), attempt=True)
@@ -218,3 +264,8 @@ class Watcher:
     async def _amend(self, rec: Record, note: str, delivery: str) -> None:
         await self.links.answered_elsewhere(rec.id, self.by, note, delivery, self.now())  # listeners hear it
         log.info("harness_answer_not_delivered", harness=self.name, request_id=rec.id, delivery=delivery)
+
+
+def _index(held: list[Any]) -> dict[tuple[str, str], Any]:
+    """The held records by (id, fingerprint)."""
+    return {(r["id"], fingerprint(r)): r for r in held if isinstance(r, dict) and isinstance(r.get("id"), str)}

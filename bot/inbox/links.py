@@ -4,11 +4,13 @@ whether its answer reached the harness.
 Kept in the inbox (table ``harness_links``), so a restart of the bot or of the harness loses nothing
 and doubles nothing: a held request is linked in the same transaction that stores it, and the
 delivery state moves ``NULL -> sending -> delivered | elsewhere | refused`` (or ``withdrawn`` when
-the harness let it go first).
+the harness let it go first). A held request that changed after it was shown is asked again
+(``revise``): its link moves to a new request, a new revision of the same tool call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiosqlite
@@ -111,6 +113,64 @@ class Links:
             (harness, SENDING, PENDING),
         )
         return [(_link(r), row_to_record(r)) for r in await cur.fetchall()]
+
+    async def open(self, harness: str) -> list[tuple[Link, Record]]:
+        """Links of ``harness`` whose delivery is still open (pending, or settled and not yet sent), with
+        their requests."""
+        cur = await self.inbox.db.execute(
+            "SELECT l.harness, l.harness_id, l.fingerprint, l.request_id, l.delivery, l.attempts, q.*"
+            " FROM harness_links l JOIN requests q ON q.id = l.request_id"
+            " WHERE l.harness=? AND (l.delivery IS NULL OR l.delivery=?) ORDER BY q.requested_at",
+            (harness, SENDING),
+        )
+        return [(_link(r), row_to_record(r)) for r in await cur.fetchall()]
+
+    async def revise(
+        self, link: Link, sub: Submission, now: float, timeout: float, *, by: str,
+        note: Callable[[Record, Record], str], hold_post: bool = False,
+    ) -> tuple[Record, Record] | None:
+        """The harness changed ``link``'s request after it was shown: in one transaction its request is
+        closed (cancelled; a pending one as settled, a settled one amended, its answer never sent) with
+        ``note(old, new)``, ``sub`` is stored as the new request (the next revision of the same tool
+        call) and the link moves to it. (old, new), or None when the link moved on meanwhile."""
+        async with self.inbox.transaction() as db:
+            cur = await db.execute(
+                "SELECT q.* FROM harness_links l JOIN requests q ON q.id = l.request_id WHERE l.request_id=?"
+                " AND l.harness=? AND l.harness_id=? AND l.fingerprint=? AND (l.delivery IS NULL OR l.delivery=?)",
+                (link.request_id, link.harness, link.harness_id, link.fingerprint, SENDING),
+            )
+            row = await cur.fetchone()
+            if row is None:
+                return None
+            old = row_to_record(row)
+            new, created = await self.inbox.insert(db, sub, now, timeout)
+            if not created:
+                raise Squatted(f"{new.id}: the inbox holds this key already")
+            if hold_post:
+                self.inbox.hold_post(new.id)
+            why = note(old, new)
+            if old.pending:
+                await db.execute(
+                    "UPDATE requests SET state=?, outcome_option_id=NULL, outcome_by=?, outcome_via='cancel',"
+                    " outcome_feedback=?, decided_at=? WHERE id=?",
+                    (CANCELLED, by, why, now, old.id),
+                )
+            else:
+                await db.execute(
+                    "UPDATE requests SET state=?, outcome_option_id=NULL, outcome_by=?, outcome_via='cancel',"
+                    " outcome_feedback=?, prompt_edited=0 WHERE id=?",
+                    (CANCELLED, by, why, old.id),
+                )
+            await db.execute(
+                "UPDATE harness_links SET request_id=?, delivery=NULL, attempts=0, at=? WHERE request_id=?",
+                (new.id, now, old.id),
+            )
+            cur = await db.execute("SELECT * FROM requests WHERE id=?", (old.id,))
+            closed = await cur.fetchone()
+        assert closed is not None
+        self.inbox.emit("resolved" if old.pending else "amended", row_to_record(closed))
+        self.inbox.emit("request", new)
+        return row_to_record(closed), new
 
     async def by_request(self, request_id: str) -> Link | None:
         cur = await self.inbox.db.execute("SELECT * FROM harness_links WHERE request_id=?", (request_id,))

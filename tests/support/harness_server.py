@@ -6,7 +6,9 @@
 ``{decision: approve|deny, optionId?, scope?, feedback?}`` with the Bearer token: approve picks
 allow-once (allow-always with ``scope: "always"`` when offered), deny a reject option or cancels;
 ``optionId`` picks exactly. Unknown or already-resolved id -> 404; an approve with no allow-flavored
-option and no ``optionId`` -> 409. A wrong token -> 401. Every decision taken is kept in ``decisions``.
+option and no ``optionId`` -> 409. A wrong token -> 401. Every decision taken is kept in ``decisions``,
+every POST's id in ``posted``. Beyond seed 002, ``GET /permissions/:id`` reads one record with the token
+(401 without it, 404 unknown): the authenticated read the bot checks its token with.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,11 @@ class FakeHarness:
         self.held: dict[str, dict[str, Any]] = {}
         self.decisions: list[dict[str, Any]] = []
         self.refused: list[int] = []  # statuses of refused POSTs
+        self.posted: list[str] = []  # the id of every POST /permissions/:id, taken or not
+        self.reads = 0  # GET /permissions calls
+        self.tokens_seen: set[str] = set()  # every Authorization header received
+        self.token_check_status: int | None = None  # GET /permissions/:id answers this, when set
+        self.after_read: Callable[[], None] | None = None  # run once, right after the next list is served
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
 
@@ -54,9 +62,17 @@ class FakeHarness:
         d.mkdir(parents=True, exist_ok=True)
         (d / "runtime.json").write_text(json.dumps({"url": self.url, "token": self.token}))
 
+    @web.middleware
+    async def _seen(self, request: web.Request, handler: Any) -> web.StreamResponse:
+        if "Authorization" in request.headers:
+            self.tokens_seen.add(request.headers["Authorization"].removeprefix("Bearer "))
+        resp: web.StreamResponse = await handler(request)
+        return resp
+
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self._seen])
         app.router.add_get("/permissions", self._list)
+        app.router.add_get("/permissions/{id}", self._one)
         app.router.add_post("/permissions/{id}", self._decide)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -103,12 +119,27 @@ class FakeHarness:
         del self.held[pid]
         self.decisions.append({"id": pid, "optionId": option_id, "feedback": None, "by": "cli"})
 
+    async def _one(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return web.json_response({"error": "unauthorized"}, status=401)
+        pid = request.match_info["id"]
+        if self.token_check_status is not None:
+            return web.json_response({"error": "odd"}, status=self.token_check_status)
+        if pid not in self.held:
+            return web.json_response({"error": "not_found", "reason": f"{pid}: unknown"}, status=404)
+        return web.json_response(self.record(pid))
+
     async def _list(self, request: web.Request) -> web.Response:
+        self.reads += 1
         session = request.query.get("session")
         out = [self.record(p) for p, r in self.held.items() if session in (None, r["sessionId"])]
+        hook, self.after_read = self.after_read, None
+        if hook is not None:
+            hook()  # the harness changes something between this read and the bot's next call
         return web.json_response(out)
 
     async def _decide(self, request: web.Request) -> web.Response:
+        self.posted.append(request.match_info["id"])
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             self.refused.append(401)
             return web.json_response({"error": "unauthorized"}, status=401)
