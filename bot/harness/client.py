@@ -107,38 +107,31 @@ class Client:
 
     async def decide(self, ep: Endpoint, harness_id: str, body: dict[str, Any]) -> int:
         """POST a decision; the HTTP status (2xx, 404, 409, other 4xx). TokenRefused / HarnessDown."""
-        if not ep.token:
-            raise TokenRefused("no token (set the env named by token_env, or the workspace's runtime.json)")
-        url = f"{ep.url}/permissions/{urllib.parse.quote(harness_id, safe='')}"
-        try:
-            async with self.session.post(url, json=body, headers=_auth(ep), timeout=TIMEOUT) as r:
-                await r.read()
-                status = r.status
-        except (aiohttp.ClientError, TimeoutError) as e:
-            raise HarnessDown(f"POST /permissions/:id: {type(e).__name__}") from None
-        if status in (401, 403):
-            raise TokenRefused(f"POST /permissions/:id: HTTP {status}")
-        if status >= 500:
-            raise HarnessDown(f"POST /permissions/:id: HTTP {status}")
-        return status
+        return await self._authed("POST", ep, harness_id, "POST /permissions/:id", body)
 
     async def check_token(self, ep: Endpoint) -> int:
         """Check the token with a read that cannot decide anything: an authenticated
         ``GET /permissions/<an id never held>``. TokenRefused on 401/403 (or no token), HarnessDown on
         5xx or no answer; else the status, which :func:`token_taken` reads."""
+        return await self._authed("GET", ep, TOKEN_PROBE_ID, "token check")
+
+    async def _authed(self, method: str, ep: Endpoint, harness_id: str, what: str, body: Any = None) -> int:
+        """``method /permissions/ID`` with the token (redirects not followed): the status, below 500."""
         if not ep.token:
             raise TokenRefused("no token (set the env named by token_env, or the workspace's runtime.json)")
-        url = f"{ep.url}/permissions/{urllib.parse.quote(TOKEN_PROBE_ID, safe='')}"
+        url = f"{ep.url}/permissions/{urllib.parse.quote(harness_id, safe='')}"
         try:
-            async with self.session.get(url, headers=_auth(ep), timeout=TIMEOUT, allow_redirects=False) as r:
+            async with self.session.request(
+                method, url, json=body, headers=_auth(ep), timeout=TIMEOUT, allow_redirects=False
+            ) as r:
                 await r.read()
                 status = r.status
         except (aiohttp.ClientError, TimeoutError) as e:
-            raise HarnessDown(f"token check: {type(e).__name__}") from None
+            raise HarnessDown(f"{what}: {type(e).__name__}") from None
         if status in (401, 403):
-            raise TokenRefused(f"token check: HTTP {status}")
+            raise TokenRefused(f"{what}: HTTP {status}")
         if status >= 500:
-            raise HarnessDown(f"token check: HTTP {status}")
+            raise HarnessDown(f"{what}: HTTP {status}")
         return status
 
 
