@@ -180,7 +180,16 @@ async def test_a_changed_record_that_cannot_be_taken_only_withdraws(
     await w.step(client)
     got = await ib.get(rec.id)
     assert await ib.pending() == [] and got and got.outcome and got.outcome.feedback == CHANGED
-    assert fake.posted == []
+    p2 = fake.hold()
+    await w.step(client)
+    (rec2,) = await ib.pending()
+    await _answer(ib, rec2.id, "allow_once")
+    fake.after_read = lambda: fake.held[p2].update(options="none")  # changed right before the POST
+    await w.step(client)
+    got = await ib.get(rec2.id)
+    assert got and got.state == "cancelled" and got.outcome and got.outcome.feedback
+    assert got.outcome.feedback.startswith(CHANGED) and "@alice:hs's answer (Allow once)" in got.outcome.feedback
+    assert fake.posted == [] and await ib.pending() == []
     await ib.close()
 
 

@@ -199,12 +199,15 @@ class Watcher:
             await self.after_new(new)
 
     async def _close_changed(self, rec: Record) -> None:
-        if rec.pending:
-            await self.inbox.settle(rec.id, option_id=None, by=self.by, via=Via.CANCEL, feedback=CHANGED,
-                                    now=self.now(), state=CANCELLED)
+        """Withdraw a changed request that cannot be asked again (pending: cancelled; answered: not sent)."""
+        settled = rec.pending and await self.inbox.settle(
+            rec.id, option_id=None, by=self.by, via=Via.CANCEL, feedback=CHANGED, now=self.now(), state=CANCELLED
+        )
+        if settled:
             await self.links.set_delivery(rec.id, L.REFUSED, self.now())
-        else:
-            await self._amend(rec, elsewhere_note(rec, CHANGED), L.REFUSED)
+            return
+        rec = await self.inbox.get(rec.id) or rec  # answered meanwhile: that answer is not sent
+        await self._amend(rec, elsewhere_note(rec, CHANGED), L.REFUSED)
 
     async def _withdraw(self, current: set[tuple[str, str]]) -> None:
         """Pending inbox requests the harness let go of: settled cancelled, "answered elsewhere"."""
