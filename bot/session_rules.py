@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.inbox.record import Record
-from bot.prompts.preview import command_text
+from bot.prompts.shown import settings_of, shown_input
 
 __all__ = ["ALIASES", "FILES_LABEL", "LABEL", "REACTION", "Scope", "facts", "offered", "origin_of", "scope_of"]
 
@@ -55,15 +55,6 @@ def origin_of(key: object) -> str | None:
 
 
 _FILE_KINDS = frozenset({"edit", "delete", "move", "read"})
-_PROSE = frozenset({"command", "args", "description", "title", "reason", "explanation", "justification"})
-
-
-def _settings(raw_input: object) -> dict[str, Any] | None:
-    """The raw input's other fields (not the command, not the model's prose about it), or None.
-    Part of the scope: ``ls`` with ``cwd`` ``/tmp`` is not ``ls`` with ``cwd`` ``~``."""
-    if not isinstance(raw_input, Mapping):
-        return None
-    return {str(k): v for k, v in raw_input.items() if k not in _PROSE} or None
 
 
 def _subject(**what: Any) -> str:
@@ -104,11 +95,13 @@ def scope_of(rec: Mapping[str, Any]) -> Scope | None:
         return None
     title = rec.get("title")
     kind = rec.get("tool_kind")
-    shown = command_text(rec.get("raw_input"), kind=kind if isinstance(kind, str) else None,
-                         title=title if isinstance(title, str) else "")
-    if shown is not None and shown[0] == "Command" and shown[1].strip():
-        # exactly what the prompt showed, and every other input that changes what runs (cwd, env, ...)
-        return Scope(origin, session_id, tool, _subject(command=shown[1], settings=_settings(rec.get("raw_input"))))
+    shown = shown_input(rec.get("raw_input"), kind=kind if isinstance(kind, str) else None,
+                        title=title if isinstance(title, str) else "")
+    if shown.command is not None:
+        # exactly the command line the prompt showed (args too), and every other input that changes what
+        # runs (cwd, env, flags...)
+        subject = _subject(command=shown.command, settings=settings_of(rec.get("raw_input")))
+        return Scope(origin, session_id, tool, subject)
     paths = _paths(rec.get("locations"), rec.get("content"))
     if paths and kind in _FILE_KINDS:  # an edit, a read, a move: the same files (never for other kinds)
         return Scope(origin, session_id, tool, _subject(paths=paths))
