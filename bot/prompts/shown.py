@@ -73,12 +73,12 @@ class Shown:
 
 
 def _args(args: object) -> str:
-    """``args`` as appended to the command line: a list shell-joined, a string as is, else its JSON."""
+    """``args`` as appended to the command line: a list shell-joined, a string as is, else its JSON (one word)."""
     if args is None or args == "" or args == []:
         return ""
-    if isinstance(args, list):
-        return _shell_join(args)
-    return args if isinstance(args, str) else as_json(args)
+    if isinstance(args, str):
+        return args
+    return _shell_join(args if isinstance(args, list) else [args])
 
 
 def _command_line(command: object, args: object) -> str | None:
