@@ -21,7 +21,10 @@ from bot.prompts.shown import PROSE, as_json, shown_input
 from bot.prompts.text import blanks, code_text, defang
 from bot.session_rules import scope_of
 
-OPTIONS = [{"optionId": "a", "name": "Allow", "kind": "allow_once"}, {"optionId": "r", "name": "No", "kind": "reject_once"}]
+OPTIONS = [
+    {"optionId": "a", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "r", "name": "No", "kind": "reject_once"},
+]
 
 
 def prompt(raw_input: Any, *, cwd: str | None = "/tmp", kind: str | None = "execute", **kw: Any) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def _command_line(command: object, args: object) -> str | None:
 
 
 def _truthy(value: object) -> bool:
-    return value not in (None, False, 0, "", [], {}, "false", "0", "no", "off")
+    return value not in (None, False, 0, "", [], {}, "false", "0", "no", "off", "use_default")
 
 
 def _command_input(raw: Mapping[Any, Any], line: str) -> Shown:
