@@ -1,8 +1,9 @@
 """INVARIANT 2, the pure parts: what of ``rawInput`` is shown (:mod:`bot.prompts.shown`), that the prompt
-shows it or says it is incomplete (a property test), and that rules match exactly what was shown."""
+shows it in the body, the HTML and ``subject.preview`` or says it is incomplete (a property test), and that rules match exactly what was shown."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shlex
@@ -149,8 +150,11 @@ def test_every_leaf_that_is_not_prose_is_in_the_body_or_the_prompt_says_it_is_in
         assert "⚠ Shortened" in c["body"]
         return
     body = "\n".join(line.removeprefix("│ ") for line in c["body"].split("\n"))
+    page = html.unescape(c["formatted_body"])
+    items = "\n".join(str(i.get("value", i.get("text"))) for i in c["subject"]["preview"])
     for want in _expected(raw):
-        assert want in body or defang(want) in body, (want, c["body"])
+        for where in (body, page, items):
+            assert want in where or defang(want) in where, (want, where)
 
 
 # ---------------------------------------------------------------- rules match what was shown
