@@ -1,5 +1,6 @@
-"""INVARIANT 2, the pure parts: what of ``rawInput`` is shown (:mod:`bot.prompts.shown`), that the prompt
-shows it in the body, the HTML and ``subject.preview`` or says it is incomplete (a property test), and that rules match exactly what was shown."""
+"""INVARIANT 2, the pure parts: what of ``rawInput`` is shown (:mod:`bot.prompts.shown`); that the prompt
+shows it in the body, the HTML and ``subject.preview`` or says it is incomplete (a property test); that
+rules match exactly what was shown."""
 
 from __future__ import annotations
 
