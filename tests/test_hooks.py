@@ -319,9 +319,8 @@ def test_fail_safe_never_allows(raw: bytes, fallback: str, code: int, behavior: 
 def test_print_config() -> None:
     ask = snippet("claude-code", prompt_timeout=600, token_file="/home/a b/agent-token")
     h = ask["hooks"]["PermissionRequest"][0]["hooks"][0]
-    assert h == {
-        "type": "command", "command": "permission-bot hook claude-code --token-file '/home/a b/agent-token'", "timeout": 660
-    }
+    command = "permission-bot hook claude-code --token-file '/home/a b/agent-token'"
+    assert h == {"type": "command", "command": command, "timeout": 660}
     deny = snippet("codex", prompt_timeout=900, token_file="/t", fallback="deny")["hooks"]["PermissionRequest"][0]
     deny = deny["hooks"][0]
     assert deny["onFailure"] == "block" and deny["command"].endswith("--fallback deny") and deny["timeout"] > 900
