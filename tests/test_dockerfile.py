@@ -116,6 +116,19 @@ def container_config() -> str:
     return m.group(1)
 
 
+def filled_config(homeserver: str, bot: str, room: str, human: str, port: int, data: Path) -> str:
+    """The documented container config with this test's homeserver, accounts, room, port and state folder."""
+    return (
+        container_config()
+        .replace("http://synapse:8008", homeserver)
+        .replace("@permbot:example.org", bot)
+        .replace("!abc:example.org", room)
+        .replace("@alice:example.org", human)
+        .replace('"0.0.0.0:8750"', f'"0.0.0.0:{port}"')
+        .replace('"/data"', json.dumps(str(data)))
+    )
+
+
 def test_documented_container_config_listens_on_all_interfaces() -> None:
     cfg = container_config()
     assert 'listen = "0.0.0.0:8750"' in cfg
@@ -169,17 +182,8 @@ def test_entrypoint_with_the_container_config_serves_healthz(homeserver: Homeser
     room = homeserver.create_room(human["access_token"], invite=[bot["user_id"]], name="container")
     port = free_port()
     data = tmp_path / "data"
-    text = (
-        container_config()
-        .replace("http://synapse:8008", homeserver.url)
-        .replace("@permbot:example.org", bot["user_id"])
-        .replace("!abc:example.org", room)
-        .replace("@alice:example.org", human["user_id"])
-        .replace('"0.0.0.0:8750"', f'"0.0.0.0:{port}"')
-        .replace('"/data"', json.dumps(str(data)))
-    )
     config = tmp_path / "config.toml"
-    config.write_text(text)
+    config.write_text(filled_config(homeserver.url, bot["user_id"], room, human["user_id"], port, data))
     argv = exec_form(args_of("ENTRYPOINT")[0]) + exec_form(args_of("CMD")[-1])
     argv = [exe_path() if a == "permission-bot" else str(config) if a == "/config/config.toml" else a for a in argv]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERMISSION_BOT_")}

@@ -3,7 +3,6 @@ the environment, listen 0.0.0.0) with the bot invited but not joined yet, run as
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 from bot.cli.doctor.config import in_container
 from bot.demo.homeserver import Homeserver, free_port
 from tests.support.station import exe_path
-from tests.test_dockerfile import container_config
+from tests.test_dockerfile import filled_config
 
 PASSWORD = "container-doctor-pw-77e1"
 
@@ -24,17 +23,8 @@ def test_a_correct_container_setup_has_no_warning(homeserver: Homeserver, tmp_pa
     human = homeserver.register("containerdoctorhuman", "container-doctor-human-pw")
     room = homeserver.create_room(human["access_token"], invite=[bot["user_id"]], name="container doctor")
     port = free_port()
-    text = (
-        container_config()
-        .replace("http://synapse:8008", homeserver.url)
-        .replace("@permbot:example.org", bot["user_id"])
-        .replace("!abc:example.org", room)
-        .replace("@alice:example.org", human["user_id"])
-        .replace('"0.0.0.0:8750"', f'"0.0.0.0:{port}"')
-        .replace('"/data"', json.dumps(str(tmp_path / "data")))
-    )
     config = tmp_path / "config.toml"
-    config.write_text(text)
+    config.write_text(filled_config(homeserver.url, bot["user_id"], room, human["user_id"], port, tmp_path / "data"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERMISSION_BOT_")}
     env.update(PERMISSION_BOT_MATRIX_PASSWORD=PASSWORD, PERMISSION_BOT_AGENT_TOKEN="agent-secret-0123456789",
                PERMISSION_BOT_DECIDER_TOKEN="decider-secret-0123456789", PERMISSION_BOT_IN_CONTAINER="1")
