@@ -29,9 +29,9 @@ from typing import Any, Literal
 import aiohttp
 
 from bot.aio import on_signals
-from bot.cli.discovery import TokenFileError, discover, is_http_url
+from bot.cli.discovery import TOKEN_ENV, TokenFileError, discover, is_http_url
 from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
-from bot.hooks.output import deny
+from bot.hooks.output import deny, failure_notice
 
 Fallback = Literal["ask", "deny"]
 MAX_BEFORE = 256 * 1024  # bytes of a Write's old file read for the diff
@@ -58,6 +58,8 @@ def credentials(url: str | None, token_file: str | None) -> tuple[str, str | Non
         raise HookFailure(str(e)) from None
     if not is_http_url(base):
         raise HookFailure(f"the daemon URL must look like http://HOST:PORT (got {base[:80]!r})")
+    if token is None:
+        raise HookFailure(f"no agent token: pass --token-file PATH (as print-config prints it) or set {TOKEN_ENV}")
     return base, token
 
 
@@ -212,6 +214,10 @@ def run(args: HookArgs, raw: bytes, out: Any, err: Any) -> int:
 def _fail(args: HookArgs, why: str, event: str | None, out: Any, err: Any) -> int:
     if args.fallback == "ask":
         err.write(f"permission-bot hook: {why}; no decision, the {args.cli} asks as usual\n")
+        if (notice := failure_notice(args.cli, why)) is not None:
+            with contextlib.suppress(OSError):
+                out.write(json.dumps(notice) + "\n")
+                out.flush()
         return 0
     err.write(f"permission-bot hook: {why}; denied (--fallback deny)\n")
     if event is None:

@@ -108,7 +108,8 @@ def url_host(url: str) -> str | None:
 
 
 def describe(inp: HookInput) -> tuple[str, str, list[dict[str, Any]], list[dict[str, Any]]]:
-    """(title, kind, content, locations) of what the tool would do."""
+    """(title, kind, content, locations) of what the tool would do (the working directory is the
+    submission's ``cwd``, shown with the asking agent)."""
     name, ti = inp.tool_name, inp.tool_input
     path = _s(ti.get("file_path")) or _s(ti.get("notebook_path"))
     content: list[dict[str, Any]] = []
@@ -150,8 +151,6 @@ def describe(inp: HookInput) -> tuple[str, str, list[dict[str, Any]], list[dict[
     else:
         subject = path or _s(ti.get("pattern")) or _s(ti.get("description"))
         title = f"{name}: {_first_line(subject)}" if subject else name
-    if inp.cwd:
-        locations.append({"path": inp.cwd})
     return _first_line(title, TITLE_MAX), KINDS.get(name, "other"), content, locations
 
 
@@ -214,4 +213,5 @@ def build_submission(cli: Cli, inp: HookInput, key: str) -> dict[str, Any]:
         "options": options(cli, inp),
         "key": key,
         "label": cli,
+        **({"cwd": inp.cwd} if inp.cwd.strip() else {}),
     }
