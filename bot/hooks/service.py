@@ -77,7 +77,7 @@ async def hold(
     if (twin := await _twin(daemon, inp)) is not None:
         log.info("hook_defers_to_other_door", request_id=twin.id, session_id=inp.session_id)
         return None, None
-    body = build_submission(cli, inp, key=KEY_PREFIX + secrets.token_hex(8))
+    body = build_submission(cli, inp, key=KEY_PREFIX + secrets.token_hex(16))
     rec, _ = await daemon.submit(body, submitted_by=submitted_by)
     try:
         while rec.pending:
