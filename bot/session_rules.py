@@ -6,9 +6,10 @@ rule was made from (:class:`Scope`), compared exactly: never a prefix or a glob 
 (a rule for ``rm -rf build`` does not allow ``rm -rf build ~``).
 
 The scope's ``origin`` is the proxy run that submitted the request (the first part of the ``key``
-the proxy sets, ``PROXYID:N``; an agent's own ``key`` never reaches the daemon), so a session id
-the agent picks cannot inherit another agent's rules. Requests without such a key are never offered
-a session rule.
+the proxy sets, ``PROXYID:N``, where ``PROXYID`` is a per-run secret of 128 random bits that no API
+route shows; an agent's own ``key`` never reaches the daemon), so a session id the agent picks
+cannot inherit another agent's rules, nor can a squatter guess the next key. Requests without such a
+key are never offered a session rule.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ ALIASES = ("s", "session")
 REACTION = "\U0001f501"
 """🔁 picks it as a reaction."""
 
-_PROXY_KEY = re.compile(r"([0-9a-f]{16}):[0-9]+", re.ASCII)
+_PROXY_KEY = re.compile(r"([0-9a-f]{32}):[0-9]+", re.ASCII)
 
 
 @dataclass(frozen=True)

@@ -73,9 +73,9 @@ async def _withdraw(daemon: Daemon, rec: Record, by: str, why: str) -> None:
 
 async def hold(
     daemon: Daemon, cli: Cli, data: Any, gone: Callable[[], bool], submitted_by: str | None = None
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any] | None, str | None]:
     """Ask the room for one hook input (posted with the API token ``submitted_by``); the hook's
-    JSON output, or None for "no decision".
+    JSON output (or None for "no decision") and the digest of the record it is for (the hook checks it).
 
     Raises HookInputError for an input we will not act on and SubmissionError for one the
     inbox refuses. ``gone()`` says whether the hook stopped waiting.
@@ -83,22 +83,22 @@ async def hold(
     inp = parse_hook_input(cli, data)
     if (twin := await _twin(daemon, inp)) is not None:
         log.info("hook_defers_to_other_door", request_id=twin.id, session_id=inp.session_id)
-        return None
-    body = build_submission(cli, inp, key=KEY_PREFIX + secrets.token_hex(8))
+        return None, None
+    body = build_submission(cli, inp, key=KEY_PREFIX + secrets.token_hex(16))
     rec, _ = await daemon.submit(body, submitted_by=submitted_by)
     try:
         while rec.pending:
             if gone():
                 await _withdraw(daemon, rec, withdrawn_by(cli), GONE)
-                return None
+                return None, None
             if await _twin(daemon, inp) is not None:
                 await _withdraw(daemon, rec, withdrawn_by(cli), TWIN)
-                return None
+                return None, None
             rec = await daemon.inbox.wait_settled(rec.id, TICK) or rec
     except asyncio.CancelledError:
         await asyncio.shield(_withdraw(daemon, rec, withdrawn_by(cli), GONE))
         raise
-    return decision(cli, inp, rec.to_api())
+    return decision(cli, inp, rec.to_api()), rec.digest
 
 
 async def withdraw_orphans(daemon: Daemon) -> int:

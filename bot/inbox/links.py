@@ -16,7 +16,7 @@ import aiosqlite
 from bot.inbox.base import row_to_record
 from bot.inbox.record import CANCELLED, PENDING, Record
 from bot.inbox.store import Inbox
-from bot.inbox.submission import Submission
+from bot.inbox.submission import KeyConflict, Submission
 
 SENDING, DELIVERED, ELSEWHERE, REFUSED, WITHDRAWN = "sending", "delivered", "elsewhere", "refused", "withdrawn"
 
@@ -61,7 +61,10 @@ class Links:
         """Store a held request and its link in one transaction; idempotent (the submission's ``key``).
         ``hold_post`` as for ``Inbox.submit``."""
         async with self.inbox.transaction() as db:
-            rec, created = await self.inbox.insert(db, sub, now, timeout)
+            try:
+                rec, created = await self.inbox.insert(db, sub, now, timeout)
+            except KeyConflict as e:
+                raise Squatted(f"{sub.key}: {e}") from None
             if created and hold_post:
                 self.inbox.hold_post(rec.id)
             if not created:
