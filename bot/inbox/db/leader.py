@@ -49,7 +49,7 @@ HOLDER = (
     " AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid"
     " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 )
-LOST = (*CONNECT_ERRORS, asyncpg.exceptions.LockNotAvailableError)
+LOST = (*CONNECT_ERRORS, asyncpg.InternalClientError)  # a connection the server ended may show as the latter
 
 
 class Deposed(Exception):
@@ -117,7 +117,7 @@ class Leader:
                 self.term = await self._take_over(conn)
                 log.info("leader_elected", term=self.term, holder=self.db.holder)
                 return self.term
-            except CONNECT_ERRORS as e:
+            except LOST as e:
                 log.warning("leader_campaign_retry", error=type(e).__name__)
                 self._drop()
                 await asyncio.sleep(self.poll)
