@@ -12,22 +12,18 @@ import pytest
 from bot.inbox.db import Database, create
 from bot.inbox.db.leader import LEADERSHIP, Deposed, Holder, Leader, check_term, is_stale
 from bot.inbox.db.postgres import PostgresDatabase
+from tests.support.postgres import daemons_on
 
 DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, ConnectionError)
 GUARD = 30  # seconds: only so a broken take-over fails instead of hanging the run
 
 
 @pytest.fixture
-async def daemons(pg_url: str) -> AsyncIterator[tuple[PostgresDatabase, PostgresDatabase]]:
-    a, b = create(pg_url, holder="daemon-a"), create(pg_url, holder="daemon-b")
-    assert isinstance(a, PostgresDatabase) and isinstance(b, PostgresDatabase)
-    await a.start()
-    await b.start()
-    await LEADERSHIP.upgrade(a)
-    await a.execute("CREATE TABLE posts (body TEXT NOT NULL, term INTEGER NOT NULL)")
-    yield a, b
-    await a.stop()
-    await b.stop()
+async def daemons(pg_url: str) -> AsyncIterator[list[PostgresDatabase]]:
+    async with daemons_on(pg_url, "daemon-a", "daemon-b") as dbs:
+        await LEADERSHIP.upgrade(dbs[0])
+        await dbs[0].execute("CREATE TABLE posts (body TEXT NOT NULL, term INTEGER NOT NULL)")
+        yield dbs
 
 
 async def until_someone_waits_for_the_lock(db: Database) -> None:
@@ -48,7 +44,7 @@ async def bodies(db: Database) -> list[str]:
     return [r["body"] for r in await db.fetch("SELECT body FROM posts ORDER BY body")]
 
 
-async def test_when_the_leaders_connection_dies_the_standby_takes_over(daemons: tuple[PostgresDatabase, ...]) -> None:
+async def test_when_the_leaders_connection_dies_the_standby_takes_over(daemons: list[PostgresDatabase]) -> None:
     a, b = daemons
     la, lb = Leader(a, poll=0.1), Leader(b, stale_after=3600, poll=0.1)  # b waits for the lock alone
     async with asyncio.timeout(GUARD):
@@ -72,7 +68,7 @@ async def test_when_the_leaders_connection_dies_the_standby_takes_over(daemons: 
     await lb.resign()
 
 
-async def test_a_paused_leader_is_ended_and_its_old_term_refused(daemons: tuple[PostgresDatabase, ...]) -> None:
+async def test_a_paused_leader_is_ended_and_its_old_term_refused(daemons: list[PostgresDatabase]) -> None:
     """The leader stops beating (SIGSTOP): the standby ends its backend and takes over; when the old
     leader comes back, its writes carry the old term and are refused."""
     a, b = daemons
@@ -92,7 +88,7 @@ async def test_a_paused_leader_is_ended_and_its_old_term_refused(daemons: tuple[
 
 
 async def test_a_write_in_flight_when_paused_never_commits_after_the_take_over(
-    daemons: tuple[PostgresDatabase, ...],
+    daemons: list[PostgresDatabase],
 ) -> None:
     """The leader is paused inside a fenced write (its row lock taken): the take-over ends that daemon's
     backends, raises the term, and the write is lost with its transaction, never committed late."""
@@ -119,7 +115,7 @@ async def test_a_write_in_flight_when_paused_never_commits_after_the_take_over(
     await lb.resign()
 
 
-async def test_a_resigning_leader_hands_over_at_once(daemons: tuple[PostgresDatabase, ...]) -> None:
+async def test_a_resigning_leader_hands_over_at_once(daemons: list[PostgresDatabase]) -> None:
     a, b = daemons
     la, lb = Leader(a, poll=0.1), Leader(b, stale_after=3600, poll=0.1)
     async with asyncio.timeout(GUARD):

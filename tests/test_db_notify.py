@@ -11,22 +11,18 @@ import pytest
 from bot.inbox.db import create
 from bot.inbox.db.notify import MAX_PAYLOAD, SETTLED, Listener, check_payload, notify
 from bot.inbox.db.postgres import PostgresDatabase
+from tests.support.postgres import daemons_on
 
 GUARD = 30
 
 
 @pytest.fixture
-async def daemons(pg_url: str) -> AsyncIterator[tuple[PostgresDatabase, PostgresDatabase]]:
-    a, b = create(pg_url, holder="notify-a"), create(pg_url, holder="notify-b")
-    assert isinstance(a, PostgresDatabase) and isinstance(b, PostgresDatabase)
-    await a.start()
-    await b.start()
-    yield a, b
-    await a.stop()
-    await b.stop()
+async def daemons(pg_url: str) -> AsyncIterator[list[PostgresDatabase]]:
+    async with daemons_on(pg_url, "notify-a", "notify-b") as dbs:
+        yield dbs
 
 
-async def test_a_committed_notify_wakes_the_other_daemon(daemons: tuple[PostgresDatabase, ...]) -> None:
+async def test_a_committed_notify_wakes_the_other_daemon(daemons: list[PostgresDatabase]) -> None:
     a, b = daemons
     heard: asyncio.Queue[str] = asyncio.Queue()
     listener = Listener(a, SETTLED, heard.put_nowait)
@@ -45,7 +41,7 @@ async def test_a_committed_notify_wakes_the_other_daemon(daemons: tuple[Postgres
         await listener.stop()
 
 
-async def test_a_lost_listener_comes_back_and_reports_the_gap(daemons: tuple[PostgresDatabase, ...]) -> None:
+async def test_a_lost_listener_comes_back_and_reports_the_gap(daemons: list[PostgresDatabase]) -> None:
     a, b = daemons
     heard: asyncio.Queue[str] = asyncio.Queue()
     gaps: asyncio.Queue[None] = asyncio.Queue()

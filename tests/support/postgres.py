@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ import asyncpg
 import pytest
 
 from bot.demo.homeserver import free_port
+from bot.inbox.db import create
+from bot.inbox.db.postgres import PostgresDatabase
 
 USER = "pbtest"
 ADMIN_PASSWORD = "pg-admin-pw-6d1e"
@@ -200,3 +203,19 @@ async def engine_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     else:
         cluster: PgCluster = request.getfixturevalue("pg_cluster")
         yield await cluster.create_database()
+
+
+@asynccontextmanager
+async def daemons_on(url: str, *holders: str) -> AsyncIterator[list[PostgresDatabase]]:
+    """One started ``PostgresDatabase`` per holder name, all on ``url`` (several daemons), stopped after."""
+    dbs: list[PostgresDatabase] = []
+    try:
+        for holder in holders:
+            db = create(url, holder=holder)
+            assert isinstance(db, PostgresDatabase)
+            await db.start()
+            dbs.append(db)
+        yield dbs
+    finally:
+        for db in dbs:
+            await db.stop()

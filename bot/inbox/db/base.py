@@ -27,6 +27,14 @@ class Row(Protocol):
     def keys(self) -> Iterable[str]: ...
 
 
+def first(rows: Sequence[Row]) -> Row | None:
+    return rows[0] if rows else None
+
+
+def value(row: Row | None, column: int) -> Any:
+    return None if row is None else row[column]
+
+
 class DatabaseError(Exception):
     """The database cannot be reached or used (the message names ``state.database``, never a password)."""
 
@@ -46,13 +54,11 @@ class Connection(ABC):
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
         """The first row, or None."""
-        rows = await self.fetch(sql, *args)
-        return rows[0] if rows else None
+        return first(await self.fetch(sql, *args))
 
     async def fetchval(self, sql: str, *args: Any, column: int = 0) -> Any:
         """One value of the first row, or None."""
-        row = await self.fetchrow(sql, *args)
-        return None if row is None else row[column]
+        return value(first(await self.fetch(sql, *args)), column)
 
     async def script(self, script: str) -> None:
         """Run each statement of ``script`` (cut at top-level ``;``), no arguments."""
@@ -115,12 +121,10 @@ class Database(ABC):
             return await conn.fetch(sql, *args)
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
-        rows = await self.fetch(sql, *args)
-        return rows[0] if rows else None
+        return first(await self.fetch(sql, *args))
 
     async def fetchval(self, sql: str, *args: Any, column: int = 0) -> Any:
-        row = await self.fetchrow(sql, *args)
-        return None if row is None else row[column]
+        return value(first(await self.fetch(sql, *args)), column)
 
     async def table_exists(self, name: str) -> bool:
         """Whether a table ``name`` exists (in the current schema on PostgreSQL)."""
