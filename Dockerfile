@@ -1,13 +1,17 @@
 # permission-bot: the daemon (Matrix + durable inbox + HTTP API) in a container.
-#   docker build -t permission-bot .
+#   docker build -t permission-bot .          (podman: podman build --format docker -t permission-bot .,
+#                                              or the OCI default drops the HEALTHCHECK)
+#   chmod 644 config.toml                     (the daemon runs as uid 10001 and must read it)
 #   docker run -d --name permission-bot \
 #     -v permission-bot-data:/data -v "$PWD/config.toml:/config/config.toml:ro" \
-#     -e PERMISSION_BOT_MATRIX_PASSWORD -e PERMISSION_BOT_API_TOKEN \
+#     -e PERMISSION_BOT_MATRIX_PASSWORD -e PERMISSION_BOT_AGENT_TOKEN -e PERMISSION_BOT_DECIDER_TOKEN \
 #     -p 127.0.0.1:8750:8750 permission-bot
-# The config must say listen = "0.0.0.0:8750" and path = "/data" (see docs/deploy.md).
+# The config must say listen = "0.0.0.0:8750", path = "/data" and name its [[api.tokens]] by secret_env
+# (see docs/deploy.md).
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
+    PERMISSION_BOT_IN_CONTAINER=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1

@@ -3,7 +3,9 @@
 Components update their own figures: the inbox listener (``on_change``) counts submissions and
 settlements, the outbox counts posts, and the Matrix side and the webhooks keep their own counts,
 read at scrape time through ``read`` (a collector over plain callables). The pending gauge comes from
-the ``pending`` callable (the inbox's count), refreshed at each scrape. Nothing here knows the daemon.
+the ``pending`` callable (the inbox's count), refreshed at each scrape. The registry also carries
+prometheus-client's process (``process_*``: CPU, memory, open fds, start time) and platform
+(``python_info``) collectors, as the default registry would. Nothing here knows the daemon.
 """
 
 from __future__ import annotations
@@ -12,7 +14,16 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -42,6 +53,8 @@ class Metrics:
 
     def __init__(self, pending: Callable[[], Awaitable[int]] | None = None) -> None:
         self.registry = r = CollectorRegistry(auto_describe=True)
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
         self._pending_source = pending
         self.pending = Gauge(P + "pending", "Requests waiting for an answer.", registry=r)
         self.submissions = Counter(P + "submissions", "Requests submitted since start.", registry=r)

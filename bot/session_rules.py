@@ -6,9 +6,10 @@ rule was made from (:class:`Scope`), compared exactly: never a prefix or a glob 
 (a rule for ``rm -rf build`` does not allow ``rm -rf build ~``).
 
 The scope's ``origin`` is the proxy run that submitted the request (the first part of the ``key``
-the proxy sets, ``PROXYID:N``; an agent's own ``key`` never reaches the daemon), so a session id
-the agent picks cannot inherit another agent's rules. Requests without such a key are never offered
-a session rule.
+the proxy sets, ``PROXYID:N``, where ``PROXYID`` is a per-run secret of 128 random bits that no API
+route shows; an agent's own ``key`` never reaches the daemon), so a session id the agent picks
+cannot inherit another agent's rules, nor can a squatter guess the next key. Requests without such a
+key are never offered a session rule.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.inbox.record import Record
-from bot.prompts.preview import command_text
+from bot.prompts.shown import settings_of, shown_input
 
 __all__ = ["ALIASES", "FILES_LABEL", "LABEL", "REACTION", "Scope", "facts", "offered", "origin_of", "scope_of"]
 
@@ -33,7 +34,7 @@ ALIASES = ("s", "session")
 REACTION = "\U0001f501"
 """🔁 picks it as a reaction."""
 
-_PROXY_KEY = re.compile(r"([0-9a-f]{16}):[0-9]+", re.ASCII)
+_PROXY_KEY = re.compile(r"([0-9a-f]{32}):[0-9]+", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -55,15 +56,6 @@ def origin_of(key: object) -> str | None:
 
 
 _FILE_KINDS = frozenset({"edit", "delete", "move", "read"})
-_PROSE = frozenset({"command", "args", "description", "title", "reason", "explanation", "justification"})
-
-
-def _settings(raw_input: object) -> dict[str, Any] | None:
-    """The raw input's other fields (not the command, not the model's prose about it), or None.
-    Part of the scope: ``ls`` with ``cwd`` ``/tmp`` is not ``ls`` with ``cwd`` ``~``."""
-    if not isinstance(raw_input, Mapping):
-        return None
-    return {str(k): v for k, v in raw_input.items() if k not in _PROSE} or None
 
 
 def _subject(**what: Any) -> str:
@@ -104,11 +96,13 @@ def scope_of(rec: Mapping[str, Any]) -> Scope | None:
         return None
     title = rec.get("title")
     kind = rec.get("tool_kind")
-    shown = command_text(rec.get("raw_input"), kind=kind if isinstance(kind, str) else None,
-                         title=title if isinstance(title, str) else "")
-    if shown is not None and shown[0] == "Command" and shown[1].strip():
-        # exactly what the prompt showed, and every other input that changes what runs (cwd, env, ...)
-        return Scope(origin, session_id, tool, _subject(command=shown[1], settings=_settings(rec.get("raw_input"))))
+    shown = shown_input(rec.get("raw_input"), kind=kind if isinstance(kind, str) else None,
+                        title=title if isinstance(title, str) else "")
+    if shown.command is not None:
+        # exactly the command line the prompt showed (args too), and every other input that changes what
+        # runs (cwd, env, flags...)
+        subject = _subject(command=shown.command, settings=settings_of(rec.get("raw_input")))
+        return Scope(origin, session_id, tool, subject)
     paths = _paths(rec.get("locations"), rec.get("content"))
     if paths and kind in _FILE_KINDS:  # an edit, a read, a move: the same files (never for other kinds)
         return Scope(origin, session_id, tool, _subject(paths=paths))

@@ -8,7 +8,9 @@ restarts and a redelivered event keeps its first one):
 - ``settled``: the bot's edit that shows a request's outcome, or the room answer that settled it
   (the answer's own position: a reader saw the prompt answered there; :func:`in_view` says which
   answers count), whichever comes first;
-- ``lookalike``: a message from anyone else that looks like a prompt (it could fool a reader);
+- ``lookalike``: a message from anyone else that a reader could take for a prompt (:mod:`bot.lookalike`;
+  any msgtype, notices too; an edit judged by its new text, at the edit's place; a thread message too, since
+  its thread's summary shows it in the main timeline), a sticker whose text does, and anyone else's poll;
 - ``answer``: a plain message that may be an answer (or an event not decrypted yet, whose
   position is kept for when it is).
 
@@ -23,12 +25,11 @@ counts as a change above (a ``lookalike`` at its place), so a plain answer after
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bot.answers import strip_reply_fallback
+from bot.lookalike import looks_like_prompt
 
 __all__ = ["Bound", "Kind", "Mark", "Sighting", "Unbound", "bind", "in_view", "sighting", "withdrawn"]
 
@@ -36,7 +37,6 @@ Kind = Literal["posted", "settled", "lookalike", "answer"]
 
 V2_KEY = "suite_event_type"
 CARD_KEY = "dev.agentpod.permission"
-BANNER = "permission needed"  # how the bot's prompt body begins (case ignored)
 
 
 @dataclass(frozen=True)
@@ -71,20 +71,20 @@ class Unbound:
     reason: Literal["none", "several", "moved"]
 
 
-_MX_REPLY = re.compile("<mx-reply>.*?</mx-reply>", re.DOTALL | re.IGNORECASE)
+POLLS = ("m.poll.start", "org.matrix.msc3381.poll.start")  # choices a reader picks from
 
 
 def _looks_like_prompt(content: Mapping[Any, Any]) -> bool:
-    """The v2 key, the v1 card, or the bot's banner in what a client shows (a reply's quote left out)."""
+    """The v2 key, the v1 card, or text a reader could take for a prompt (:func:`bot.lookalike.looks_like_prompt`:
+    body and HTML, the message's and an edit's new content; a reply's quote counts too, since what a client
+    quotes is the replied-to event, which may itself be a fake)."""
     for c in (content, content.get("m.new_content")):
         if not isinstance(c, Mapping):
             continue
         if V2_KEY in c or CARD_KEY in c:
             return True
         body, html = c.get("body"), c.get("formatted_body")
-        shown = [strip_reply_fallback(body) if isinstance(body, str) else "",
-                 _MX_REPLY.sub("", html) if isinstance(html, str) else ""]
-        if any(BANNER in text.casefold() for text in shown):
+        if looks_like_prompt(body if isinstance(body, str) else None, html if isinstance(html, str) else None):
             return True
     return False
 
@@ -111,7 +111,9 @@ def sighting(event: Mapping[str, Any], *, bot_user_id: str) -> Sighting | None:
         return None
     if etype == "m.room.encrypted":
         return Sighting(event_id, "answer")
-    if etype != "m.room.message":
+    if etype in POLLS and sender != bot_user_id:
+        return Sighting(event_id, "lookalike")
+    if etype not in ("m.room.message", "m.sticker"):
         return None
     rel = content.get("m.relates_to")
     replaces = isinstance(rel, Mapping) and rel.get("rel_type") == "m.replace"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -212,7 +213,7 @@ async def test_a_daemon_that_never_answers_is_given_up_within_the_budget(tmp_pat
 
 
 async def test_proxy_exit_stays_bounded_when_the_daemon_never_answers(tmp_path: Path) -> None:
-    """Every POST hangs: the proxy still exits in time after SIGTERM, and logs the key it could not cancel."""
+    """Every POST hangs: the proxy still exits in time after SIGTERM, and logs what it did not cancel (no key)."""
     d = HoldingDaemon("before")
     d.hold = 100
     await d.start()
@@ -224,7 +225,8 @@ async def test_proxy_exit_stays_bounded_when_the_daemon_never_answers(tmp_path: 
         await asyncio.wait_for(r.proc.wait(), 15)
         took = time.monotonic() - t0
         assert took < 6, took
-        assert "in_flight_request_not_cancelled" in r.stderr() and "key=" in r.stderr()
+        assert "in_flight_request_not_cancelled" in r.stderr()
+        assert re.search(r"[0-9a-f]{32}:[0-9]", r.stderr()) is None  # the key is the run's secret: never logged
         print(f"\nmeasured: proxy exit with a daemon that never answers: {took * 1000:.0f} ms")
     finally:
         d.released.set()

@@ -92,8 +92,11 @@ async def test_another_agent_token_sending_the_same_body_may_not_cancel_the_requ
     assert st == 201, rec
     st, again = await station.ahttp("POST", "/permissions", body, token=AGENT_B_TOKEN[1])
     assert st == 200 and again["id"] == rec["id"]
-    st, err = await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "cancel"}, token=AGENT_B_TOKEN[1])
+    cancel = {"decision": "cancel", "key": "k-1"}
+    st, err = await station.ahttp("POST", f"/permissions/{rec['id']}", cancel, token=AGENT_B_TOKEN[1])
     assert st == 403 and "only the requests it submitted" in err["reason"], err
     assert (await station.record(rec["id"], wait=0))["state"] == "pending"
     st, _ = await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "cancel"}, token=AGENT_TOKEN[1])
+    assert st == 404  # an agent's cancel carries the request's key
+    st, _ = await station.ahttp("POST", f"/permissions/{rec['id']}", cancel, token=AGENT_TOKEN[1])
     assert st == 200

@@ -88,6 +88,7 @@ class FakeDaemon:
             "state": "pending",
             "outcome": None,
             "params": {k: v for k, v in body.items() if k not in OURS},
+            "digest": digest({k: v for k, v in body.items() if k not in OURS}),
         }
         if key:
             self.keys[(sid, key)] = rid
@@ -116,6 +117,9 @@ class FakeDaemon:
             return web.json_response({"error": "unauthorized", "reason": "token"}, status=401)
         rid = request.match_info["id"]
         body = await request.json()
+        key_of = {r: k for (_, k), r in self.keys.items()}
+        if body.get("decision") == "cancel" and (rid not in key_of or body.pop("key", None) != key_of[rid]):
+            return web.json_response({"error": "not_found", "reason": rid}, status=404)  # the daemon: no key, no cancel
         self.decisions.append((rid, body))
         rec = self.records.get(rid)
         if rec is not None and body.get("decision") == "cancel" and self.answer_first:

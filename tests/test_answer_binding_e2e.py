@@ -110,7 +110,7 @@ async def test_a_fake_prompt_from_a_non_answerer_makes_the_bot_ask(station: Stat
     assert not station.alice.find(lambda e: e.get("sender") == station.bot_id
                                   and content(e).get("msgtype") == "m.notice" and e is not notice, start=mark)
     quote = "\n".join(f"> {line}" for line in content(prompt)["body"].split("\n"))
-    await station.alice.send({  # a reply as older clients send it, quoting the prompt: not a look-alike
+    await station.alice.send({  # a reply as older clients send it, quoting the prompt: still answers it
         "msgtype": "m.text", "body": f"> <{station.bot_id}> {quote[2:]}\n\n1",
         "m.relates_to": {"m.in_reply_to": {"event_id": prompt["event_id"]}}})
     got = await _outcome(station, rec["id"])

@@ -120,6 +120,7 @@ async def test_list_health_metrics(station: Station, sid: str) -> None:
         text = r.read().decode()
         assert "version=" in r.headers["Content-Type"]
     assert "permission_bot_webhook_failed_total" in text and "permission_bot_send_errors_total" in text
+    assert "process_resident_memory_bytes" in text and "process_open_fds" in text  # the daemon process itself
     assert (
         "permission_bot_pending" in text
         and 'permission_bot_resolved_total{state="resolved",via="api"}' in text

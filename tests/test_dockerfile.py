@@ -22,7 +22,8 @@ from tests.support.station import exe_path
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "container-bot-password-3d1f"
-API_TOKEN = "container-api-token-8e2a"
+AGENT_TOKEN = "container-agent-token-8e2a"
+DECIDER_TOKEN = "container-decider-token-51c7"
 
 
 def instructions() -> list[tuple[str, str]]:
@@ -115,11 +116,60 @@ def container_config() -> str:
     return m.group(1)
 
 
+def filled_config(homeserver: str, bot: str, room: str, human: str, port: int, data: Path) -> str:
+    """The documented container config with this test's homeserver, accounts, room, port and state folder."""
+    return (
+        container_config()
+        .replace("http://synapse:8008", homeserver)
+        .replace("@permbot:example.org", bot)
+        .replace("!abc:example.org", room)
+        .replace("@alice:example.org", human)
+        .replace('"0.0.0.0:8750"', f'"0.0.0.0:{port}"')
+        .replace('"/data"', json.dumps(str(data)))
+    )
+
+
 def test_documented_container_config_listens_on_all_interfaces() -> None:
     cfg = container_config()
     assert 'listen = "0.0.0.0:8750"' in cfg
     assert 'path = "/data"' in cfg
     assert "password =" not in cfg.replace("# password", "") and "token =" not in cfg.replace("# token", "")
+    tokens = tomllib.loads(cfg)["api"]["tokens"]  # named tokens with roles, their secrets from the environment
+    assert {t["role"] for t in tokens} == {"agent", "decider"} and all("secret_env" in t for t in tokens)
+    assert all("secret" not in t for t in tokens)
+
+
+def test_the_image_says_it_is_a_container_and_the_docs_say_how_podman_keeps_the_healthcheck() -> None:
+    env = " ".join(args_of("ENV"))
+    assert "PERMISSION_BOT_IN_CONTAINER=1" in env
+    from bot.cli.doctor.config import CONTAINER_ENV
+
+    assert CONTAINER_ENV == "PERMISSION_BOT_IN_CONTAINER"
+    deploy = (ROOT / "docs" / "deploy.md").read_text()
+    assert "podman build --format docker" in deploy and "without systemd" in deploy
+    assert "uid 10001" in deploy and ":U" in deploy and "--userns" in deploy
+
+
+def test_image_builds_with_its_healthcheck(tmp_path: Path) -> None:
+    """Needs a container engine; where there is none (this project's machine), skipped, saying so."""
+    import shutil
+
+    def works(e: str) -> bool:
+        return shutil.which(e) is not None and subprocess.run(
+            [e, "info"], capture_output=True, timeout=60, check=False
+        ).returncode == 0
+
+    engine = next((e for e in ("podman", "docker") if works(e)), None)
+    if engine is None:
+        pytest.skip("no working podman or docker engine on this machine: the image build is not checked here")
+    fmt = ["--format", "docker"] if engine == "podman" else []  # podman's OCI default drops HEALTHCHECK
+    tag = f"permission-bot-test:{tmp_path.name.lower()}"
+    subprocess.run([engine, "build", *fmt, "-t", tag, str(ROOT)], check=True, timeout=1800)
+    try:
+        out = subprocess.run([engine, "image", "inspect", tag], capture_output=True, text=True, check=True)
+        assert "Healthcheck" in out.stdout and "healthz" in out.stdout
+    finally:
+        subprocess.run([engine, "rmi", "-f", tag], capture_output=True, check=False)
 
 
 # --- the entrypoint command, run here -----------------------------------------------------------------------
@@ -132,21 +182,13 @@ def test_entrypoint_with_the_container_config_serves_healthz(homeserver: Homeser
     room = homeserver.create_room(human["access_token"], invite=[bot["user_id"]], name="container")
     port = free_port()
     data = tmp_path / "data"
-    text = (
-        container_config()
-        .replace("http://synapse:8008", homeserver.url)
-        .replace("@permbot:example.org", bot["user_id"])
-        .replace("!abc:example.org", room)
-        .replace("@alice:example.org", human["user_id"])
-        .replace('"0.0.0.0:8750"', f'"0.0.0.0:{port}"')
-        .replace('"/data"', json.dumps(str(data)))
-    )
     config = tmp_path / "config.toml"
-    config.write_text(text)
+    config.write_text(filled_config(homeserver.url, bot["user_id"], room, human["user_id"], port, data))
     argv = exec_form(args_of("ENTRYPOINT")[0]) + exec_form(args_of("CMD")[-1])
     argv = [exe_path() if a == "permission-bot" else str(config) if a == "/config/config.toml" else a for a in argv]
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERMISSION_BOT_")}
-    env.update(PERMISSION_BOT_MATRIX_PASSWORD=PASSWORD, PERMISSION_BOT_API_TOKEN=API_TOKEN)
+    env.update(PERMISSION_BOT_MATRIX_PASSWORD=PASSWORD, PERMISSION_BOT_AGENT_TOKEN=AGENT_TOKEN,
+               PERMISSION_BOT_DECIDER_TOKEN=DECIDER_TOKEN, PERMISSION_BOT_IN_CONTAINER="1")
     log = tmp_path / "daemon.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
@@ -172,12 +214,16 @@ def test_entrypoint_with_the_container_config_serves_healthz(homeserver: Homeser
         hc_env["PERMISSION_BOT_HEALTH_URL"] = f"http://127.0.0.1:{free_port()}/healthz"
         assert subprocess.run(hc, env=hc_env, capture_output=True, timeout=30).returncode == 1
 
-        # the API token came from the environment: authorised -> 404 for an unknown id, else 401
-        assert post(url + "/permissions/nope:1", API_TOKEN) == 404
+        # the named tokens came from the environment: the decider may decide (404 for an unknown id),
+        # the agent token may not (403), anything else is 401
+        assert post(url + "/permissions/nope:1", DECIDER_TOKEN) == 404
+        assert post(url + "/permissions/nope:1", AGENT_TOKEN) == 403
         assert post(url + "/permissions/nope:1", "wrong") == 401
+        assert "api_token_legacy" not in log.read_text()  # no warning at start
 
         assert (data / "inbox.sqlite3").exists(), "state goes under [state] path (the /data volume)"
-        assert PASSWORD not in log.read_text() and API_TOKEN not in log.read_text()
+        assert PASSWORD not in log.read_text() and AGENT_TOKEN not in log.read_text()
+        assert DECIDER_TOKEN not in log.read_text()
     finally:
         proc.terminate()
         code = proc.wait(20)

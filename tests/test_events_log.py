@@ -49,3 +49,14 @@ async def test_waiting_streams_are_woken() -> None:
     log.on_change("request", _rec(1))
     await asyncio.wait_for(waiter, 1)
     assert not log.tick.is_set()
+
+
+def test_an_odd_last_event_id_means_missed_events_never_an_error() -> None:
+    """``EPOCH-²`` passes str.isdigit but not int(); nor do other digits, signs, spaces or 5,000 digits."""
+    log = EventLog(size=2)
+    for n in range(1, 4):
+        log.on_change("request", _rec(n))
+    for odd in ("²", "\u0663", "\uff11", "+1", "-1", " 1", "1_0", "0x1", "9" * 5000, "", "\udcc2"):
+        last, missed = log.resume(f"{log.epoch}-{odd}")
+        assert missed and last == 0, odd
+        assert [n for n, _, _ in log.after(last)[0]] == [2, 3]

@@ -163,3 +163,41 @@ async def test_sse_last_event_id_from_elsewhere_says_events_were_missed(station:
                                                                      headers={"Last-Event-ID": "0123abcd-7"}) as resp:
         got = await asyncio.wait_for(_read_events(resp, sid, 1), 15)
     assert got[0][1] == "events-missed" and got[0][2] == {"last_event_id": "0123abcd-7"}
+
+
+async def _raw_events(station: Station, last_event_id: bytes) -> bytes:
+    """GET /events with ``Last-Event-ID`` sent as raw bytes (no client library checks them), read until the
+    first event is complete; the status line and everything read."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", station.api_port)
+    try:
+        writer.write(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+                     + station.token.encode() + b"\r\nLast-Event-ID: " + last_event_id + b"\r\n\r\n")
+        await writer.drain()
+        got = b""
+        while b"event: " not in got or b"\n\n" not in got.partition(b"event: ")[2]:
+            chunk = await asyncio.wait_for(reader.read(4096), 15)
+            if not chunk:
+                break
+            got += chunk
+        return got
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("odd", ["\u00b2", "\u0663", "\uff11", "+1", "9" * 5000, "1\u00b2"])
+async def test_sse_an_odd_last_event_id_means_missed_events_not_a_500(station: Station, sid: str, odd: str) -> None:
+    """`EPOCH-²` passes str.isdigit but not int(): it once wrote a 500 into the open 200 stream. Any id the
+    daemon cannot read means "events missed", as an unknown id does."""
+    auth = {"Authorization": f"Bearer {station.token}"}
+    async with aiohttp.ClientSession(headers=auth) as http, http.get(station.api_url + "/events") as resp:
+        reader = asyncio.create_task(_read_events(resp, sid, 1))
+        await asyncio.sleep(0.2)
+        _, rec = await station.ahttp("POST", "/permissions", request_body(sid, tool_call_id="odd"))
+        [(real_id, _, _)] = await asyncio.wait_for(reader, 15)
+    await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "cancel"})
+    epoch = real_id.rpartition("-")[0]
+    got = await _raw_events(station, f"{epoch}-{odd}".encode())
+    head, _, stream = got.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    assert b"500" not in stream and b"Internal Server Error" not in stream, stream[:300]
+    assert b"event: events-missed" in stream, stream[:300]

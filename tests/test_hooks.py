@@ -59,6 +59,7 @@ def rendered(body: dict[str, Any]) -> str:
         expires_at=datetime(2026, 12, 1),
         tool_name=s.tool_name,
         label=s.label,
+        cwd=s.cwd,
     )
     return str(c["body"]) + "\n" + json.dumps(c["subject"]["preview"], ensure_ascii=False)
 
@@ -306,7 +307,9 @@ def test_fail_safe_never_allows(raw: bytes, fallback: str, code: int, behavior: 
     got_code, out, err = hook(raw, fallback)
     assert got_code == code
     assert len(err.strip().splitlines()) == 1 and err.startswith("permission-bot hook: ")
-    if behavior is None:
+    if behavior is None and fallback == "ask":  # no decision; Claude Code is shown why (systemMessage)
+        assert set(json.loads(out)) == {"systemMessage"} and err.strip().split("; ")[0] in out
+    elif behavior is None:
         assert out == ""
     else:
         assert json.loads(out)["hookSpecificOutput"]["decision"]["behavior"] == behavior
@@ -314,12 +317,14 @@ def test_fail_safe_never_allows(raw: bytes, fallback: str, code: int, behavior: 
 
 
 def test_print_config() -> None:
-    ask = snippet("claude-code", prompt_timeout=600)
+    ask = snippet("claude-code", prompt_timeout=600, token_file="/home/a b/agent-token")
     h = ask["hooks"]["PermissionRequest"][0]["hooks"][0]
-    assert h == {"type": "command", "command": "permission-bot hook claude-code", "timeout": 660}
-    deny = snippet("codex", prompt_timeout=900, fallback="deny")["hooks"]["PermissionRequest"][0]["hooks"][0]
+    command = "permission-bot hook claude-code --token-file '/home/a b/agent-token'"
+    assert h == {"type": "command", "command": command, "timeout": 660}
+    deny = snippet("codex", prompt_timeout=900, token_file="/t", fallback="deny")["hooks"]["PermissionRequest"][0]
+    deny = deny["hooks"][0]
     assert deny["onFailure"] == "block" and deny["command"].endswith("--fallback deny") and deny["timeout"] > 900
-    http = snippet("claude-code", prompt_timeout=60, http_url="http://127.0.0.1:8750")
+    http = snippet("claude-code", prompt_timeout=60, token_file="/t", http_url="http://127.0.0.1:8750")
     h = http["hooks"]["PermissionRequest"][0]["hooks"][0]
     assert h["url"] == "http://127.0.0.1:8750/hooks/claude-code" and "onFailure" not in h
     assert h["headers"]["Authorization"] == "Bearer $PERMISSION_BOT_TOKEN"

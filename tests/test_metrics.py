@@ -72,3 +72,14 @@ async def test_two_daemons_keep_separate_registries_and_components_export_their_
 
 def test_content_type_carries_the_exposition_version() -> None:
     assert CONTENT_TYPE.startswith("text/plain") and "version=" in CONTENT_TYPE
+
+
+async def test_process_and_platform_figures_are_in_each_registry() -> None:
+    """prometheus-client's process_* and python_info, as the default registry has them, in each daemon's own."""
+    a, b = Metrics(), Metrics()
+    for m in (a, b):
+        got = _samples(await m.render())
+        assert got[("process_resident_memory_bytes", ())] > 0
+        assert got[("process_open_fds", ())] > 0
+        assert 0 < got[("process_start_time_seconds", ())] <= time.time()
+        assert any(name == "python_info" for name, _ in got)

@@ -83,7 +83,7 @@ async def test_hook_and_acp_door_for_one_tool_call_give_one_live_prompt(
 ) -> None:
     """``as_it_comes``: a race; measured, the ACP door is first and the hook defers: one prompt.
     ``acp_late``: the ACP door's traffic is held ACP_DELAY per chunk, so the hook posts first; its
-    prompt is withdrawn ("asked through ACP") once the ACP request comes, which alice answers.
+    prompt is withdrawn ("came through ACP") once the ACP request comes, which alice answers.
     Either way one prompt is live and the answer to it decides."""
     late = FaultProxy("127.0.0.1", station.api_port, delay=ACP_DELAY) if order == "acp_late" else None
     if late:
@@ -121,10 +121,11 @@ async def test_hook_and_acp_door_for_one_tool_call_give_one_live_prompt(
             hook_rec, acp_again = recs
             assert hook_rec["label"] == "claude-code" and acp_again["id"] == acp_rec["id"]
             assert hook_rec["state"] == "cancelled"
-            assert hook_rec["outcome"]["answered_by"] == "claude-code hook (asked through ACP)"
+            assert hook_rec["outcome"]["answered_by"] == "claude-code hook"
+            assert "came through ACP" in hook_rec["outcome"]["feedback"]
             assert [e["event_id"] for e in prompts] == [hook_rec["prompt_event_id"], p["event_id"]]
             edit = await station.edit_of(hook_rec["prompt_event_id"])
-            assert edit and "asked through ACP" in content(edit)["m.new_content"]["body"]
+            assert edit and "came through ACP" in content(edit)["m.new_content"]["body"]
         else:  # the hook deferred: nothing else was ever posted
             assert [r["id"] for r in recs] == [acp_rec["id"]]
             assert [e["event_id"] for e in prompts] == [p["event_id"]]

@@ -15,7 +15,7 @@ from bot.inbox.session_rule_store import SessionRules
 from bot.inbox.store import Inbox
 from bot.session_rules import LABEL, Scope, offered, origin_of, scope_of
 
-KEY = "0123456789abcdef:3"
+KEY = "0123456789abcdef0123456789abcdef:3"
 OPTIONS = (("once", "Allow once"), ("always", "Always allow"), ("no", "Reject"))
 KINDS = ("allow_once", "allow_always", "reject_once")
 
@@ -32,8 +32,8 @@ def rec(command: Any = "rm -rf build", *, raw: bool = False, **over: Any) -> dic
 
 
 def test_scope_is_the_proxy_run_the_session_the_tool_and_the_exact_command() -> None:
-    assert scope_of(rec()) == Scope("0123456789abcdef", "sess-1", "Bash", '{"command":"rm -rf build"}')
-    assert scope_of(rec(command=["rm", "-rf", "a b"])) == Scope("0123456789abcdef", "sess-1", "Bash",
+    assert scope_of(rec()) == Scope("0123456789abcdef0123456789abcdef", "sess-1", "Bash", '{"command":"rm -rf build"}')
+    assert scope_of(rec(command=["rm", "-rf", "a b"])) == Scope("0123456789abcdef0123456789abcdef", "sess-1", "Bash",
                                                                 '{"command":"rm -rf \'a b\'"}')
 
 
@@ -44,7 +44,7 @@ def test_scope_is_the_proxy_run_the_session_the_tool_and_the_exact_command() -> 
     rec("rm -rf build "),  # not even whitespace is ignored
     rec("RM -rf build"),
     rec(session_id="sess-2"),  # another session id
-    rec(key="fedcba9876543210:1"),  # the same session id from another proxy run (another agent)
+    rec(key="fedcba9876543210fedcba9876543210:1"),  # the same session id from another proxy run (another agent)
     rec(tool_name="Shell"),
     rec({"command": "rm -rf build", "cwd": "/"}, raw=True),  # the same command elsewhere
     rec({"command": "rm -rf build", "env": {"HOME": "/"}}, raw=True),
@@ -61,9 +61,10 @@ def test_the_models_prose_about_the_command_is_not_part_of_it() -> None:
 
 
 def test_only_the_proxys_keys_carry_an_origin() -> None:
-    assert origin_of(KEY) == "0123456789abcdef"
-    for bad in (None, "", "mykey", "0123456789abcdef", "0123456789ABCDEF:1", "0123456789abcdef:1:2",
-                "0123456789abcdef:x", "x0123456789abcdef:1"):
+    assert origin_of(KEY) == "0123456789abcdef0123456789abcdef"
+    for bad in (None, "", "mykey", "0123456789abcdef:1", "0123456789abcdef0123456789abcdef", "0123456789ABCDEF:1",
+                "0123456789abcdef0123456789abcdef:1:2",
+                "0123456789abcdef0123456789abcdef:x", "x0123456789abcdef0123456789abcdef:1"):
         assert origin_of(bad) is None, bad
     assert scope_of(rec(key="agent-chosen")) is None  # a direct submission without the proxy's key
     assert scope_of(rec(key=None)) is None
@@ -72,12 +73,12 @@ def test_only_the_proxys_keys_carry_an_origin() -> None:
 def test_edits_are_the_same_files_and_without_tool_the_kind_counts() -> None:
     edit = rec(command=None, tool_name=None, tool_kind="edit",
                locations=[{"path": "/w/a.py"}], content=[{"type": "diff", "path": "/w/a.py", "newText": "x"}])
-    assert scope_of(edit) == Scope("0123456789abcdef", "sess-1", "edit", '{"paths":["/w/a.py"]}')
+    assert scope_of(edit) == Scope("0123456789abcdef0123456789abcdef", "sess-1", "edit", '{"paths":["/w/a.py"]}')
     other = {**edit, "locations": [{"path": "/w/a.py"}, {"path": "/w/b.py"}]}
     assert scope_of(other) != scope_of(edit)
     # Gemini: an execute request without rawInput: the command is the title, as the prompt shows it
     assert scope_of(rec(command=None, tool_name=None, title="`touch x`")) == Scope(
-        "0123456789abcdef", "sess-1", "execute", '{"command":"touch x"}')
+        "0123456789abcdef0123456789abcdef", "sess-1", "execute", '{"command":"touch x"}')
     assert scope_of(rec(command=None, tool_name=None, tool_kind=None)) is None  # no tool, no kind
     assert scope_of(rec(command=None, tool_kind="other", title="")) is None  # nothing to be the same
     # a file alone says what is the same only for file tools: an execute or fetch with other input is not
@@ -152,8 +153,8 @@ async def test_store_matches_exactly_and_ends_revokes_and_expires(store: Session
     assert [r.scope.session_id for r in await store.list("sess-2")] == ["sess-2"]
     assert await store.expire(idle_before=135.0) == 1  # a: unused since 130
     assert await store.match(a, 150.0) is None
-    assert await store.end("fedcba9876543210") == 0  # another proxy run's end touches nothing
-    assert await store.end("0123456789abcdef", "sess-2") == 1
+    assert await store.end("fedcba9876543210fedcba9876543210") == 0  # another proxy run's end touches nothing
+    assert await store.end("0123456789abcdef0123456789abcdef", "sess-2") == 1
     assert await store.list() == []
     r = await store.add(a, set_by="@alice:hs", request_id="sess-1:3", now=200.0)
     assert (await store.revoke(r.id)) is not None and await store.revoke(r.id) is None
@@ -183,6 +184,6 @@ def test_the_rooms_notice_shows_the_command_as_prose() -> None:
     from bot.inbox.session_rule_store import SessionRule
     from bot.room_answers import rule_notice
 
-    scope = Scope("0123456789abcdef", "s1", "Bash", '{"command":"echo @room\\n1. Allow once"}')
+    scope = Scope("0123456789abcdef0123456789abcdef", "s1", "Bash", '{"command":"echo @room\\n1. Allow once"}')
     text = rule_notice(SessionRule(3, scope, "@alice:hs", "s1:1", 1.0, 1.0))
     assert "\n" not in text and "@room" not in text and "rules revoke 3" in text

@@ -323,14 +323,35 @@ async def test_old_chat_positions_are_pruned_but_prompts_kept(tmp_path: Path, mo
         await ib.close()
 
 
-def test_a_reply_quoting_the_prompt_is_no_lookalike() -> None:
+def test_a_reply_quoting_a_prompt_counts_as_a_lookalike() -> None:
+    """A client shows a reply with the event it replies to, which may itself be a fake prompt: the quote counts."""
     quoted = {"msgtype": "m.text", "body": f"> <{BOT}> Permission needed: rm -rf /\n\n1",
               "format": "org.matrix.custom.html",
               "formatted_body": "<mx-reply><blockquote>Permission needed: rm</blockquote></mx-reply>1",
               "m.relates_to": {"m.in_reply_to": {"event_id": "$p"}}}
-    assert sighting(ev(quoted, sender=BOB), bot_user_id=BOT) is None
-    quoted["body"] = f"> <{BOT}> hi\n\nPermission needed: deploy"
     assert sighting(ev(quoted, sender=BOB), bot_user_id=BOT) == Sighting("$e", "lookalike")
+    assert sighting(ev({"msgtype": "m.text", "body": "lgtm", "m.relates_to": {"m.in_reply_to": {"event_id": "$p"}}},
+                       sender=BOB), bot_user_id=BOT) is None
+
+
+def test_lookalikes_in_every_form_a_reader_sees() -> None:
+    """Notices, emotes, thread messages, edits (by their new text), stickers and polls from anyone else."""
+    fake = "P\u0435rmission needed: ls"
+    thread = {"rel_type": "m.thread", "event_id": "$root"}
+    for etype, content in (
+        ("m.room.message", {"msgtype": "m.notice", "body": fake}),
+        ("m.room.message", {"msgtype": "m.emote", "body": fake}),
+        ("m.room.message", {"msgtype": "m.text", "body": fake, "m.relates_to": thread}),
+        ("m.room.message", {"msgtype": "m.text", "body": "* hi", "m.new_content": {"msgtype": "m.text", "body": fake},
+                            "m.relates_to": {"rel_type": "m.replace", "event_id": "$x"}}),
+        ("m.room.message", {"msgtype": "m.text", "body": "hi", "formatted_body": "Permission <span></span>needed"}),
+        ("m.sticker", {"body": fake, "url": "mxc://x/y"}),
+        ("org.matrix.msc3381.poll.start", {"body": "lunch?"}),
+        ("m.poll.start", {}),
+    ):
+        assert sighting(ev(content, sender=BOB, etype=etype), bot_user_id=BOT) == Sighting("$e", "lookalike"), content
+    assert sighting(ev({"msgtype": "m.notice", "body": "build green"}, sender=BOB), bot_user_id=BOT) is None
+    assert sighting(ev({"body": "cat", "url": "mxc://x/y"}, sender=BOB, etype="m.sticker"), bot_user_id=BOT) is None
 
 
 async def test_the_bots_own_events_are_known_by_their_ids(tmp_path: Path) -> None:

@@ -65,13 +65,17 @@ async def test_decider_decision_records_the_token_name_not_by(station: Station, 
 
 
 async def test_agent_token_cannot_cancel_another_tokens_request(station: Station, sid: str) -> None:
-    rec = await _submit(station, sid, token=AGENT)
+    st, rec = await station.ahttp("POST", "/permissions", request_body(sid, key="k-secret"), token=AGENT)
+    assert st == 201, rec
     st, body = await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "cancel"}, token=AGENT_B)
+    assert st == 404, body  # no key: as unknown
+    cancel = {"decision": "cancel", "key": "k-secret"}
+    st, body = await station.ahttp("POST", f"/permissions/{rec['id']}", cancel, token=AGENT_B)
     assert st == 403 and "only the requests it submitted" in body["reason"], body
     assert (await _get(station, rec["id"]))["state"] == "pending"
     st, body = await station.ahttp("GET", f"/permissions/{rec['id']}", token=AGENT_B)  # reads: any token
     assert st == 200
-    st, body = await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "cancel", "by": "x"}, token=AGENT)
+    st, body = await station.ahttp("POST", f"/permissions/{rec['id']}", {**cancel, "by": "x"}, token=AGENT)
     assert st == 200 and body["state"] == "cancelled", body
     assert body["outcome"]["answered_by"] == "api:agent-a"
     st, body = await station.ahttp("POST", "/permissions/nope:1", {"decision": "cancel"}, token=AGENT_B)
@@ -107,7 +111,7 @@ async def test_path_walking_session_ids_are_refused(station: Station, bad: str) 
         assert st == 201, body
         st, got = await station.ahttp("GET", "/permissions/..:1", token=AGENT)
         assert st == 200 and got["session_id"] == ".."
-        await station.ahttp("POST", "/permissions/..:1", {"decision": "cancel"}, token=AGENT)
+        await station.ahttp("POST", "/permissions/..:1", {"decision": "cancel"}, token=DECIDER)
         return
     assert st == 422 and body["error"] == "invalid_request" and body["reason"].startswith("sessionId:"), body
     assert await station.ahttp("GET", "/permissions", token=AGENT) == before

@@ -4,6 +4,9 @@ Single calls raise :class:`DaemonUnavailable` for what a retry may cure (no conn
 a timeout, 5xx, 429) and :class:`DaemonRefused` for what it will not (other 4xx). The
 ``*_retrying`` helpers retry the former with exponential back-off capped at 2 s
 (:class:`DaemonBackoff`, the proxy's numbers for :mod:`bot.backoff`).
+
+Every record handed back is checked to be the one sent: its ``digest`` must be that of the params
+submitted (:class:`WrongRecord` otherwise, a refusal: the caller fails closed and never relays it).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import yarl
 
 from bot.backoff import Backoff
 from bot.ids import url_segment
+from bot.inbox.digest import submission_digest
 
 log = structlog.get_logger("bot.acp.daemon")
 
@@ -48,6 +52,22 @@ class DaemonRefused(DaemonError):
         super().__init__(f"HTTP {status}: {reason}")
         self.status = status
         self.body = body
+
+
+class WrongRecord(DaemonRefused):
+    """The daemon answered with a record that is not the request sent (its digest differs)."""
+
+    def __init__(self, rec: Any) -> None:
+        super().__init__(200, {"error": "wrong_record", "reason": "the record's digest is not the request's"})
+        self.record = rec
+
+
+def _checked(rec: dict[str, Any], digest: str | None) -> dict[str, Any]:
+    """``rec`` when it carries ``digest`` (always, when ``digest`` is None), else :class:`WrongRecord`."""
+    if digest is not None and rec.get("digest") != digest:
+        log.warning("daemon_record_mismatch", request_id=str(rec.get("id"))[:200])
+        raise WrongRecord(rec)
+    return rec
 
 
 class DaemonBackoff(Backoff):
@@ -144,14 +164,18 @@ class DaemonClient:
         return self._base.joinpath("permissions", url_segment(request_id), encoded=True)
 
     async def submit(self, body: dict[str, Any]) -> dict[str, Any]:
-        """``POST /permissions``: the record (new or, for a known key, the existing one)."""
+        """``POST /permissions``: the record (new or, for a known key, the existing one), checked to be
+        this body's (:class:`WrongRecord`); a 409 ``key_conflict`` is a :class:`DaemonRefused`."""
         status, rec = await self._call("POST", self._base / "permissions", body)
         if status in (200, 201) and isinstance(rec, dict) and isinstance(rec.get("id"), str):
-            return rec
+            return _checked(rec, submission_digest(body) or "")
+        if status == 409 and isinstance(rec, dict) and rec.get("error") == "key_conflict":
+            log.warning("daemon_key_conflict", reason=str(rec.get("reason"))[:200])
         raise DaemonRefused(status, rec)
 
-    async def get(self, request_id: str, wait: float = 0.0) -> dict[str, Any] | None:
-        """``GET /permissions/{id}[?wait=N]``: the record, or None when the daemon does not know it."""
+    async def get(self, request_id: str, wait: float = 0.0, digest: str | None = None) -> dict[str, Any] | None:
+        """``GET /permissions/{id}[?wait=N]``: the record (checked to carry ``digest`` when given), or None
+        when the daemon does not know it."""
         url = self._one(request_id)
         if wait > 0:
             url = url.with_query(wait=str(int(wait)))
@@ -159,24 +183,30 @@ class DaemonClient:
         if status == 404:
             return None
         if status == 200 and isinstance(rec, dict):
-            return rec
+            return _checked(rec, digest)
         raise DaemonRefused(status, rec)
 
-    async def decide(self, request_id: str, body: dict[str, Any]) -> dict[str, Any] | None:
-        """``POST /permissions/{id}``: the settled record, or None when unknown or already settled."""
+    async def decide(
+        self, request_id: str, body: dict[str, Any], digest: str | None = None
+    ) -> dict[str, Any] | None:
+        """``POST /permissions/{id}``: the settled record (checked to carry ``digest`` when given), or None
+        when unknown or already settled."""
         status, rec = await self._call("POST", self._one(request_id), body)
         if status == 404:
             return None
         if status == 200 and isinstance(rec, dict):
-            return rec
+            return _checked(rec, digest)
         raise DaemonRefused(status, rec)
 
     async def end_session_rules(self, key: str, session_id: str | None = None) -> int:
-        """``POST /rules/end``: the session (or every session of the proxy run behind ``key``) ended."""
+        """``POST /rules/end``: the session (or every session of the proxy run behind ``key``, the key of a
+        request it submitted, of that session when one is named) ended; 0 when the daemon has no such request."""
         body: dict[str, Any] = {"key": key} if session_id is None else {"key": key, "sessionId": session_id}
         status, out = await self._call("POST", self._base / "rules" / "end", body, timeout=2.5)
         if status == 200 and isinstance(out, dict) and isinstance(out.get("ended"), int):
             return int(out["ended"])
+        if status == 404:
+            return 0
         raise DaemonRefused(status, out)
 
     async def submit_retrying(
@@ -209,18 +239,21 @@ class DaemonClient:
                 await asyncio.sleep(pause)
 
     async def cancel_retrying(
-        self, request_id: str, by: str, budget: float, *, feedback: str | None = None
+        self, request_id: str, by: str, budget: float, *, key: str, digest: str | None,
+        feedback: str | None = None,
     ) -> dict[str, Any] | None:
-        """Cancel one request, retrying for up to ``budget`` seconds; the record, or None (unknown or settled)."""
+        """Cancel one request, retrying for up to ``budget`` seconds; the record, or None (unknown or settled).
+
+        ``key`` (the one it was submitted with) proves to the daemon that the request is this run's."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + budget
         backoff = DaemonBackoff(cap=0.5)
         while True:
             try:
-                body = {"decision": "cancel", "by": by}
+                body = {"decision": "cancel", "by": by, "key": key}
                 if feedback:
                     body["feedback"] = feedback
-                return await self.decide(request_id, body)
+                return await self.decide(request_id, body, digest)
             except DaemonUnavailable:
                 left = deadline - loop.time()
                 if left <= 0:

@@ -4,9 +4,10 @@ A ``POST /permissions`` sent but not answered (a slow link, a busy daemon, the p
 just after sending) may still create the request after the proxy stopped waiting: a live prompt
 nobody's agent waits for. The submission is idempotent on (session, key), so the proxy sends the
 same body again, racing the first: either answer names the record, new or existing, and the
-caller cancels it by id (the route an agent token may use on the requests it submitted itself;
-the daemon checks that). The first POST, arriving later, finds the key and gets that record back,
-settled. Nothing is sent again when no attempt can have reached the daemon.
+caller cancels it by id and key (the route an agent token may use on the requests it submitted
+itself, showing their key; the daemon checks both). The first POST, arriving later, finds the key
+with the same body and gets that record back, settled. Nothing is sent again when no attempt can
+have reached the daemon.
 """
 
 from __future__ import annotations

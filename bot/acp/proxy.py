@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -59,7 +60,9 @@ class Proxy:
 
     def __init__(self, cfg: ProxyConfig) -> None:
         self.cfg = cfg
-        self.proxy_id = uuid.uuid4().hex[:16]
+        self.proxy_id = secrets.token_hex(16)  # the run's secret (128 bits): the origin of its keys, never shown
+        self.fwd_id = uuid.uuid4().hex[:16]  # the run's public name in the ids of forwarded requests
+        self.used_keys: dict[str, str] = {}  # session id -> the key of a request of it the daemon took
         self.cache = ToolCallCache()
         self.daemon = DaemonClient(cfg.url, cfg.token)
         self.requests: dict[int, Request] = {}
@@ -120,11 +123,16 @@ class Proxy:
             task.add_done_callback(self._ending.discard)
 
     async def end_rules(self, session_id: str | None = None) -> None:
-        """Tell the daemon a session (None: every session of this run) ended, so its session rules end."""
-        if not self._n:
-            return  # nothing was ever submitted: no rule can exist
+        """Tell the daemon a session (None: every session of this run) ended, so its session rules end.
+        The key of a request of that session (any, for all) proves to the daemon that the run is ours."""
+        if session_id is not None:
+            key = self.used_keys.get(session_id)
+        else:
+            key = next(iter(self.used_keys.values()), None)
+        if key is None:
+            return  # the daemon took no request (of that session): no rule can exist
         try:
-            n = await self.daemon.end_session_rules(f"{self.proxy_id}:0", session_id)
+            n = await self.daemon.end_session_rules(key, session_id)
         except DaemonError as e:
             log.warning("could not end session rules in the daemon", error=str(e))
             return
@@ -160,7 +168,7 @@ class Proxy:
             self.to_client.write(data)
 
     def _fwd_id(self, req: Request) -> str:  # the id a forwarded request has at the client
-        return f"{FWD_PREFIX}{self.proxy_id}:{req.n}"
+        return f"{FWD_PREFIX}{self.fwd_id}:{req.n}"
 
     async def forward(self, req: Request) -> None:
         """Fallback: send the request to the client under a fresh id, relay its answer back."""

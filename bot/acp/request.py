@@ -5,7 +5,9 @@ submitted -> pending (long-polls) -> settled: the agent gets the record's outcom
 cancels the request in the daemon; when the daemon says someone answered first, the agent
 gets that answer instead, so the agent, the record and the room always agree. Params that do not
 fit ACP's ``RequestPermissionRequest`` (:mod:`bot.acp.messages`) never reach the daemon: they get
-the fallback answer at once, as a request the daemon refused does.
+the fallback answer at once, as a request the daemon refused does. So does a request whose key the
+daemon holds for another body (409 ``key_conflict``) or whose record is not the one sent (its digest
+is not this request's): the agent is never told what was decided for something else.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ from acp.schema import RequestPermissionRequest
 from bot.acp import messages, outcomes
 from bot.acp.daemon_client import DaemonBackoff, DaemonError, DaemonRefused, DaemonUnavailable, SubmitState
 from bot.acp.inflight import discard, record_to_cancel
+from bot.inbox.digest import EXTRAS, submission_digest
 
 if TYPE_CHECKING:
     from bot.acp.proxy import Proxy
 
 log = structlog.get_logger("bot.acp")
 
-OURS = ("key", "label", "toolCallContext", "cwd")  # the submission's fields the proxy sets, never the agent
 
 
 class Request:
@@ -48,7 +50,8 @@ class Request:
             self.invalid = str(e)
         self.session_id = self.acp.session_id if self.acp is not None else None
         self.tool_call_id = self.acp.tool_call.tool_call_id if self.acp is not None else None
-        self.key = f"{proxy.proxy_id}:{n}"
+        self.key = f"{proxy.proxy_id}:{n}"  # proxy_id is the run's secret: the key proves the request is ours
+        self.digest = ""  # what every record the daemon gives back must carry (set when submitting)
         self.record_id: str | None = None
         self.forwarded = False
         self.done = False
@@ -83,10 +86,10 @@ class Request:
         if self.acp is None:
             return {}
         cache = self.proxy.cache
-        clash = [k for k in OURS if k in self.params]
+        clash = [k for k in EXTRAS if k in self.params]
         if clash:
             self.log.warning("agent params carry fields the proxy sets; they are dropped", fields=clash)
-        body = {k: v for k, v in self.params.items() if k not in OURS}
+        body = {k: v for k, v in self.params.items() if k not in EXTRAS}
         ctx = cache.completion(self.acp.session_id, self.params["toolCall"])
         cache.merge(self.acp.session_id, self.acp.tool_call)
         body["key"] = self.key
@@ -148,6 +151,7 @@ class Request:
         cfg = self.proxy.cfg
         daemon = self.proxy.daemon
         body = self.submission
+        self.digest = submission_digest(body) or ""  # "" matches no record: fail closed
         if self._cancel.is_set():
             return outcomes.cancelled()
         if self.invalid is not None:
@@ -163,6 +167,8 @@ class Request:
         except DaemonRefused as e:
             return await self._fallback(f"daemon refused the request ({e})")
         self.record_id = rec["id"]
+        if self.session_id is not None:
+            self.proxy.used_keys[self.session_id] = self.key
         self.log.info(
             "permission request submitted",
             request_id=rec["id"],
@@ -176,7 +182,10 @@ class Request:
                     return await self._cancel_unanswered(poll)
                 discard(poll)
                 return await self._cancel_in_daemon(self.record_id)
-            rec = poll.result()
+            try:
+                rec = poll.result()
+            except DaemonRefused as e:  # a record that is not ours (WrongRecord) or a refused re-submission
+                return await self._fallback(f"daemon refused the request ({e})")
             self.record_id = rec["id"]
         self.told_at, self.settled_rec = time.time(), rec
         result = outcomes.result_from_record(rec)
@@ -194,7 +203,7 @@ class Request:
         backoff = DaemonBackoff()
         while True:
             try:
-                rec = await daemon.get(request_id, wait=self.proxy.cfg.poll_wait)
+                rec = await daemon.get(request_id, wait=self.proxy.cfg.poll_wait, digest=self.digest)
             except DaemonUnavailable:
                 await asyncio.sleep(backoff.delay())
                 continue
@@ -218,8 +227,8 @@ class Request:
         except (TimeoutError, DaemonError) as e:
             self.log.warning(
                 "in_flight_request_not_cancelled",
-                key=self.key,
                 request_id=self.record_id,
+                n=self.n,  # the request's number in this run (its key, the run's secret, is never logged)
                 error=str(e) or type(e).__name__,
             )
             return outcomes.cancelled()
@@ -235,8 +244,10 @@ class Request:
         daemon = self.proxy.daemon
         try:
             async with asyncio.timeout(budget + 0.5):
-                rec = await daemon.cancel_retrying(request_id, self.cancel_by, budget, feedback=self.cancel_feedback)
-                current = None if rec is not None else await daemon.get(request_id)
+                rec = await daemon.cancel_retrying(
+                    request_id, self.cancel_by, budget, key=self.key, digest=self.digest, feedback=self.cancel_feedback
+                )
+                current = None if rec is not None else await daemon.get(request_id, digest=self.digest)
         except (TimeoutError, DaemonError) as e:
             self.log.warning(
                 "could not cancel the request in the daemon",

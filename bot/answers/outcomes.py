@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.answer_text import NoSuchNumber, Pick, parse
+from bot.answer_text import NoSuchNumber, Pick, norm, parse
 from bot.answers.model import Answer, Candidate, Refusal, Target
 from bot.prompts.text import prose
 from bot.session_rules import ALIASES as SESSION_ALIASES
@@ -18,11 +18,28 @@ def shown(target: Target) -> list[tuple[str, str]]:
     return [*target.options, ("session", target.session)] if target.session else list(target.options)
 
 
+SESSION_OPTION = norm("Allow for this session")
+"""The agent's own option of that name (the Claude Code hook offers one) is what the shortcuts pick
+when the bot offers no session line of its own."""
+
+
+def session_index(target: Target) -> int | None:
+    """The line ``s`` / ``session`` / 🔁 pick (0-based): the bot's own session line, else the one
+    allow-always option named "Allow for this session"; None when the prompt offers neither."""
+    if target.session:
+        return len(target.options)
+    kinds = list(target.kinds) + [""] * (len(target.options) - len(target.kinds))
+    hits = [i for i, (_, label) in enumerate(target.options)
+            if kinds[i] == "allow_always" and isinstance(label, str) and norm(label) == SESSION_OPTION]
+    return hits[0] if len(hits) == 1 else None
+
+
 def parse_for(text: str, target: Target) -> Pick | NoSuchNumber | None:
-    """:func:`bot.answer_text.parse` over the prompt's numbered lines (``s`` / ``session`` name the last)."""
-    if not target.session:
-        return parse(text, target.options)
-    return parse(text, shown(target), dict.fromkeys(SESSION_ALIASES, len(target.options)))
+    """:func:`bot.answer_text.parse` over the prompt's numbered lines (``s`` / ``session`` name the
+    session line, :func:`session_index`)."""
+    index = session_index(target)
+    aliases = dict.fromkeys(SESSION_ALIASES, index) if index is not None else None
+    return parse(text, shown(target), aliases)
 
 
 def _choices(target: Target) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.answer_text import keycap_index
 from bot.answers.model import Answer, Candidate, Refusal, Target
-from bot.answers.outcomes import answer, not_pending, shown, unparsable
+from bot.answers.outcomes import answer, not_pending, session_index, shown, unparsable
 from bot.inbox.states import Via
 from bot.session_rules import REACTION as SESSION_REACTION
 
@@ -39,7 +39,8 @@ def resolve_reaction(c: Candidate, target: Target | None) -> Answer | Refusal | 
     kind = SHORTCUTS.get(bare)
     number = keycap_index(key)
     if bare == SESSION_REACTION:
-        number = len(target.options) + 1 if target is not None and target.session else 0
+        index = session_index(target) if target is not None else None
+        number = index + 1 if index is not None else 0
     if (number is None and kind is None) or target is None:
         return None
     if not target.pending:

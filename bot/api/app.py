@@ -8,6 +8,7 @@ Bad bodies get a 4xx with a reason, never a 500.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import sqlite3
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from bot.api.auth import Action, Caller, Denied, Tokens, authenticate, may
+from bot.api.auth import DECIDER, Action, Caller, Denied, Tokens, authenticate, may
 from bot.api.events import EVENTS, EventLog, stream
 from bot.api.limits import Limits, busy
 from bot.event_size import TooLarge
@@ -23,7 +24,7 @@ from bot.events._util import unicode_problem
 from bot.inbox import pages
 from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
-from bot.inbox.submission import SubmissionError
+from bot.inbox.submission import KeyConflict, SubmissionError
 from bot.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
@@ -95,7 +96,11 @@ async def submit(request: web.Request) -> web.Response:
     if isinstance(who, web.Response):
         return who
     body = await _json_body(request)
-    rec, created = await request.app[DAEMON].submit(body, submitted_by=who.name)
+    try:
+        rec, created = await request.app[DAEMON].submit(body, submitted_by=who.name)
+    except KeyConflict as e:
+        log.warning("api_key_conflict", token=who.name, reason=str(e))
+        return _error(409, "key_conflict", str(e))
     return web.json_response(rec.to_api(), status=201 if created else 200)
 
 
@@ -164,7 +169,16 @@ def _opt_str(body: dict[str, Any], key: str, max_len: int) -> str | None:
     return v
 
 
+def _same_key(given: str | None, stored: str | None) -> bool:
+    """Whether an agent's cancel carries the key its request was submitted with (constant time)."""
+    if given is None or stored is None:
+        return False
+    return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), stored.encode("utf-8", "surrogatepass"))
+
+
 async def decide(request: web.Request) -> web.Response:
+    """``POST /permissions/{id}``: a decider's decision, or a cancel. An agent token cancels only a
+    request it submitted and whose ``key`` (the proxy's secret) it sends; else 404, as for an unknown id."""
     from bot.daemon import NotFound
 
     who = authenticate(request.app[TOKENS], request.headers.get("Authorization"))
@@ -186,9 +200,10 @@ async def decide(request: web.Request) -> web.Response:
     option_id = _opt_str(body, "option_id", 200)
     feedback = _opt_str(body, "feedback", 4000)
     _opt_str(body, "by", 200)  # accepted from old clients, never trusted: the token names the decider
+    key = _opt_str(body, "key", 255)
     if decision == "cancel":
         rec0 = await request.app[DAEMON].inbox.get(rid)
-        if rec0 is None:
+        if rec0 is None or not (DECIDER in who.roles or _same_key(key, rec0.key)):
             return _error(404, "not_found", f"no pending request {rid!r} (unknown or already resolved)")
         denied = may(who, "cancel", rec0.submitted_by)
     else:

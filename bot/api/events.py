@@ -3,15 +3,17 @@
 Every event gets an id ``EPOCH-N`` (EPOCH is new each daemon start, N counts from 1). The last
 ``RING`` events stay in memory; a client that reconnects with ``Last-Event-ID`` gets every kept event
 after it, then the live stream. When its id is older than the oldest kept event, from an earlier
-daemon run, or unreadable, it first gets ``event: events-missed`` (data ``{"last_event_id": ...}``)
-and then every kept event: it should re-read ``GET /permissions`` (the inbox stays the truth). A
-client too slow to keep up falls behind the ring the same way. A keep-alive comment every 15 s.
+daemon run, or unreadable (anything but this run's ``EPOCH-`` and ASCII digits), it first gets
+``event: events-missed`` (data ``{"last_event_id": ...}``) and then every kept event: it should
+re-read ``GET /permissions`` (the inbox stays the truth). A client too slow to keep up falls behind
+the ring the same way. A keep-alive comment every 15 s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from collections import deque
 
@@ -23,6 +25,7 @@ from bot.inbox.states import Change
 
 RING = 1000
 PING = 15.0
+_SEQ = re.compile("[0-9]{1,18}")  # ASCII digits only (str.isdigit takes "²", which int() refuses), bounded
 
 
 class EventLog:
@@ -48,7 +51,7 @@ class EventLog:
         if last_event_id is None:
             return self.last, False
         epoch, _, n = last_event_id.strip().partition("-")
-        if epoch == self.epoch and n.isdigit() and int(n) <= self.last:
+        if epoch == self.epoch and _SEQ.fullmatch(n) and int(n) <= self.last:
             return int(n), False
         return 0, True
 

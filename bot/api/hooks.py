@@ -1,7 +1,8 @@
 """``POST /hooks/claude-code`` and ``/hooks/codex``: a hook input in, held until settled, the hook's JSON out.
 
 Claude Code's ``type: "http"`` hooks post here directly; `permission-bot hook` posts here too. The
-reply is 200 with the decision, or ``{}`` for none (cancelled, or another door asks); a bad input
+reply is 200 with the decision (its ``Permission-Bot-Digest`` header names the digest of the record it is
+for, which `permission-bot hook` checks), or ``{}`` for none (cancelled, or another door asks); a bad input
 is a 4xx, which the CLI also takes as no decision. When the caller hangs up first, the request is
 withdrawn (see :mod:`bot.hooks.service`); so are those left pending by
 the daemon's previous run, when no hook can still be waiting.
@@ -15,6 +16,7 @@ from aiohttp.typedefs import Handler
 from bot.api.app import DAEMON, _caller, _error, _json_body
 from bot.hooks.models import CLIS, Cli, HookInputError
 from bot.hooks.service import hold, withdraw_orphans
+from bot.inbox.digest import HEADER
 
 
 def _gone(request: web.Request) -> bool:
@@ -29,10 +31,10 @@ def _route(cli: Cli) -> Handler:
             return who
         data = await _json_body(request)
         try:
-            out = await hold(request.app[DAEMON], cli, data, lambda: _gone(request), submitted_by=who.name)
+            out, digest = await hold(request.app[DAEMON], cli, data, lambda: _gone(request), submitted_by=who.name)
         except HookInputError as e:
             return _error(422, "invalid_hook_input", str(e))
-        return web.json_response(out or {})
+        return web.json_response(out or {}, headers={HEADER: digest} if out and digest else None)
 
     return handle
 

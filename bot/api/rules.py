@@ -1,7 +1,8 @@
 """``/rules``: the session rules ("Allow for this session"): list, revoke one, end a session's.
 
-Listing needs any valid token, revoking a decider token, ending a session's rules an agent
-token (the proxy ends its own sessions).
+Listing needs any valid token (a rule's ``origin``, the proxy run's secret, is never shown),
+revoking a decider token, ending a session's rules an agent token that shows the ``key`` of a
+request it submitted (the proxy ends its own sessions, never another run's).
 """
 
 from __future__ import annotations
@@ -38,19 +39,22 @@ async def revoke_rule(request: web.Request) -> web.Response:
 
 async def end_session(request: web.Request) -> web.Response:
     """``POST /rules/end`` ``{"key": KEY, "sessionId"?: ID}``: a proxy's session (or all of its sessions)
-    ended. ``key`` is any key the proxy gave its requests; the answer says how many rules were dropped."""
+    ended. ``key`` is the key of a request this token submitted (of that session, when one is named):
+    the proof that the run is the caller's; 404 otherwise. The answer says how many rules were dropped."""
     if isinstance(who := _caller(request, "submit"), web.Response):
         return who
     body = await _json_body(request)
     if not isinstance(body, dict):
         raise SubmissionError("body: expected a JSON object")
-    origin = origin_of(body.get("key"))
-    if origin is None:
+    key = body.get("key")
+    if not isinstance(key, str) or origin_of(key) is None:
         raise SubmissionError("key: expected a key the proxy set (PROXYID:N)")
     sid = body.get("sessionId")
     if sid is not None and (not isinstance(sid, str) or not sid or len(sid) > MAX_ID):
         raise SubmissionError(f"sessionId: expected a string of 1 to {MAX_ID} characters")
-    n = await request.app[DAEMON].session_rules.end(origin, sid)
+    n = await request.app[DAEMON].session_rules.end_by_key(key, who.name, sid)
+    if n is None:
+        return _error(404, "not_found", "no request of this token used that key")
     return web.json_response({"ended": n})
 
 

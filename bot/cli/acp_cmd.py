@@ -70,6 +70,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    from bot.ids import SAFE_ID_RULE, is_safe_id
+
+    if args.label is not None and args.label != "" and not is_safe_id(args.label):
+        # the daemon refuses such a label (422) on every request: say so now, once
+        print(f"permission-bot acp: --label must be {SAFE_ID_RULE} (got {args.label[:80]!r})", file=sys.stderr)
+        return 2
     connect_timeout = duration_flag("permission-bot acp", "--connect-timeout", args.connect_timeout)
     if connect_timeout is None:
         return 2

@@ -1,9 +1,11 @@
-"""`permission-bot hook claude-code|codex [...]` and `permission-bot hook print-config claude-code|codex`."""
+"""`permission-bot hook claude-code|codex [...]`, `permission-bot hook print-config claude-code|codex` and
+`permission-bot hook trust codex [--codex-home DIR]`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import cast
 
@@ -15,12 +17,18 @@ from bot.hooks.clis import CLIS, Cli
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the ``hook`` words and flags."""
     p.add_argument(
-        "what", choices=[*CLIS, "print-config"], help="the CLI whose hook input is on stdin, or print-config"
+        "what",
+        choices=[*CLIS, "print-config", "trust"],
+        help="the CLI whose hook input is on stdin, print-config, or trust (codex)",
     )
-    p.add_argument("target", nargs="?", choices=CLIS, help="with print-config: the CLI to configure")
+    p.add_argument("target", nargs="?", choices=CLIS, help="with print-config or trust: the CLI to configure")
     p.add_argument("--url", default=None, help="the daemon's HTTP API (default: $PERMISSION_BOT_URL, else the default)")
     p.add_argument(
-        "--token-file", default=None, metavar="PATH", help="a file holding the agent token (else $PERMISSION_BOT_TOKEN)"
+        "--token-file",
+        default=None,
+        metavar="PATH",
+        help="a file holding the agent token (else $PERMISSION_BOT_TOKEN); print-config: the path to print "
+        "(default ~/.config/permission-bot/agent-token)",
     )
     p.add_argument(
         "--fallback",
@@ -31,12 +39,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect-timeout", default="5s", metavar="DUR", help="how long to try an unreachable daemon")
     p.add_argument("--prompt-timeout", default="15m", metavar="DUR", help="print-config: the daemon's prompts.timeout")
     p.add_argument("--http", action="store_true", help="print-config: a Claude Code HTTP hook instead of a command")
+    p.add_argument(
+        "--codex-home", default=None, metavar="DIR", help="trust: Codex's home (default $CODEX_HOME or ~/.codex)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the hook, or print its settings."""
     if args.what == "print-config":
         return _print_config(args)
+    if args.what == "trust":
+        return _trust(args)
     if args.target is not None:
         print("permission-bot hook: unexpected argument after the CLI name", file=sys.stderr)
         return 2
@@ -60,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_config(args: argparse.Namespace) -> int:
-    from bot.hooks.snippet import snippet
+    from bot.hooks.snippet import default_token_file, snippet, token_note
 
     if args.target is None:
         print("permission-bot hook print-config: name the CLI: claude-code or codex", file=sys.stderr)
@@ -74,6 +87,27 @@ def _print_config(args: argparse.Namespace) -> int:
     from bot.cli.discovery import discover
 
     http_url = discover(args.url, None)[0] if args.http else None
-    out = snippet(cast(Cli, args.target), prompt_timeout=timeout, fallback=args.fallback, http_url=http_url)
+    token_file = os.path.abspath(os.path.expanduser(args.token_file or default_token_file(os.environ)))
+    out = snippet(cast(Cli, args.target), prompt_timeout=timeout, token_file=token_file, fallback=args.fallback,
+                  http_url=http_url, url=args.url)
     print(json.dumps(out, indent=2))
+    if http_url is None:
+        print(token_note(token_file, os.path.isfile(token_file)), file=sys.stderr)
+    return 0
+
+
+def _trust(args: argparse.Namespace) -> int:
+    from bot.hooks.codex_trust import TrustError, codex_home, trust
+
+    if args.target != "codex":
+        print("permission-bot hook trust: only codex needs it: permission-bot hook trust codex", file=sys.stderr)
+        return 2
+    home = codex_home(args.codex_home, os.environ)
+    try:
+        done = trust(home)
+    except TrustError as e:
+        print(f"permission-bot hook trust: {e}", file=sys.stderr)
+        return 1
+    for t in done:
+        print(f"{'trusted' if t.changed else 'already trusted'}: {t.key} ({t.trusted_hash}) runs {t.command}")
     return 0

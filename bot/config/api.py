@@ -35,7 +35,8 @@ class ApiConfig(Section):
     @classmethod
     def _listen(cls, v: str) -> str:
         host, sep, port = v.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        ok = port.isascii() and port.isdigit() and len(port) <= 5  # isdigit alone takes "²", which int() refuses
+        if not sep or not host or not ok or not 0 < int(port) < 65536:
             raise ValueError("must be HOST:PORT, e.g. 127.0.0.1:8750")
         return v
 

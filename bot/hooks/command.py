@@ -6,10 +6,11 @@ the agent could, so the room sees a real diff. When the hook is told to stop (SI
 SIGHUP), its parent goes away or stops reading stdout, it exits and its connection closes; the
 daemon then withdraws the request. A SIGKILL closes the connection too.
 
-Fail safe: on any error it never allows. ``fallback="ask"`` prints nothing (the CLI asks as
-usual); ``"deny"`` prints an explicit deny. Either way one line goes to stderr and it exits 0,
-except a deny for an input whose event is unknown, which exits 2 (a deny for Codex and for
-Claude Code's PreToolUse).
+Fail safe: on any error it never allows. A decision counts only for the record it names: the
+answer's ``Permission-Bot-Digest`` must be the digest of the request this input makes (else an error).
+``fallback="ask"`` prints nothing (the CLI asks as usual); ``"deny"`` prints an explicit deny. Either
+way one line goes to stderr and it exits 0, except a deny for an input whose event is unknown, which
+exits 2 (a deny for Codex and for Claude Code's PreToolUse).
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from typing import Any, Literal
 import aiohttp
 
 from bot.aio import on_signals
-from bot.cli.discovery import TokenFileError, discover, is_http_url
+from bot.cli.discovery import TOKEN_ENV, TokenFileError, discover, is_http_url
 from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
-from bot.hooks.output import deny
+from bot.hooks.output import deny, failure_notice
+from bot.hooks.translate import build_submission
+from bot.inbox.digest import HEADER, submission_digest
 
 Fallback = Literal["ask", "deny"]
 MAX_BEFORE = 256 * 1024  # bytes of a Write's old file read for the diff
@@ -58,6 +61,8 @@ def credentials(url: str | None, token_file: str | None) -> tuple[str, str | Non
         raise HookFailure(str(e)) from None
     if not is_http_url(base):
         raise HookFailure(f"the daemon URL must look like http://HOST:PORT (got {base[:80]!r})")
+    if token is None:
+        raise HookFailure(f"no agent token: pass --token-file PATH (as print-config prints it) or set {TOKEN_ENV}")
     return base, token
 
 
@@ -118,7 +123,8 @@ def prepare(cli: Cli, raw: bytes, secret_files: tuple[str, ...] = ()) -> tuple[H
     return inp, body
 
 
-async def _post(url: str, token: str | None, body: dict[str, Any], connect_timeout: float) -> Any:
+async def _post(url: str, token: str | None, body: dict[str, Any], connect_timeout: float) -> tuple[Any, str | None]:
+    """The daemon's answer (a JSON object) and its digest header; HookFailure otherwise."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
     loop = asyncio.get_running_loop()
@@ -129,6 +135,7 @@ async def _post(url: str, token: str | None, body: dict[str, Any], connect_timeo
                 async with http.post(url, json=body, headers=headers) as r:
                     raw = await r.read()
                     status = r.status
+                    digest = r.headers.get(HEADER)
                 break
             except aiohttp.ClientConnectorError as e:  # nothing sent yet: safe to try again
                 if loop.time() >= deadline:
@@ -145,7 +152,26 @@ async def _post(url: str, token: str | None, body: dict[str, Any], connect_timeo
         raise HookFailure(f"daemon refused the hook: HTTP {status}" + (f": {reason}" if reason else ""))
     if not isinstance(parsed, dict):
         raise HookFailure("daemon answered with something that is not a JSON object")
-    return parsed
+    return parsed, digest
+
+
+def expected_digest(cli: Cli, body: dict[str, Any]) -> str | None:
+    """The digest of the request the daemon makes of ``body`` (it builds the same submission)."""
+    try:
+        return submission_digest(build_submission(cli, parse_hook_input(cli, body), key=""))
+    except HookInputError:
+        return None
+
+
+def verified(cli: Cli, body: dict[str, Any], out: dict[str, Any], digest: str | None) -> dict[str, Any] | None:
+    """``out`` (the decision) when it is for the request ``body`` makes; None for no decision;
+    HookFailure when the daemon answered for another request (never relayed)."""
+    if not out:
+        return None
+    want = expected_digest(cli, body)
+    if want is None or digest != want:
+        raise HookFailure("the daemon's decision is for another request (its digest is not this input's)")
+    return out
 
 
 def _watch_stop(stop: asyncio.Event) -> list[asyncio.Task[None]]:
@@ -185,8 +211,8 @@ async def ask(args: HookArgs, body: dict[str, Any]) -> dict[str, Any] | None:
         post.cancel()  # closes the connection: the daemon withdraws the request
         await asyncio.gather(post, return_exceptions=True)
         return None
-    out = post.result()
-    return out or None
+    out, digest = post.result()
+    return verified(args.cli, body, out, digest)
 
 
 def run(args: HookArgs, raw: bytes, out: Any, err: Any) -> int:
@@ -212,6 +238,10 @@ def run(args: HookArgs, raw: bytes, out: Any, err: Any) -> int:
 def _fail(args: HookArgs, why: str, event: str | None, out: Any, err: Any) -> int:
     if args.fallback == "ask":
         err.write(f"permission-bot hook: {why}; no decision, the {args.cli} asks as usual\n")
+        if (notice := failure_notice(args.cli, why)) is not None:
+            with contextlib.suppress(OSError):
+                out.write(json.dumps(notice) + "\n")
+                out.flush()
         return 0
     err.write(f"permission-bot hook: {why}; denied (--fallback deny)\n")
     if event is None:

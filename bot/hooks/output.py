@@ -4,7 +4,9 @@ Claude Code ``PermissionRequest``: ``decision.behavior`` allow|deny, ``updatedPe
 for "Allow for this session", ``message`` with a deny (the model reads exactly it).
 Claude Code ``PreToolUse``: ``permissionDecision`` allow|deny + ``permissionDecisionReason``.
 Codex ``PermissionRequest``: like Claude Code's, never with ``updatedPermissions``.
-None means "no decision": the CLI asks whoever it would ask without the hook.
+None means "no decision": the CLI asks whoever it would ask without the hook. When the hook cannot
+ask at all, Claude Code still gets a ``systemMessage`` (:func:`failure_notice`): a warning it shows
+the user, carrying no decision (its stderr is dropped for a PermissionRequest; FACTS.md).
 """
 
 from __future__ import annotations
@@ -79,3 +81,11 @@ def _pre_tool_use(verdict: str, reason: str) -> dict[str, Any]:
             "permissionDecisionReason": reason,
         }
     }
+
+
+def failure_notice(cli: Cli, why: str) -> dict[str, Any] | None:
+    """What the hook prints when it could not ask (no decision): a ``systemMessage`` Claude Code shows
+    its user, so a missing token or an unreachable daemon is not silent; None for Codex."""
+    if cli != "claude-code":
+        return None
+    return {"systemMessage": f"permission-bot hook: {why}; no decision, so Claude Code asks as usual"}

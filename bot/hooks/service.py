@@ -3,7 +3,8 @@
 Used by ``POST /hooks/claude-code`` (and ``/hooks/codex``), which both the CLIs' HTTP hooks and
 `permission-bot hook` call. A hook that goes away before an answer (the terminal answered, the
 hook timed out, the process was killed: its connection closes) withdraws its request: it is
-settled cancelled, the prompt is edited, later answers get a notice.
+settled cancelled, the prompt is edited to say the hook went away (:data:`GONE`), later answers
+get a notice.
 
 One front door per agent: under an SDK host (the ACP adapter) Claude Code asks the host and the
 PermissionRequest hook at once. When a pending request of the same session with the same tool
@@ -35,9 +36,15 @@ KEY_PREFIX = "hook-"
 TICK = 1.0  # how often a held request looks for its hook's connection and a twin
 
 
+GONE = "withdrawn: the hook went away (its CLI stopped, answered in its terminal or timed out)"
+"""Why a request whose hook stopped waiting was cancelled: nobody answered it here."""
+RESTARTED = "withdrawn: the daemon restarted while the hook waited, so no answer could reach it"
+TWIN = "withdrawn: the same request came through ACP, whose prompt decides"
+
+
 def withdrawn_by(cli: str) -> str:
-    """The ``answered_by`` of a request whose hook went away."""
-    return f"{cli} hook (answered elsewhere)"
+    """The ``answered_by`` of a request its hook withdrew (the reason goes in the feedback)."""
+    return f"{cli} hook"
 
 
 async def _twin(daemon: Daemon, inp: HookInput) -> Record | None:
@@ -54,21 +61,21 @@ async def _twin(daemon: Daemon, inp: HookInput) -> Record | None:
     return None
 
 
-async def _withdraw(daemon: Daemon, rec: Record, by: str) -> None:
+async def _withdraw(daemon: Daemon, rec: Record, by: str, why: str) -> None:
     from bot.daemon import NotFound
 
     try:
-        await daemon.decide(rec.id, "cancel", by=by, via=Via.CANCEL)
+        await daemon.decide(rec.id, "cancel", by=by, via=Via.CANCEL, feedback=why)
     except NotFound:
         return
-    log.info("hook_request_withdrawn", request_id=rec.id, by=by)
+    log.info("hook_request_withdrawn", request_id=rec.id, by=by, why=why)
 
 
 async def hold(
     daemon: Daemon, cli: Cli, data: Any, gone: Callable[[], bool], submitted_by: str | None = None
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, Any] | None, str | None]:
     """Ask the room for one hook input (posted with the API token ``submitted_by``); the hook's
-    JSON output, or None for "no decision".
+    JSON output (or None for "no decision") and the digest of the record it is for (the hook checks it).
 
     Raises HookInputError for an input we will not act on and SubmissionError for one the
     inbox refuses. ``gone()`` says whether the hook stopped waiting.
@@ -76,22 +83,22 @@ async def hold(
     inp = parse_hook_input(cli, data)
     if (twin := await _twin(daemon, inp)) is not None:
         log.info("hook_defers_to_other_door", request_id=twin.id, session_id=inp.session_id)
-        return None
-    body = build_submission(cli, inp, key=KEY_PREFIX + secrets.token_hex(8))
+        return None, None
+    body = build_submission(cli, inp, key=KEY_PREFIX + secrets.token_hex(16))
     rec, _ = await daemon.submit(body, submitted_by=submitted_by)
     try:
         while rec.pending:
             if gone():
-                await _withdraw(daemon, rec, withdrawn_by(cli))
-                return None
+                await _withdraw(daemon, rec, withdrawn_by(cli), GONE)
+                return None, None
             if await _twin(daemon, inp) is not None:
-                await _withdraw(daemon, rec, f"{cli} hook (asked through ACP)")
-                return None
+                await _withdraw(daemon, rec, withdrawn_by(cli), TWIN)
+                return None, None
             rec = await daemon.inbox.wait_settled(rec.id, TICK) or rec
     except asyncio.CancelledError:
-        await asyncio.shield(_withdraw(daemon, rec, withdrawn_by(cli)))
+        await asyncio.shield(_withdraw(daemon, rec, withdrawn_by(cli), GONE))
         raise
-    return decision(cli, inp, rec.to_api())
+    return decision(cli, inp, rec.to_api()), rec.digest
 
 
 async def withdraw_orphans(daemon: Daemon) -> int:
@@ -99,6 +106,6 @@ async def withdraw_orphans(daemon: Daemon) -> int:
     n = 0
     for rec in await daemon.inbox.pending():
         if (rec.key or "").startswith(KEY_PREFIX):
-            await _withdraw(daemon, rec, withdrawn_by(rec.label or "hook"))
+            await _withdraw(daemon, rec, withdrawn_by(rec.label or "a"), RESTARTED)
             n += 1
     return n

@@ -1,13 +1,17 @@
 """`permission-bot hook print-config`: the hook settings to paste. Pure.
 
 Claude Code reads ``hooks`` from its settings.json; Codex from ``CODEX_HOME/hooks.json`` (same
-shape, and it runs a hook only once trusted). The hook's timeout is longer than the prompt's, so
-the room times out first; ``"onFailure": "block"`` (failures and timeouts deny) only with
-``--fallback deny``.
+shape, and it runs a hook only once trusted: `permission-bot hook trust codex`). The command hook
+names its agent token file (``--token-file``, by default :func:`default_token_file`), so it works
+without any variable exported to the CLI. The hook's timeout is longer than the prompt's, so the
+room times out first; ``"onFailure": "block"`` (failures and timeouts deny) only with ``--fallback deny``.
 """
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from bot.cli.discovery import DEFAULT_URL, TOKEN_ENV
@@ -21,8 +25,24 @@ def hook_timeout(prompt_timeout: float) -> int:
     return int(prompt_timeout + MARGIN)
 
 
-def snippet(cli: Cli, *, prompt_timeout: float, fallback: str = "ask", http_url: str | None = None) -> dict[str, Any]:
-    """The settings object: a PermissionRequest command hook (or, with ``http_url``, an HTTP hook)."""
+def default_token_file(env: Mapping[str, str]) -> str:
+    """Where the printed hook reads its agent token unless told otherwise:
+    ``$XDG_CONFIG_HOME/permission-bot/agent-token``, else ``~/.config/permission-bot/agent-token``."""
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    return str(Path(base) / "permission-bot" / "agent-token")
+
+
+def snippet(
+    cli: Cli,
+    *,
+    prompt_timeout: float,
+    token_file: str,
+    fallback: str = "ask",
+    http_url: str | None = None,
+    url: str | None = None,
+) -> dict[str, Any]:
+    """The settings object: a PermissionRequest command hook reading ``token_file`` (with ``url``
+    when the daemon is not at the default address), or, with ``http_url``, an HTTP hook."""
     hook: dict[str, Any]
     if http_url is not None:
         hook = {
@@ -32,9 +52,22 @@ def snippet(cli: Cli, *, prompt_timeout: float, fallback: str = "ask", http_url:
             "allowedEnvVars": [TOKEN_ENV],
         }
     else:
-        command = f"permission-bot hook {cli}" + (" --fallback deny" if fallback == "deny" else "")
-        hook = {"type": "command", "command": command}
+        words = ["permission-bot", "hook", cli, "--token-file", token_file]
+        if url:
+            words += ["--url", url]
+        if fallback == "deny":
+            words += ["--fallback", "deny"]
+        hook = {"type": "command", "command": shlex.join(words)}
     hook["timeout"] = hook_timeout(prompt_timeout)
     if fallback == "deny":
         hook["onFailure"] = "block"
     return {"hooks": {"PermissionRequest": [{"matcher": "*", "hooks": [hook]}]}}
+
+
+def token_note(token_file: str, exists: bool) -> str:
+    """The line print-config writes to stderr: where the token goes, and whether it is there yet."""
+    state = "it is there" if exists else "it does not exist yet: create it"
+    return (
+        f"permission-bot hook print-config: the hook reads its agent token from {token_file} ({state}: one line, "
+        f"an agent-role token from [[api.tokens]], chmod 600; or pass --token-file PATH to print another path)"
+    )

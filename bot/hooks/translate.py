@@ -10,7 +10,9 @@ entry covers the repeat (FACTS.md: an ``addRules`` rule or ``setMode acceptEdits
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
+import re
 import urllib.parse
 from typing import Any
 
@@ -21,6 +23,10 @@ ALLOW_ONCE = "allow_once"
 ALLOW_SESSION = "allow_session"
 DENY = "deny"
 TITLE_MAX = 300
+SUSPICIOUS_URL = (
+    "not a plain http(s) URL (a user name before @, a backslash, an escaped or unusual host): "
+    "the fetcher may reach another host than it seems to name"
+)
 EDIT_TOOLS = ("Edit", "MultiEdit", "Write", "NotebookEdit")
 KINDS = {
     "Bash": "execute",
@@ -68,18 +74,42 @@ def mcp_parts(tool_name: str) -> tuple[str, str] | None:
     return (server, tool) if sep and server and tool else None
 
 
+_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_PLAIN_HOST = re.compile(rf"{_LABEL}(?:\.{_LABEL})*", re.ASCII)
+_NUMERIC = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)", re.ASCII)
+
+
 def url_host(url: str) -> str | None:
-    """The host of an http(s) URL, or None."""
+    """The host an http(s) URL fetches, or None when it cannot be told for sure.
+
+    The fetcher parses URLs as WHATWG says (Node's ``URL``), not as :mod:`urllib` does: there a ``\\`` is a
+    ``/``, tabs and line breaks vanish, a user name before ``@`` is dropped, ``%2e`` and full-width letters
+    in the host are decoded and ``0x7f.1`` is an IPv4 address. So only plain URLs count: ASCII with no
+    ``\\``, blank or control character, no ``@`` or ``%`` before the path, a host of letters, digits, dots
+    and hyphens (an IPv4 address written the usual way).
+    """
+    if not url.isascii() or "\\" in url or any(c <= " " or c == "\x7f" for c in url):
+        return None
     try:
         parts = urllib.parse.urlsplit(url)
         host = parts.hostname
     except ValueError:
         return None
-    return host if parts.scheme in ("http", "https") and host else None
+    if parts.scheme not in ("http", "https") or not host or any(c in parts.netloc for c in "@%"):
+        return None
+    if not _PLAIN_HOST.fullmatch(host):
+        return None
+    if _NUMERIC.fullmatch(host.rsplit(".", 1)[-1]):  # WHATWG reads it as an IPv4 address
+        try:
+            return host if str(ipaddress.IPv4Address(host)) == host else None
+        except ValueError:
+            return None
+    return host
 
 
 def describe(inp: HookInput) -> tuple[str, str, list[dict[str, Any]], list[dict[str, Any]]]:
-    """(title, kind, content, locations) of what the tool would do."""
+    """(title, kind, content, locations) of what the tool would do (the working directory is the
+    submission's ``cwd``, shown with the asking agent)."""
     name, ti = inp.tool_name, inp.tool_input
     path = _s(ti.get("file_path")) or _s(ti.get("notebook_path"))
     content: list[dict[str, Any]] = []
@@ -110,6 +140,8 @@ def describe(inp: HookInput) -> tuple[str, str, list[dict[str, Any]], list[dict[
         title = f"{'Fetch' if name == 'WebFetch' else 'Search the web for'} {_first_line(target)}"
         if _s(ti.get("url")):
             content.append(_text("URL", _s(ti["url"])))
+            if url_host(_s(ti["url"])) is None:
+                content.append(_text("⚠ Suspicious URL", SUSPICIOUS_URL))
         if _s(ti.get("prompt")):
             content.append(_text("The agent asks of it", _s(ti["prompt"])))
     elif mcp is not None:
@@ -119,8 +151,6 @@ def describe(inp: HookInput) -> tuple[str, str, list[dict[str, Any]], list[dict[
     else:
         subject = path or _s(ti.get("pattern")) or _s(ti.get("description"))
         title = f"{name}: {_first_line(subject)}" if subject else name
-    if inp.cwd:
-        locations.append({"path": inp.cwd})
     return _first_line(title, TITLE_MAX), KINDS.get(name, "other"), content, locations
 
 
@@ -183,4 +213,5 @@ def build_submission(cli: Cli, inp: HookInput, key: str) -> dict[str, Any]:
         "options": options(cli, inp),
         "key": key,
         "label": cli,
+        **({"cwd": inp.cwd} if inp.cwd.strip() else {}),
     }

@@ -18,7 +18,7 @@ import aiosqlite
 from bot.inbox.base import row_to_record
 from bot.inbox.record import CANCELLED, PENDING, Record
 from bot.inbox.store import Inbox
-from bot.inbox.submission import Submission
+from bot.inbox.submission import KeyConflict, Submission
 
 SENDING, DELIVERED, ELSEWHERE, REFUSED, WITHDRAWN = "sending", "delivered", "elsewhere", "refused", "withdrawn"
 
@@ -63,7 +63,10 @@ class Links:
         """Store a held request and its link in one transaction; idempotent (the submission's ``key``).
         ``hold_post`` as for ``Inbox.submit``."""
         async with self.inbox.transaction() as db:
-            rec, created = await self.inbox.insert(db, sub, now, timeout)
+            try:
+                rec, created = await self.inbox.insert(db, sub, now, timeout)
+            except KeyConflict as e:
+                raise Squatted(f"{sub.key}: {e}") from None
             if created and hold_post:
                 self.inbox.hold_post(rec.id)
             if not created:
@@ -143,7 +146,10 @@ class Links:
             if row is None:
                 return None
             old = row_to_record(row)
-            new, created = await self.inbox.insert(db, sub, now, timeout)
+            try:
+                new, created = await self.inbox.insert(db, sub, now, timeout)
+            except KeyConflict as e:
+                raise Squatted(f"{sub.key}: {e}") from None
             if not created:
                 raise Squatted(f"{new.id}: the inbox holds this key already")
             if hold_post:

@@ -13,7 +13,7 @@ from bot.inbox.base import InboxBase, Settled, row_to_record
 from bot.inbox.marks import mark_settled_at
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record, dumps
 from bot.inbox.states import State, Via
-from bot.inbox.submission import Submission
+from bot.inbox.submission import KeyConflict, Submission, conflict
 
 
 class Requests(InboxBase):
@@ -22,7 +22,8 @@ class Requests(InboxBase):
     async def submit(
         self, sub: Submission, now: float, timeout: float, submitted_by: str | None = None, *, hold_post: bool = False
     ) -> tuple[Record, bool]:
-        """Store a new request with the next seq of its session; idempotent on (session, key).
+        """Store a new request with the next seq of its session; idempotent on (session, key): the same
+        body again gives the stored record, another body :class:`KeyConflict`.
 
         ``submitted_by`` names the API token that submitted it. ``hold_post``: a new request is not posted
         until ``release_post`` (its rules are applied first, so a rule-settled one is never posted early)."""
@@ -37,14 +38,20 @@ class Requests(InboxBase):
     async def insert(
         self, db: aiosqlite.Connection, sub: Submission, now: float, timeout: float, submitted_by: str | None = None
     ) -> tuple[Record, bool]:
-        """``submit``'s work inside an open transaction: (record, created); nothing emitted."""
+        """``submit``'s work inside an open transaction: (record, created); nothing emitted.
+
+        The one place a key is bound to its body: a used key with another body raises
+        :class:`KeyConflict` (never the stored record, which belongs to whoever used the key first)."""
         if sub.key is not None:
             cur = await db.execute(
                 "SELECT * FROM requests WHERE session_id=? AND key=?", (sub.session_id, sub.key)
             )
             row = await cur.fetchone()
             if row is not None:
-                return row_to_record(row), False
+                rec = row_to_record(row)
+                if (why := conflict(sub, rec)) is not None:
+                    raise KeyConflict(why)
+                return rec, False
         cur = await db.execute(
             "INSERT INTO seq (session_id, last) VALUES (?, 1) "
             "ON CONFLICT(session_id) DO UPDATE SET last = last + 1 RETURNING last",

@@ -13,7 +13,7 @@ import aiosqlite
 
 from bot.events.timestamps import iso_ms
 from bot.inbox.store import Inbox
-from bot.session_rules import Scope, subject_facts
+from bot.session_rules import Scope, origin_of, subject_facts
 
 
 @dataclass(frozen=True)
@@ -28,12 +28,11 @@ class SessionRule:
     used_at: float
 
     def to_api(self) -> dict[str, Any]:
-        """The JSON form of ``GET /rules``."""
+        """The JSON form of ``GET /rules`` (never the ``origin``: the proxy run's secret)."""
         facts = subject_facts(self.scope.subject)
         return {
             "id": str(self.id),
             "session_id": self.scope.session_id,
-            "origin": self.scope.origin,
             "tool": self.scope.tool,
             "command": facts.get("command"),
             "settings": facts.get("settings"),
@@ -54,6 +53,14 @@ def _rule(r: aiosqlite.Row) -> SessionRule:
         created_at=float(r["created_at"]),
         used_at=float(r["used_at"]),
     )
+
+
+async def _delete(db: aiosqlite.Connection, origin: str, session_id: str | None) -> int:
+    if session_id is None:
+        cur = await db.execute("DELETE FROM session_rules WHERE origin=?", (origin,))
+    else:
+        cur = await db.execute("DELETE FROM session_rules WHERE origin=? AND session_id=?", (origin, session_id))
+    return int(cur.rowcount)
 
 
 class SessionRules:
@@ -117,13 +124,22 @@ class SessionRules:
     async def end(self, origin: str, session_id: str | None = None) -> int:
         """The session (or, without one, every session of the proxy run ``origin``) ended: drop its rules."""
         async with self.inbox.transaction() as db:
-            if session_id is None:
-                cur = await db.execute("DELETE FROM session_rules WHERE origin=?", (origin,))
-            else:
-                cur = await db.execute(
-                    "DELETE FROM session_rules WHERE origin=? AND session_id=?", (origin, session_id)
-                )
-            return int(cur.rowcount)
+            return await _delete(db, origin, session_id)
+
+    async def end_by_key(self, key: str, submitted_by: str, session_id: str | None = None) -> int | None:
+        """:meth:`end` for the run behind ``key``, proven by a stored request (of ``session_id``, when
+        given) that ``submitted_by`` sent with that very key; None (nothing dropped) without that proof."""
+        origin = origin_of(key)
+        if origin is None:
+            return None
+        sql, args = "SELECT submitted_by FROM requests WHERE key=?", tuple[str, ...]((key,))
+        if session_id is not None:
+            sql, args = "SELECT submitted_by FROM requests WHERE session_id=? AND key=?", (session_id, key)
+        async with self.inbox.transaction() as db:
+            cur = await db.execute(sql, args)
+            if not any(r[0] == submitted_by for r in await cur.fetchall()):
+                return None
+            return await _delete(db, origin, session_id)
 
     async def expire(self, idle_before: float) -> int:
         """Drop rules not used since ``idle_before``; how many."""

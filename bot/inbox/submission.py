@@ -2,7 +2,8 @@
 
 The body is kept as sent; ``key``, ``label``, ``cwd`` (the session's working directory, as the
 proxy learnt it from ``session/new``) and ``toolCallContext`` are ours and stay out of the digest,
-which covers exactly the params the agent sent.
+which covers exactly the params the agent sent. A key names one body: :func:`conflict` says whether
+a submission is the body a stored request was made from (the inbox's insert asks it).
 """
 
 from __future__ import annotations
@@ -15,14 +16,24 @@ import rfc8785
 
 from bot.events._util import unicode_problem
 from bot.ids import SAFE_ID_RULE, is_safe_id
-from bot.inbox.digest import digest_params
+from bot.inbox.digest import EXTRAS, digest_params
+from bot.inbox.record import Record
 
-OURS = ("key", "label", "toolCallContext", "cwd")
+OURS = EXTRAS
 MAX_OPTIONS = 20
 
 
 class SubmissionError(ValueError):
     """A submission the inbox refuses: the message names the field."""
+
+
+class KeyConflict(Exception):
+    """A used ``key`` sent with another body: answered 409, never with the stored record."""
+
+
+SHOWN = ("digest", "label", "cwd", "title", "tool_kind", "tool_name", "options", "raw_input", "locations", "content")
+"""What a key binds besides the session: the params (their digest) and every extra that changes what
+a prompt shows (``label``, ``cwd``, and what ``toolCallContext`` filled in)."""
 
 
 @dataclass(frozen=True)
@@ -150,3 +161,16 @@ def parse_submission(body: Any) -> Submission:
         params=params,
         digest=digest,
     )
+
+
+def _canon(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def conflict(sub: Submission, rec: Record) -> str | None:
+    """Why ``sub`` is not the body ``rec`` was stored from (naming what differs), or None when it is."""
+    for field in SHOWN:
+        if _canon(getattr(sub, field)) != _canon(getattr(rec, field)):
+            what = "the params" if field == "digest" else field
+            return f"key: already used for another body ({what} differs)"
+    return None

@@ -39,6 +39,7 @@ UNKNOWN_FILTER = frozenset({"M_INVALID_PARAM", "M_NOT_FOUND"})  # Synapse: 400 M
 TIMELINE_TYPES = [
     "m.room.message", "m.reaction", "m.room.redaction", "m.room.encrypted",
     "m.room.member", "m.room.power_levels", "m.room.create", "m.room.encryption",
+    "m.sticker", "m.poll.start", "org.matrix.msc3381.poll.start",  # a reader sees them: look-alikes (bot.timeline)
 ]
 STATE_TYPES = ["m.room.member", "m.room.power_levels", "m.room.create", "m.room.encryption"]
 NOTHING: dict[str, Any] = {"not_types": ["*"]}

@@ -12,7 +12,7 @@ from typing import Any
 
 from bot.prompts.message import GUTTER
 from bot.prompts.preview import gather
-from bot.prompts.text import code_text, esc, prose
+from bot.prompts.text import code_shown, esc, prose
 
 ATTACHMENT_BUDGET = 28_000  # UTF-8 bytes of the content: body and HTML both carry the text
 _CHAR_STEPS = (12_000, 6_000, 3_000, 1_500)
@@ -25,8 +25,12 @@ def full_text_content(
     """An ``m.notice`` (no relation yet) with the full command, diffs and details of a request."""
     facts = gather(raw_input=raw_input, tool_kind=tool_kind, title=title, locations=[], content=content)
     parts: list[tuple[str, str]] = []
-    if facts.command is not None:
-        parts.append(facts.command)
+    if facts.shown.cwd is not None:
+        parts.append(("Directory", facts.shown.cwd))
+    if facts.shown.label is not None:
+        parts.append((facts.shown.label, facts.shown.text))
+    if facts.shown.settings:
+        parts.append(("Settings", "\n".join(facts.shown.settings)))
     parts += [(f"Diff: {prose(path, 200)}", diff) for path, diff, _ in facts.diffs]
     parts += [("Details", text) for text in facts.texts]
     result: dict[str, Any] = {}
@@ -42,7 +46,7 @@ def _content(request_id: str, parts: list[tuple[str, str]], chars: int, lines: i
     body, html = [head], [f"<p>{esc(head)}</p>"]
     cut_any = more
     for label, text in parts:
-        shown, was_cut = code_text(text, chars, lines)
+        shown, was_cut, _ = code_shown(text, chars, lines)  # written out is still all there
         cut_any = cut_any or was_cut
         body += [f"{label}:", *(GUTTER + line for line in shown.split("\n"))]
         html.append(f"<p><b>{esc(label)}</b></p><pre><code>{esc(shown)}</code></pre>")

@@ -1,7 +1,8 @@
 """The prompt's prose: ``body`` and ``formatted_body``. Pure.
 
-The body says what the HTML says: the title, who asks, the command (or a diff summary), the details,
-where, a warning when anything was cut, the options numbered in the shown order, how to answer. Agent text
+The body says what the HTML says: the title, who asks, where it runs, the command line and its settings
+(or a diff summary), the details, where, a warning when anything was cut, the options numbered in the
+shown order, how to answer. Agent text
 never starts a line: prose follows a bot prefix (``Permission needed:``, ``Agent:``, ``2.``) and code
 lines follow a gutter (``│ ``), so nothing the agent writes can pass for a banner or an option line.
 """
@@ -11,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.prompts.preview import DiffSummary, Preview
+from bot.prompts.preview import OUTSIDE, DiffSummary, Preview
 from bot.prompts.text import esc, title_html
 
 ANSWER_HINT = "Reply with the number, or the option's name."
 GUTTER = "│ "
 SHORTENED = (
-    "⚠ Shortened: this prompt does not show everything the agent sent; the full text follows in its thread. "
+    "⚠ Shortened: this prompt does not show everything the agent sent as it was sent (cut, or long blanks "
+    "and invisible characters written out); the full text follows in its thread. "
     "A plain number cannot answer it: reply to this message, or answer in its thread."
 )
 
@@ -39,11 +41,13 @@ def body(title: str, preview: Preview, labels: Sequence[str]) -> str:
     """The plain-text body. ``title`` and ``labels`` are shown forms (see :func:`text.prose`)."""
     lines = [f"Permission needed: {title}"]
     fields = {item["label"]: item["value"] for item in preview.items if item["type"] == "field"}
-    for name in ("Agent", "Directory", "Tool", "Kind"):
+    for name in ("Agent", "Directory", "Session directory", "Tool", "Kind", OUTSIDE):
         if name in fields:
             lines.append(f"{name}: {fields[name]}")
     if preview.command is not None:
         lines += _block(*preview.command)
+    if preview.settings is not None:
+        lines += _block("Settings", preview.settings)
     lines += [_diff_line(d) for d in preview.diffs]
     for text in preview.details:
         lines += _block("Details", text)
@@ -64,7 +68,7 @@ def formatted(title: str, labels: Sequence[str], preview: Preview) -> str:
     for item in items:
         if item.get("type") == "field":
             value = esc(str(item.get("value", "")))
-            if item.get("label") in ("Location", "Directory"):
+            if item.get("label") in ("Location", "Directory", "Session directory"):
                 value = f"<code>{value}</code>"
             fields.append(f"<b>{esc(str(item.get('label', '')))}:</b> {value}")
     if fields:

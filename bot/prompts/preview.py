@@ -1,21 +1,22 @@
 """What the agent would do, from the facts of the request: the ``subject.preview`` items and their summary.
 
 Labels come from facts only: the Tool line from a real tool name (the harness's ``_meta`` tool name),
-the Kind line from the kind; the command from ``rawInput``, or for an ``execute`` request without one,
-from the title. Raw JSON input is shown only when no command or diff says the same thing. Pure.
+the Kind line from the kind; the command line, its directory and its settings as
+:func:`bot.prompts.shown.shown_input` says (the one place that decides what of ``rawInput`` is shown).
+Pure.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
-from bot.prompts.text import code_text, cut, prose, prose_cut, unquote_code
+from bot.prompts.shown import Shown, shown_input
+from bot.prompts.text import code_line, code_text, cut, prose, prose_cut
 
+OUTSIDE = "⚠ Outside the sandbox"  # the field naming settings that ask for more than the sandbox
 MAX_COMMAND = 2000
 MAX_DIFF = 4000
 MAX_ITEMS = 5
@@ -62,36 +63,9 @@ class Preview:
     items: list[dict[str, str]] = field(default_factory=list)
     complete: bool = True
     command: tuple[str, str] | None = None  # (label, shown text) of the command or raw input
+    settings: str | None = None  # shown text of the raw input's other fields (env, flags...)
     diffs: list[DiffSummary] = field(default_factory=list)
     details: list[str] = field(default_factory=list)  # shown texts of the content blocks holding text
-
-
-def _shell_join(parts: list[Any]) -> str:
-    return shlex.join(p if isinstance(p, str) else json.dumps(p, default=str) for p in parts)
-
-
-def command_text(raw_input: object, *, kind: str | None, title: str) -> tuple[str, str] | None:
-    """(label, text): the raw input's command (lists shell-joined), else its JSON; for ``execute``
-    without raw input, the title (one Markdown code span unwrapped)."""
-    if raw_input is None or raw_input == {} or raw_input == [] or raw_input == "":
-        if kind == "execute" and title.strip():
-            return "Command", unquote_code(title)
-        return None
-    if isinstance(raw_input, Mapping):
-        command = raw_input.get("command")
-        args = raw_input.get("args")
-        extra = _shell_join(args) if isinstance(args, list) and args else ""
-        if isinstance(command, str) and command:
-            return "Command", f"{command} {extra}".rstrip() if extra else command
-        if isinstance(command, list) and command:
-            return "Command", f"{_shell_join(command)} {extra}".rstrip()
-    if isinstance(raw_input, str):
-        return "Input", raw_input
-    try:
-        text = json.dumps(raw_input, ensure_ascii=False, separators=(",", ":"), default=str)
-    except (TypeError, ValueError):  # circular or otherwise unprintable: say what it is
-        text = repr(raw_input)
-    return "Input", text
 
 
 def diff_text(item: Mapping[str, Any]) -> tuple[str, str, DiffSummary] | None:
@@ -134,7 +108,7 @@ def location_text(loc: object) -> str | None:
 class Facts:
     """What the request says, read once (the prompt may be built at several cuts)."""
 
-    command: tuple[str, str] | None
+    shown: Shown  # what of the raw input is shown (bot.prompts.shown)
     diffs: list[tuple[str, str, DiffSummary]]  # the first MAX_ITEMS: (path, unified diff, summary)
     texts: list[str]
     places: list[str]
@@ -160,10 +134,11 @@ def gather(
     diffs, more_diffs = _first((diff_text(b) for b in blocks if b.get("type") == "diff"), MAX_ITEMS)
     texts, more_texts = _first((content_text(b) for b in blocks if b.get("type") == "content"), MAX_ITEMS)
     places, more_places = _first((location_text(loc) for loc in locations), MAX_ITEMS)
-    command = command_text(raw_input, kind=tool_kind, title=title)
-    if command is not None and command[0] == "Input" and (diffs or more_diffs):
-        command = None  # a diff already shows the input
-    return Facts(command, diffs, texts, places, more_diffs or more_texts or more_places)
+    by_diff = {str(b.get(k)) for b in blocks if b.get("type") == "diff" for k in ("path", "oldText", "newText")}
+    if by_diff and any(b.get("type") == "diff" and not b.get("oldText") for b in blocks):
+        by_diff.add("")  # an empty old text: the diff shows a new file
+    shown = shown_input(raw_input, kind=tool_kind, title=title, by_diff=frozenset(by_diff - {"None"}))
+    return Facts(shown, diffs, texts, places, more_diffs or more_texts or more_places)
 
 
 def build_preview(
@@ -183,16 +158,30 @@ def build_preview(
         out.items.append({"type": "text", "label": cut(label, limits.label)[0], "text": shown})
         return shown
 
+    def code_field(label: str, value: str) -> None:
+        shown, was_cut = code_line(value, limits.title)
+        out.complete = out.complete and not was_cut
+        out.items.append({"type": "field", "label": label, "value": shown})
+
+    shown = facts.shown
     if agent:
         field_item("Agent", agent, limits.title)
-    if cwd:
+    if shown.cwd is not None:  # where it runs: the raw input's, and the session's beside it when it differs
+        code_field("Directory", shown.cwd)
+        if cwd and cwd != shown.cwd:
+            field_item("Session directory", cwd, limits.title)
+    elif cwd:
         field_item("Directory", cwd, limits.title)
     if tool:
         field_item("Tool", tool, limits.title)
     if tool_kind:
         field_item("Kind", tool_kind, limits.label)
-    if facts.command is not None:
-        out.command = (facts.command[0], text_item(facts.command[0], facts.command[1], limits.command))
+    if shown.escalates:
+        field_item(OUTSIDE, ", ".join(shown.escalates), limits.title)
+    if shown.label is not None:
+        out.command = (shown.label, text_item(shown.label, shown.text, limits.command))
+    if shown.settings:
+        out.settings = text_item("Settings", "\n".join(shown.settings), limits.command)
     for path, diff, summary in facts.diffs[: limits.items]:
         text_item(f"Diff: {prose(path, limits.label)}", diff, limits.diff)
         out.diffs.append(replace(summary, path=cut(summary.path, limits.title)[0]))

@@ -15,9 +15,13 @@ import unicodedata
 from bot.words import clip
 
 __all__ = [
+    "blanks",
+    "code_line",
+    "code_shown",
     "code_text",
     "cut",
     "cut_lines",
+    "defang",
     "esc",
     "one_line",
     "prose",
@@ -41,6 +45,8 @@ _MENTION = re.compile(
 _LOOKALIKE = {"@": "\uff20", "#": "\uff03", "!": "\uff01"}  # ＠ ＃ ！: read the same, never a mention
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 _BLANK_RUN = re.compile(r"\n(?:[^\S\n]*\n)+")
+_LONG_BLANK = re.compile(r"[^\S\n]{9,}(?=\S)")  # more than 8 blanks with more text after them on the line
+MAX_INDENT = 64  # blanks that start a line (after a diff's +/-) are indentation up to this many
 
 
 def valid(text: str) -> str:
@@ -85,7 +91,8 @@ def esc(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-def _defang(text: str) -> str:
+def defang(text: str) -> str:
+    """Mentions and pills written with look-alike characters (＠room), so that no client pings or pills."""
     return _MENTION.sub(lambda m: _LOOKALIKE[m.group(0)[0]] + m.group(0)[1:], text)
 
 
@@ -95,7 +102,7 @@ def prose_cut(text: str, limit: int) -> tuple[str, bool]:
     Only what can be shown is examined, so a huge text costs no more than a short one.
     """
     flat = one_line(valid(text))[: limit + 1]
-    return cut(_defang(one_line(visible(flat))), limit)
+    return cut(defang(one_line(visible(flat))), limit)
 
 
 def prose(text: str, limit: int | None = None) -> str:
@@ -103,18 +110,58 @@ def prose(text: str, limit: int | None = None) -> str:
     with ``limit``, at most that many characters ("…" when cut)."""
     if limit is not None:
         return prose_cut(text, limit)[0]
-    return _defang(one_line(visible(text)))
+    return defang(one_line(visible(text)))
+
+
+def _blank_run(m: re.Match[str]) -> str:
+    run = m.group(0)
+    return f"␠×{len(run)}" if run.strip(" ") == "" else f"<blank×{len(run)}>"
+
+
+def blanks(text: str) -> tuple[str, bool]:
+    """``text`` with every long run of blanks that has text after it on its line written as ``␠×1900``
+    (it would push that text out of view), and whether there was one. Indentation (blanks that start a
+    line, or follow a diff's ``+``/``-``/`` ``) may be up to :data:`MAX_INDENT` long."""
+    found = False
+
+    def one(m: re.Match[str]) -> str:
+        nonlocal found
+        start = text.rfind("\n", 0, m.start()) + 1
+        if m.start() - start <= 1 and text[start : m.start()] in ("", "+", "-", " ") and len(m.group(0)) <= MAX_INDENT:
+            return m.group(0)
+        found = True
+        return _blank_run(m)
+
+    out = _LONG_BLANK.sub(one, text)
+    return out, found
+
+
+def code_shown(text: str, limit: int, max_lines: int) -> tuple[str, bool, bool]:
+    """Agent code (a command, a diff) as shown: exact but for blank-line runs collapsed to one, long runs
+    of blanks counted (``␠×1900``) and invisible characters written out (``<U+001B>``); at most ``limit``
+    characters and ``max_lines`` lines. Returns the text, whether it was cut, and whether anything was
+    written out. Only what is shown is examined."""
+    flat = _BLANK_RUN.sub("\n\n", valid(text).replace("\r\n", "\n").replace("\r", "\n")).strip("\n")
+    flat, by_lines = cut_lines(flat, max_lines)
+    flat, by_blanks = blanks(flat)
+    flat, by_size = cut(flat, limit)
+    shown = visible(flat)
+    hidden = shown != flat
+    shown, by_width = cut(shown, limit)
+    return shown, by_lines or by_size or by_width, by_blanks or hidden
 
 
 def code_text(text: str, limit: int, max_lines: int) -> tuple[str, bool]:
-    """Agent code (a command, a diff) as shown: exact but for blank-line runs collapsed to one and
-    invisible characters written out; at most ``limit`` characters and ``max_lines`` lines. Returns the
-    text and whether anything was cut. Only what is shown is examined."""
-    flat = _BLANK_RUN.sub("\n\n", valid(text).replace("\r\n", "\n").replace("\r", "\n")).strip("\n")
-    flat, by_lines = cut_lines(flat, max_lines)
-    flat, by_size = cut(flat, limit)
-    shown, by_width = cut(visible(flat), limit)
-    return shown, by_lines or by_size or by_width
+    """:func:`code_shown`'s text, and whether it is not all there as sent: cut, or a run of blanks or an
+    invisible character written out (either could hide what runs from a reader)."""
+    shown, was_cut, written_out = code_shown(text, limit, max_lines)
+    return shown, was_cut or written_out
+
+
+def code_line(text: str, limit: int) -> tuple[str, bool]:
+    """One line of agent code shown in prose (a directory): :func:`code_text` of its first line, no mention."""
+    shown, was_cut = code_text(text, limit, 1)
+    return defang(shown), was_cut or "\n" in text or "\r" in text
 
 
 def title_html(title: str) -> str:

@@ -5,10 +5,22 @@ from __future__ import annotations
 import errno
 import os
 import socket
+from collections.abc import Mapping
 
 from bot.cli.doctor.report import Report
 from bot.config import ENV_API_TOKEN, Config, ConfigError, load_config
 from bot.jsonhttp import Unreachable, call
+
+CONTAINER_ENV = "PERMISSION_BOT_IN_CONTAINER"
+"""Set by the Dockerfile; with /.dockerenv (Docker) and /run/.containerenv (podman) it says doctor runs in a
+container, where listening on all interfaces is how the published port reaches the daemon."""
+
+
+def in_container(env: Mapping[str, str] = os.environ, root: str = "/") -> bool:
+    """Whether this process runs in a container (the image's variable, or Docker's or podman's marker)."""
+    if env.get(CONTAINER_ENV, "").strip().lower() in ("1", "true", "yes"):
+        return True
+    return any(os.path.exists(os.path.join(root, marker)) for marker in (".dockerenv", "run/.containerenv"))
 
 
 def check_config(path: str, rep: Report) -> Config | None:
@@ -54,7 +66,8 @@ def _bind(host: str, port: int) -> OSError | None:
     return None
 
 
-def check_listen(cfg: Config, rep: Report) -> None:
+def check_listen(cfg: Config, rep: Report, container: bool | None = None) -> None:
+    """Can the daemon bind ``api.listen``; all interfaces warn, except in a container (:func:`in_container`)."""
     host, port = cfg.api.host, cfg.api.port
     err = _bind(host, port)
     exposed = host not in ("127.0.0.1", "::1", "localhost")
@@ -74,7 +87,12 @@ def check_listen(cfg: Config, rep: Report) -> None:
             rep.fail(f"api: {cfg.api.listen} is taken by another program", "stop it or choose another api.listen")
     else:
         rep.fail(f"api: cannot bind {cfg.api.listen} ({err.strerror or err})", "use an address of this machine")
-    if exposed:
+    if exposed and (in_container() if container is None else container):
+        rep.ok(
+            f"api: {cfg.api.listen} inside a container is reachable only where the port is published; "
+            "publish it to loopback (-p 127.0.0.1:PORT:PORT), tokens cross it in clear text"
+        )
+    elif exposed:
         rep.warn(
             f"api: {cfg.api.listen} is reachable from other machines; tokens cross it in clear text",
             "keep it on loopback, or behind a firewall or a TLS proxy (in a container, publish it to 127.0.0.1)",

@@ -104,9 +104,7 @@ def check_room(cfg: Config, login: Login, rep: Report) -> Room | None:
             return None
         rep.ok(f"room: {bot} is invited into {room_id} (the daemon accepts the invite on start)")
         _encryption_verdict(cfg, any(e.get("type") == "m.room.encryption" for e in stripped), rep)
-        rep.warn(
-            "room power levels: readable only once the bot has joined", "run doctor again after the daemon started"
-        )
+        rep.ok("room power levels: checked once the bot has joined (run doctor again after the daemon started)")
         return None
     status, state = call(cfg, "GET", C + f"/rooms/{quote(room_id)}/state", token=login.token)
     if status != 200 or not isinstance(state, list):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from bot.durations import format_age
+from bot.prompts.shown import shown_input
 from bot.words import clip
 
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -38,8 +38,10 @@ def _str(rec: Mapping[str, Any], *keys: str) -> str:
 
 
 def tool_of(rec: Mapping[str, Any]) -> str:
-    """The record's tool name, falling back to its title and kind."""
-    return _str(rec, "tool_name", "toolName", "title", "tool_kind") or "?"
+    """The record's real tool name (the harness's), else its ACP kind; never its title (the model writes that,
+    and agentproto's ``toolName`` falls back to it, so it counts only where ``tool_name`` is not given)."""
+    name = rec.get("tool_name") if "tool_name" in rec else rec.get("toolName")
+    return name if isinstance(name, str) and name else _str(rec, "tool_kind") or "?"
 
 
 def session_of(rec: Mapping[str, Any]) -> str:
@@ -53,18 +55,19 @@ def matches_session(rec: Mapping[str, Any], session: str) -> bool:
 
 
 def preview(raw: object) -> str:
-    """What the tool would do, in brief: the command, else the path/url/pattern, else compact JSON."""
+    """What the tool would do, in brief: the command line the prompt shows (``args`` too), else the
+    path/url/pattern, else compact JSON."""
     if raw is None or raw == {}:
         return ""
     if isinstance(raw, str):
         return raw
+    command = shown_input(raw).command
+    if command is not None:
+        return command
     if isinstance(raw, Mapping):
-        for k in ("command", "cmd"):
-            v = raw.get(k)
-            if isinstance(v, str) and v:
-                return v
-            if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
-                return shlex.join(v)
+        v = raw.get("cmd")
+        if isinstance(v, str) and v:
+            return v
         for k in ("file_path", "path", "abs_path", "notebook_path", "url", "pattern", "query"):
             v = raw.get(k)
             if isinstance(v, str) and v:
@@ -76,10 +79,13 @@ def preview(raw: object) -> str:
 
 
 def question(rec: Mapping[str, Any]) -> str:
-    """``Allow "TOOL"?`` and a preview of the raw input."""
-    q = _str(rec, "text") or f'Allow "{tool_of(rec)}"?'
-    p = preview(rec.get("raw_input", rec.get("rawInput")))
-    return f"{q} {p}" if p else q
+    """What would run first (the command line, else a path or the input), then the title: a long title
+    never pushes the command out of the column. ``Allow "TOOL"?`` when there is neither."""
+    what = preview(rec.get("raw_input", rec.get("rawInput")))
+    title = _str(rec, "title")
+    if not what:
+        return title or f'Allow "{tool_of(rec)}"?'
+    return f"{what} — {title}" if title and title != what else what
 
 
 def _parse_time(value: object) -> datetime | None:

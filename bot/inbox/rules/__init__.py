@@ -12,8 +12,12 @@ A rule (the wire form of agentproto's ``--rules-json``, seed 002)::
   ``_meta.claudeCode.toolName``). A request without a tool name matches only ``*``.
 - ``kind`` is a glob over the ACP tool kind (``read``, ``edit``, ``execute``...). The kind is what
   the agent declares: ``kind = "read"`` trusts the agent to say so.
-- ``command`` is a glob over the command in ``rawInput.command`` (a list is joined as a shell line);
-  a request without one never matches. The command is what would run, written by the model.
+- ``command`` is a glob over the command line the prompt shows: ``rawInput.command`` (a list is
+  joined as a shell line) with its ``args`` appended (:mod:`bot.prompts.shown`), so ``rm *`` matches
+  ``{command: rm, args: [-rf, /]}`` and ``make`` does not match ``make -f /tmp/evil.mk``; a request
+  without one never matches. An approve rule with a ``command`` never matches a request that sets
+  ``env`` or asks to leave the sandbox (``dangerouslyDisableSandbox``...). The command is what would
+  run, written by the model.
 - ``sessionId`` matches the record's ``session_id`` exactly; the agent chooses its session ids.
 - ``label`` matches the record's ``label`` exactly: the name the proxy (``--label``) or the
   submitter set, never a session id the agent chose.

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import fnmatch
-import shlex
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from bot.prompts.shown import Shown, shown_input
 
 Decision = Literal["approve", "deny"]
 Scope = Literal["once", "always"]
@@ -60,9 +61,11 @@ class Rule(BaseModel):
         if m.kind is not None and not fnmatch.fnmatchcase(_first(record, "tool_kind"), m.kind):
             return False
         if m.command is not None:
-            cmd = command_of(record)
-            if cmd is None or not fnmatch.fnmatchcase(cmd, m.command):
+            shown = shown_of(record)
+            if shown.command is None or not fnmatch.fnmatchcase(shown.command, m.command):
                 return False
+            if self.decision == "approve" and (shown.env or shown.escalates):
+                return False  # the glob says nothing of the environment or the sandbox: a person decides
         return True
 
     def wire(self) -> dict[str, Any]:
@@ -84,15 +87,14 @@ def _first(record: Mapping[str, Any], *keys: str) -> str:
     return ""
 
 
+def shown_of(record: Mapping[str, Any]) -> Shown:
+    """What the prompt shows of the record's raw input (never its title): see :mod:`bot.prompts.shown`."""
+    return shown_input(record.get("raw_input", record.get("rawInput")))
+
+
 def command_of(record: Mapping[str, Any]) -> str | None:
-    """The command in the record's raw input (``rawInput.command``): a string, or a list joined as a shell line."""
-    raw = record.get("raw_input", record.get("rawInput"))
-    cmd = raw.get("command") if isinstance(raw, Mapping) else None
-    if isinstance(cmd, str):
-        return cmd
-    if isinstance(cmd, list) and cmd and all(isinstance(x, str) for x in cmd):
-        return shlex.join(cmd)
-    return None
+    """The command line the prompt shows: ``rawInput.command`` (a list joined as a shell line) and its ``args``."""
+    return shown_of(record).command
 
 
 def decide(rules: Iterable[Rule], record: Mapping[str, Any]) -> Rule | None:

@@ -1,0 +1,135 @@
+"""The one database interface the inbox speaks, whatever the engine (mautrix-python's ``async_db`` shape).
+
+``Connection``: ``execute`` (rows affected), ``fetch``, ``fetchrow``, ``fetchval``, all with shared SQL
+(``$1`` placeholders, :mod:`bot.inbox.db.dialect`). Rows are read by column name (or index).
+``Database``: the same calls outside a transaction (reads see only what is committed; a lone write is
+its own transaction), and ``transaction()``, one write transaction on one connection, which a nested
+``transaction()`` in the same task joins.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
+
+from bot.inbox.db.dialect import Dialect, split_statements
+from bot.inbox.db.url import Target
+
+
+class Row(Protocol):
+    """A result row (``sqlite3.Row`` or ``asyncpg.Record``): ``row["column"]`` or ``row[0]``."""
+
+    def __getitem__(self, key: int | str, /) -> Any: ...
+
+    def keys(self) -> Iterable[str]: ...
+
+
+def first(rows: Sequence[Row]) -> Row | None:
+    return rows[0] if rows else None
+
+
+def value(row: Row | None, column: int) -> Any:
+    return None if row is None else row[column]
+
+
+class DatabaseError(Exception):
+    """The database cannot be reached or used (the message names ``state.database``, never a password)."""
+
+
+class Connection(ABC):
+    """One connection (in a transaction when got from ``Database.transaction``)."""
+
+    dialect: Dialect
+
+    @abstractmethod
+    async def execute(self, sql: str, *args: Any) -> int:
+        """Run a statement; the number of rows it changed (0 for DDL)."""
+
+    @abstractmethod
+    async def fetch(self, sql: str, *args: Any) -> Sequence[Row]:
+        """Every row of a query."""
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        """The first row, or None."""
+        return first(await self.fetch(sql, *args))
+
+    async def fetchval(self, sql: str, *args: Any, column: int = 0) -> Any:
+        """One value of the first row, or None."""
+        return value(first(await self.fetch(sql, *args)), column)
+
+    async def script(self, script: str) -> None:
+        """Run each statement of ``script`` (cut at top-level ``;``), no arguments."""
+        for stmt in split_statements(script):
+            await self.execute(stmt)
+
+
+class Database(ABC):
+    """A database behind one interface; see the module docstring."""
+
+    dialect: Dialect
+    target: Target
+
+    def __init__(self, target: Target) -> None:
+        self.target = target
+        self._current: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
+            f"db_txn_{id(self)}", default=None
+        )
+        self._fixed_reader: Connection | None = None  # SQLite: its one read connection, used without a wrapper
+
+    @abstractmethod
+    async def start(self) -> None:
+        """Open the connections (no schema work: see ``bot.inbox.db.upgrade``)."""
+
+    @abstractmethod
+    async def stop(self) -> None:
+        """Close every connection."""
+
+    @abstractmethod
+    def _begin(self) -> AbstractAsyncContextManager[Connection]:
+        """One write transaction on one connection (committed at the end, rolled back on an error)."""
+
+    @abstractmethod
+    def _reader(self) -> AbstractAsyncContextManager[Connection]:
+        """A connection for one committed read."""
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        """One write transaction; inside one already (this task), the same one."""
+        current = self._current.get()
+        if current is not None:
+            yield current
+            return
+        async with self._begin() as conn:
+            token = self._current.set(conn)
+            try:
+                yield conn
+            finally:
+                self._current.reset(token)
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        async with self.transaction() as conn:
+            return await conn.execute(sql, *args)
+
+    async def fetch(self, sql: str, *args: Any) -> Sequence[Row]:
+        conn = self._current.get() or self._fixed_reader  # the hot path: no context manager to enter
+        if conn is not None:
+            return await conn.fetch(sql, *args)
+        async with self._reader() as conn:
+            return await conn.fetch(sql, *args)
+
+    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
+        return first(await self.fetch(sql, *args))
+
+    async def fetchval(self, sql: str, *args: Any, column: int = 0) -> Any:
+        return value(first(await self.fetch(sql, *args)), column)
+
+    async def table_exists(self, name: str) -> bool:
+        """Whether a table ``name`` exists (in the current schema on PostgreSQL)."""
+        if self.dialect.is_postgres:
+            sql = "SELECT to_regclass($1) IS NOT NULL"
+        else:
+            sql = "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type='table' AND name=$1)"
+        return bool(await self.fetchval(sql, name))

@@ -1,0 +1,196 @@
+"""Leadership on PostgreSQL: one daemon holds the Matrix side; a fencing term stops a deposed one acting.
+
+- The leader holds a session advisory lock on a connection of its own. When that connection dies (the
+  daemon stopped, crashed or lost the network) the server frees the lock and a standby takes it.
+- A take-over raises the term in ``leadership`` (``UPDATE ... SET term = term + 1 RETURNING term``)
+  after locking the row ``FOR UPDATE``. Every leader write (post, edit, settlement, sync token) calls
+  :func:`check_term` in its own transaction, which reads the term ``FOR KEY SHARE``: a take-over waits
+  for writes in flight, and a write after it sees the new term and is refused. A leader paused
+  (SIGSTOP) and resumed can never act after another took over.
+- The leader beats (``heartbeat``, the database's clock: no skew between hosts). A standby finding the
+  lock held but the beat older than ``stale_after`` ends the holder's backend (``pg_terminate_backend``),
+  which frees the lock. A take-over blocked by a paused daemon's open transaction ends that daemon's
+  backends (found by ``application_name``) and tries again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import structlog
+
+from bot.inbox.db.base import Connection
+from bot.inbox.db.postgres import CONNECT_ERRORS, PostgresDatabase, rows_changed, tag_of
+from bot.inbox.db.upgrade import UpgradeTable, both
+
+log = structlog.get_logger("leader")
+
+LOCK = (0x70626F74, 1)  # the advisory lock's two int4 keys ("pbot", 1); pg_locks shows them as classid, objid
+LEADERSHIP = UpgradeTable(
+    "leadership",
+    [
+        both(
+            "the leadership row: term, holder, its lock backend, heartbeat (epoch seconds, database clock)",
+            "CREATE TABLE leadership (id INTEGER PRIMARY KEY CHECK (id = 1), term {BIGINT} NOT NULL,"
+            " holder TEXT, pid INTEGER, heartbeat {REAL});"
+            "INSERT INTO leadership (id, term) VALUES (1, 0)",
+        )
+    ],
+)
+NOW = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
+HOLDER = (
+    "SELECT l.pid, s.holder, (l.pid = s.pid) AS recorded, CASE WHEN l.pid = s.pid"
+    f" THEN {NOW} - s.heartbeat ELSE EXTRACT(EPOCH FROM clock_timestamp() - a.state_change)::float8 END AS age"
+    " FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid CROSS JOIN leadership s"
+    " WHERE s.id = 1 AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 2"
+    " AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid"
+    " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+LOST = (*CONNECT_ERRORS, asyncpg.InternalClientError)  # a connection the server ended may show as the latter
+
+
+class Deposed(Exception):
+    """This daemon's term is over: another daemon took over (or its leadership connection is gone)."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """The backend holding the lock, as a standby sees it: ``recorded`` when it is the leader the row
+    names (``age`` is then its heartbeat's), else a take-over in progress (``age``: its time idle)."""
+
+    pid: int
+    holder: str | None
+    recorded: bool
+    age: float | None
+
+
+def is_stale(h: Holder | None, stale_after: float) -> bool:
+    """Whether the lock holder stopped beating (or a take-over stalled) for longer than ``stale_after``."""
+    return h is not None and h.age is not None and h.age > stale_after
+
+
+async def check_term(conn: Connection, term: int) -> None:
+    """Inside a writing transaction: raise Deposed unless ``term`` is still the current one."""
+    current = await conn.fetchval("SELECT term FROM leadership WHERE id=1" + conn.dialect.fence_lock())
+    if current != term:
+        raise Deposed(f"term {term} is over (now {current})")
+
+
+class Leader:
+    """One daemon's campaign: ``campaign`` waits until it leads (the term), ``beat`` keeps it, ``run``
+    beats until deposed (then ``lost`` is set), ``resign`` hands over at once."""
+
+    def __init__(self, db: PostgresDatabase, *, stale_after: float = 5.0, poll: float = 1.0) -> None:
+        self.db = db
+        self.stale_after = stale_after
+        self.poll = poll
+        self.term: int | None = None
+        self.lost = asyncio.Event()
+        self._conn: Any = None
+
+    async def _connection(self) -> Any:
+        if self._conn is None or self._conn.is_closed():
+            self._conn = await self.db.connect_one()
+            await self._conn.execute(f"SET lock_timeout = {max(1, int(self.poll * 1000))}")  # waits end: re-check
+        return self._conn
+
+    def _drop(self) -> None:
+        if self._conn is not None and not self._conn.is_closed():
+            self._conn.terminate()
+        self._conn = None
+
+    async def campaign(self) -> int:
+        """Wait until this daemon leads; the new term."""
+        self.term = None
+        self.lost.clear()
+        while True:
+            try:
+                conn = await self._connection()
+                try:
+                    await conn.execute("SELECT pg_advisory_lock($1, $2)", *LOCK)  # waits up to ``poll``
+                except asyncpg.exceptions.LockNotAvailableError:
+                    await self._end_if_stale(conn)
+                    continue
+                self.term = await self._take_over(conn)
+                log.info("leader_elected", term=self.term, holder=self.db.holder)
+                return self.term
+            except LOST as e:
+                log.warning("leader_campaign_retry", error=type(e).__name__)
+                self._drop()
+                await asyncio.sleep(self.poll)
+
+    async def _end_if_stale(self, conn: Any) -> None:
+        row = await conn.fetchrow(HOLDER, *LOCK)
+        h = Holder(row["pid"], row["holder"], row["recorded"], row["age"]) if row is not None else None
+        if h is not None and is_stale(h, self.stale_after):
+            log.warning("leader_stale_ended", pid=h.pid, holder=h.holder, recorded=h.recorded, age=round(h.age or 0, 1))
+            await conn.execute("SELECT pg_terminate_backend($1)", h.pid)
+
+    async def _take_over(self, conn: Any) -> int:
+        while True:
+            prev = await conn.fetchval("SELECT holder FROM leadership WHERE id=1")
+            try:
+                async with conn.transaction():
+                    await conn.execute("SELECT term FROM leadership WHERE id=1 FOR UPDATE")  # waits for fenced writes
+                    term: int = await conn.fetchval(
+                        "UPDATE leadership SET term = term + 1, holder=$1, pid=pg_backend_pid(),"
+                        f" heartbeat={NOW} WHERE id=1 RETURNING term",
+                        self.db.holder,
+                    )
+                    return term
+            except asyncpg.exceptions.LockNotAvailableError:
+                if prev is None or prev == self.db.holder:
+                    continue
+                ended = await conn.fetchval(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname=current_database()"
+                    " AND pid <> pg_backend_pid() AND application_name=$1",
+                    tag_of(prev),
+                )
+                log.warning("leader_blocked_ended", holder=prev, backends=ended)
+
+    async def beat(self) -> None:
+        """Renew the heartbeat; raise Deposed when the term moved or the leadership connection is gone."""
+        if self.term is None or self._conn is None:
+            raise Deposed("not leading")
+        try:
+            status = await self._conn.execute(
+                f"UPDATE leadership SET heartbeat={NOW} WHERE id=1 AND term=$1 AND pid=pg_backend_pid()", self.term
+            )
+        except LOST as e:
+            self._lose()
+            raise Deposed(f"term {self.term}: {type(e).__name__}") from None
+        if rows_changed(status) != 1:
+            self._lose()
+            raise Deposed(f"term {self.term} is over")
+
+    def _lose(self) -> None:
+        log.warning("leader_deposed", term=self.term, holder=self.db.holder)
+        self._drop()
+        self.term = None
+        self.lost.set()
+
+    async def run(self, every: float = 1.0) -> None:
+        """Beat every ``every`` seconds until deposed (``lost`` is then set); returns then."""
+        try:
+            while True:
+                await self.beat()
+                await asyncio.sleep(every)
+        except Deposed:
+            return
+
+    async def resign(self) -> None:
+        """Stop leading: the beat is cleared and the lock freed, so a standby takes over at once."""
+        if self._conn is not None and self.term is not None:
+            try:
+                await self._conn.execute(
+                    "UPDATE leadership SET heartbeat=NULL, pid=NULL WHERE id=1 AND term=$1", self.term
+                )
+                await self._conn.execute("SELECT pg_advisory_unlock($1, $2)", *LOCK)
+                await self._conn.close()
+            except LOST:
+                pass
+        self._drop()
+        self.term = None

@@ -1,0 +1,114 @@
+"""The PostgreSQL engine, over asyncpg: a pool for the API's reads and the writes, one-off connections for
+leadership and LISTEN (:mod:`bot.inbox.db.leader`, :mod:`bot.inbox.db.notify`).
+
+Every connection carries ``application_name`` = :attr:`PostgresDatabase.tag` (``pb:`` + the daemon's
+holder id), so a new leader can end a paused one's backends, and ``idle_in_transaction_session_timeout``,
+so a paused daemon's open transaction (and the row locks it holds) is ended by the server.
+Connection errors name ``state.database`` and the URL with its password masked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+
+from bot.inbox.db.base import Connection, Database, DatabaseError, Row
+from bot.inbox.db.dialect import POSTGRES
+from bot.inbox.db.url import KEY, Target, scrub
+
+IDLE_IN_TRANSACTION_MS = 10_000
+_COUNT = re.compile(r"\s(\d+)$")
+CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError, TimeoutError)
+
+
+def tag_of(holder: str) -> str:
+    """The ``application_name`` of a daemon's connections (at most 63 bytes: PostgreSQL's limit)."""
+    return f"pb:{holder}"[:63]
+
+
+def rows_changed(status: str) -> int:
+    """The row count of a command tag (``UPDATE 3``, ``INSERT 0 1``); 0 for tags without one."""
+    m = _COUNT.search(status)
+    return int(m.group(1)) if m else 0
+
+
+class PgConnection(Connection):
+    """An asyncpg connection speaking shared SQL."""
+
+    dialect = POSTGRES
+
+    def __init__(self, conn: Any) -> None:
+        self.raw = conn  # asyncpg.Connection (asyncpg ships no types)
+
+    async def execute(self, sql: str, *args: Any) -> int:
+        return rows_changed(await self.raw.execute(POSTGRES.sql(sql), *args))
+
+    async def fetch(self, sql: str, *args: Any) -> Sequence[Row]:
+        rows: Sequence[Row] = await self.raw.fetch(POSTGRES.sql(sql), *args)
+        return rows
+
+
+class PostgresDatabase(Database):
+    """A PostgreSQL database (see the module docstring)."""
+
+    dialect = POSTGRES
+
+    def __init__(self, target: Target, holder: str = "", *, min_size: int = 1, max_size: int = 10) -> None:
+        super().__init__(target)
+        assert target.dsn is not None
+        self.dsn = target.dsn
+        self.holder = holder
+        self._sizes = (min_size, max_size)
+        self._pool: Any = None
+
+    @property
+    def tag(self) -> str:
+        """The ``application_name`` of this daemon's connections."""
+        return tag_of(self.holder)
+
+    def _settings(self) -> dict[str, str]:
+        return {"application_name": self.tag, "idle_in_transaction_session_timeout": str(IDLE_IN_TRANSACTION_MS)}
+
+    def error(self, doing: str, e: BaseException) -> DatabaseError:
+        """One line naming ``state.database``, the masked URL and the cause (its password cut out)."""
+        return DatabaseError(f"{KEY}: {doing} {self.target.shown}: {scrub(f'{type(e).__name__}: {e}', self.target)}")
+
+    async def start(self) -> None:
+        try:
+            self._pool = await asyncpg.create_pool(
+                self.dsn, min_size=self._sizes[0], max_size=self._sizes[1], server_settings=self._settings()
+            )
+        except CONNECT_ERRORS as e:
+            raise self.error("cannot connect to", e) from None
+
+    async def connect_one(self) -> Any:
+        """A connection of its own (not from the pool), with this daemon's settings: the caller closes it."""
+        try:
+            return await asyncpg.connect(self.dsn, server_settings=self._settings())
+        except CONNECT_ERRORS as e:
+            raise self.error("cannot connect to", e) from None
+
+    async def stop(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    @property
+    def pool(self) -> Any:
+        if self._pool is None:
+            raise DatabaseError(f"{KEY}: {self.target.shown} is not open")
+        return self._pool
+
+    @asynccontextmanager
+    async def _begin(self) -> AsyncIterator[Connection]:
+        async with self.pool.acquire() as raw, raw.transaction():
+            yield PgConnection(raw)
+
+    @asynccontextmanager
+    async def _reader(self) -> AsyncIterator[Connection]:
+        async with self.pool.acquire() as raw:
+            yield PgConnection(raw)
