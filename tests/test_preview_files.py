@@ -70,6 +70,17 @@ def test_a_file_inside_the_working_directory_is_read(tmp_path: Path) -> None:
     assert b.known and b.text is None and b.withheld is None  # a new file
 
 
+def test_a_new_file_outside_cwd_or_through_a_dangling_symlink_is_said(tmp_path: Path) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "out").symlink_to(tmp_path / "elsewhere.txt")
+    b = read_before("out", str(proj))
+    assert not b.known and b.withheld is not None and "through a symlink; no file yet" in b.withheld
+    assert str(tmp_path / "elsewhere.txt") in b.withheld
+    b = read_before(str(tmp_path / "new.txt"), str(proj))
+    assert not b.known and b.withheld is not None and "outside" in b.withheld
+
+
 def test_secrets_show_path_size_and_hash_never_content(tmp_path: Path) -> None:
     proj, home = tmp_path / "proj", tmp_path / "home"
     (home / ".ssh").mkdir(parents=True)

@@ -80,6 +80,7 @@ def refusal(given: str, real: str, cwd: str, token_files: frozenset[str]) -> str
 
 def read_before(path: str, cwd: str, token_files: Iterable[str] = ()) -> Before:
     """The file a Write of ``path`` replaces, as far as a prompt may show it (see the module)."""
+    real, why = None, None
     try:
         if not path or not (os.path.isabs(path) or os.path.isabs(cwd)):
             return Before()
@@ -94,8 +95,8 @@ def read_before(path: str, cwd: str, token_files: Iterable[str] = ()) -> Before:
         if special(real) or not stat.S_ISREG(os.lstat(real).st_mode):  # never open a FIFO, a device, /proc
             return Before(withheld=_note(path, real, None, why or "not a regular file"))
         fd = os.open(real, _FLAGS)
-    except FileNotFoundError:
-        return Before(known=True)  # a new file
+    except FileNotFoundError:  # a new file; said when it would land outside cwd or under a secret name
+        return Before(known=True) if why is None else Before(withheld=_note(path, real, None, f"{why}; no file yet"))
     except (OSError, ValueError) as e:
         return Before(withheld=_note(path, None, None, f"it cannot be opened ({_strerror(e)})"))
     with os.fdopen(fd, "rb") as f:
