@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bot.hooks.command import HookArgs, file_before, prepare, read_input, run
+from bot.hooks.command import HookArgs, prepare, read_input, run
 from bot.hooks.models import Cli, HookInput, HookInputError, parse_hook_input
 from bot.hooks.output import decision
 from bot.hooks.snippet import snippet
@@ -127,20 +127,6 @@ def test_write_diffs_against_the_file_on_disk(tmp_path: Path) -> None:
 def test_write_without_disk_says_so() -> None:
     text = rendered(sub("claude-code", inp("claude-code-PermissionRequest-Write")))
     assert "not read" in text and "+hello" in text
-
-
-def test_file_before_limits(tmp_path: Path) -> None:
-    secret = tmp_path / "token"
-    secret.write_text("s3cret")
-    assert file_before(str(secret), "/", (str(secret),)) == (None, False)
-    big = tmp_path / "big"
-    big.write_bytes(b"x" * 300_000)
-    assert file_before(str(big), "/") == (None, False)
-    binary = tmp_path / "bin"
-    binary.write_bytes(b"\xff\xfe\x00")
-    assert file_before(str(binary), "/") == (None, False)
-    assert file_before(str(tmp_path), "/") == (None, False)  # a directory
-    assert file_before("missing", str(tmp_path)) == (None, True)
 
 
 def test_webfetch_shows_url_and_session_rule_is_the_domain() -> None:

@@ -2,7 +2,8 @@
 
 Every route but /healthz and /metrics needs a bearer token, and each action a role
 (see :mod:`bot.api.auth`); with no token configured they all answer 401 (fail closed).
-Bad bodies get a 4xx with a reason, never a 500.
+Bad bodies get a 4xx with a reason, never a 500; a body that does not arrive whole within
+``Limits.body_timeout`` gets ``408``. Load limits: :mod:`bot.api.limits`, :mod:`bot.api.budget`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import structlog
 from aiohttp import web
 
 from bot.api.auth import DECIDER, Action, Caller, Denied, Tokens, authenticate, may
+from bot.api.budget import BodyTimeout, budget, counted, read_body
 from bot.api.events import EVENTS, EventLog, stream
 from bot.api.limits import Limits, busy
 from bot.event_size import TooLarge
@@ -57,7 +59,7 @@ def _caller(request: web.Request, action: Action) -> Caller | web.Response:
 
 
 async def _json_body(request: web.Request) -> Any:
-    raw = await request.read()
+    raw = await read_body(request, request.app[LIMITS].body_timeout)
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
@@ -79,6 +81,10 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         raise
     except TooLarge as e:
         return _error(422, "too_large", str(e))
+    except BodyTimeout as e:
+        resp = _error(408, "body_timeout", str(e))
+        resp.force_close()
+        return resp
     except SubmissionError as e:
         return _error(422, "invalid_request", str(e))
     except (asyncio.CancelledError, ConnectionResetError):
@@ -142,12 +148,13 @@ async def get_one(request: web.Request) -> web.Response:
         if not 0 <= wait <= MAX_WAIT or wait != wait:
             return _error(422, "invalid_request", f"wait: between 0 and {MAX_WAIT:g} seconds")
         limits = request.app[LIMITS]
-        if wait > 0 and not limits.take_long_poll():
+        slot = wait > 0 and not counted(request)  # an agent's long-poll counts against its token's budget
+        if slot and not limits.take_long_poll():
             return busy(f"more than {limits.max_long_polls} long-polls at once; retry later")
         try:
             rec = await inbox.wait_settled(rid, wait)
         finally:
-            if wait > 0:
+            if slot:
                 limits.give_long_poll()
     else:
         rec = await inbox.get(rid)
@@ -223,10 +230,12 @@ async def decide(request: web.Request) -> web.Response:
 
 
 async def events(request: web.Request) -> web.StreamResponse:
-    """GET /events (bot/api/events.py), holding one of the long-poll slots while it streams."""
+    """GET /events (bot/api/events.py), holding a long-poll slot (an agent's: its budget's) while it streams."""
     if isinstance(denied := _caller(request, "read"), web.Response):
         return denied
     limits = request.app[LIMITS]
+    if counted(request):  # an agent's stream counts against its token's budget
+        return await stream(request)
     if not limits.take_long_poll():
         return busy(f"more than {limits.max_long_polls} long-polls at once; retry later")
     try:
@@ -256,9 +265,10 @@ async def metrics(request: web.Request) -> web.Response:
 def create_app(daemon: Daemon, tokens: Tokens, limits: Limits | None = None) -> web.Application:
     """The aiohttp application over ``daemon``, open to the callers ``tokens`` names (serve it with
     ``LimitedRunner`` and the same ``limits``)."""
-    app = web.Application(client_max_size=MAX_BODY, middlewares=[_errors])
+    limits = limits or Limits()
+    app = web.Application(client_max_size=MAX_BODY, middlewares=[budget(tokens, limits), _errors])
     app[DAEMON] = daemon
-    app[LIMITS] = limits or Limits()
+    app[LIMITS] = limits
     app[TOKENS] = tokens
     app[EVENTS] = EventLog()
     daemon.inbox.listen(app[EVENTS].on_change)

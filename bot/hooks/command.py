@@ -1,10 +1,11 @@
 """`permission-bot hook claude-code|codex`: one hook input on stdin, the decision on stdout.
 
 It posts the input to the daemon's ``/hooks/{cli}`` route (the daemon builds the prompt and
-holds the request) and prints what comes back. For a Write it first reads the file on disk, as
-the agent could, so the room sees a real diff. When the hook is told to stop (SIGTERM, SIGINT,
-SIGHUP), its parent goes away or stops reading stdout, it exits and its connection closes; the
-daemon then withdraws the request. A SIGKILL closes the connection too.
+holds the request) and prints what comes back. For a Write it first reads the file on disk, so
+the room sees a real diff, when :mod:`bot.hooks.preview_files` allows (else its size and
+SHA-256). A daemon busy (429, 503) is retried for ``BUSY_RETRY`` seconds. When the hook is told
+to stop (SIGTERM, SIGINT, SIGHUP), its parent goes away or stops reading stdout, it exits and its
+connection closes; the daemon then withdraws the request. A SIGKILL closes the connection too.
 
 Fail safe: on any error it never allows. A decision counts only for the record it names: the
 answer's ``Permission-Bot-Digest`` must be the digest of the request this input makes (else an error).
@@ -21,10 +22,8 @@ import json
 import os
 import select
 import signal
-import stat
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import aiohttp
@@ -33,11 +32,13 @@ from bot.aio import on_signals
 from bot.cli.discovery import TOKEN_ENV, TokenFileError, discover, is_http_url
 from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
 from bot.hooks.output import deny, failure_notice
+from bot.hooks.preview_files import read_before
 from bot.hooks.translate import build_submission
 from bot.inbox.digest import HEADER, submission_digest
 
 Fallback = Literal["ask", "deny"]
-MAX_BEFORE = 256 * 1024  # bytes of a Write's old file read for the diff
+TOKEN_FILE_ENV = "PERMISSION_BOT_TOKEN_FILE"  # a token file named by the environment is never previewed
+BUSY_RETRY = 60.0  # seconds to keep retrying a daemon that answers 429/503 (busy)
 
 
 class HookFailure(Exception):
@@ -64,29 +65,6 @@ def credentials(url: str | None, token_file: str | None) -> tuple[str, str | Non
     if token is None:
         raise HookFailure(f"no agent token: pass --token-file PATH (as print-config prints it) or set {TOKEN_ENV}")
     return base, token
-
-
-def file_before(path: str, cwd: str, secret_files: tuple[str, ...] = ()) -> tuple[str | None, bool]:
-    """(text of the file a Write replaces or None when absent, whether it is known) — small text files only."""
-    try:
-        p = Path(cwd or ".", path) if path else None
-        if p is None:
-            return None, False
-        real = os.path.realpath(p)
-        if any(real == os.path.realpath(s) for s in secret_files):
-            return None, False
-        st = os.stat(real)
-    except FileNotFoundError:
-        return None, True
-    except (OSError, ValueError):
-        return None, False
-    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BEFORE:
-        return None, False
-    try:
-        with open(real, "rb") as f:
-            return f.read(MAX_BEFORE + 1).decode("utf-8"), True
-    except (OSError, UnicodeDecodeError):
-        return None, False
 
 
 def read_input(fd: int, limit: int = MAX_INPUT) -> bytes:
@@ -118,8 +96,8 @@ def prepare(cli: Cli, raw: bytes, secret_files: tuple[str, ...] = ()) -> tuple[H
     body = dict(data)
     body.pop("_permission_bot", None)
     if inp.tool_name == "Write":
-        before, known = file_before(str(inp.tool_input.get("file_path") or ""), inp.cwd, secret_files)
-        body["_permission_bot"] = {"write_before": before, "write_before_known": known}
+        b = read_before(str(inp.tool_input.get("file_path") or ""), inp.cwd, secret_files)
+        body["_permission_bot"] = {"write_before": b.text, "write_before_known": b.known, "write_withheld": b.withheld}
     return inp, body
 
 
@@ -129,6 +107,7 @@ async def _post(url: str, token: str | None, body: dict[str, Any], connect_timeo
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + connect_timeout
+    busy_until = loop.time() + BUSY_RETRY
     async with aiohttp.ClientSession(timeout=timeout, trust_env=False) as http:
         while True:
             try:
@@ -136,6 +115,11 @@ async def _post(url: str, token: str | None, body: dict[str, Any], connect_timeo
                     raw = await r.read()
                     status = r.status
                     digest = r.headers.get(HEADER)
+                    retry_after = r.headers.get("Retry-After", "")
+                if status in (429, 503) and loop.time() < busy_until:  # refused for load, nothing stored
+                    wait = float(retry_after) if retry_after.isascii() and retry_after.isdigit() else 2.0
+                    await asyncio.sleep(min(5.0, max(0.5, wait)))
+                    continue
                 break
             except aiohttp.ClientConnectorError as e:  # nothing sent yet: safe to try again
                 if loop.time() >= deadline:
@@ -223,7 +207,7 @@ def run(args: HookArgs, raw: bytes, out: Any, err: Any) -> int:
             event = event_of(json.loads(raw))
         except (ValueError, UnicodeDecodeError, RecursionError):
             event = None
-        secrets_ = (args.token_file,) if args.token_file else ()
+        secrets_ = tuple(p for p in (args.token_file, os.environ.get(TOKEN_FILE_ENV)) if p)
         _, body = prepare(args.cli, raw, secrets_)
         decision = asyncio.run(ask(args, body))
     except (HookFailure, HookInputError) as e:

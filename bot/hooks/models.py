@@ -32,6 +32,7 @@ class Extras(BaseModel):
     model_config = ConfigDict(extra="ignore")
     write_before: str | None = None
     write_before_known: bool = False
+    write_withheld: str | None = Field(default=None, max_length=5000)  # why it is not shown: path, size, SHA-256
 
 
 class HookInput(BaseModel):

@@ -133,7 +133,8 @@ def describe(inp: HookInput) -> tuple[str, str, list[dict[str, Any]], list[dict[
         if inp.extras.write_before_known:
             content.append(_diff(path, inp.extras.write_before, new))
         else:
-            content.append(_text("Note", "the file on disk was not read; the diff shows the whole new content"))
+            told = inp.extras.write_withheld or "the file on disk was not read"
+            content.append(_text("Note", f"{told}; the diff shows the whole new content"))
             content.append(_diff(path, None, new))
     elif name in ("WebFetch", "WebSearch"):
         target = _s(ti.get("url")) or _s(ti.get("query"))
