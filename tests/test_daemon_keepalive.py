@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 
 from bot.acp.daemon_client import DaemonClient
+from bot.inbox.digest import submission_digest
 from tests.test_acp_proxy import free_port
 
 
@@ -20,6 +21,7 @@ class Counting:
         self.peers: set[Any] = set()
         self.calls = 0
         self.n = 0
+        self.digest: str | None = None  # the one body this test sends, so one digest
 
     def _seen(self, req: web.Request) -> None:
         self.calls += 1
@@ -29,17 +31,18 @@ class Counting:
     async def submit(self, req: web.Request) -> web.Response:
         self._seen(req)
         self.n += 1
-        return web.json_response({"id": f"s:{self.n}", "state": "pending"}, status=201)
+        self.digest = submission_digest(await req.json())
+        return web.json_response({"id": f"s:{self.n}", "state": "pending", "digest": self.digest}, status=201)
 
     async def get(self, req: web.Request) -> web.Response:
         self._seen(req)
         if req.query.get("wait"):
             await asyncio.sleep(0.01)  # a long-poll answered by a settlement
-        return web.json_response({"id": req.match_info["id"], "state": "resolved"})
+        return web.json_response({"id": req.match_info["id"], "state": "resolved", "digest": self.digest})
 
     async def decide(self, req: web.Request) -> web.Response:
         self._seen(req)
-        return web.json_response({"id": req.match_info["id"], "state": "cancelled"})
+        return web.json_response({"id": req.match_info["id"], "state": "cancelled", "digest": self.digest})
 
 
 @pytest.fixture

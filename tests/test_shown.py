@@ -162,7 +162,7 @@ def test_every_leaf_that_is_not_prose_is_in_the_body_or_the_prompt_says_it_is_in
 
 
 def _rec(raw: Any, **kw: Any) -> dict[str, Any]:
-    return {"key": "0123456789abcdef:1", "session_id": "s", "tool_name": "Bash", "tool_kind": "execute",
+    return {"key": "0123456789abcdef0123456789abcdef:1", "session_id": "s", "tool_name": "Bash", "tool_kind": "execute",
             "raw_input": raw, "title": "t", **kw}
 
 
