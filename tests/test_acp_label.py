@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from bot.ids import is_safe_id
+from bot.util.ids import is_safe_id
 from tests.test_acp_relay import CLOSED_URL, proxy_cmd
 
 
 @pytest.mark.parametrize("label", ["Claude on laptop", "a/../b", "x" * 129, "naïve", "tab\there"])
 def test_a_bad_label_exits_2_before_the_agent_starts(tmp_path: Path, label: str) -> None:
-    assert not is_safe_id(label)  # the daemon's rule (bot/ids.py), which refuses it at submit
+    assert not is_safe_id(label)  # the daemon's rule (bot/util/ids.py), which refuses it at submit
     marker = tmp_path / "agent-ran"
     agent = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
     r = subprocess.run([*proxy_cmd(), "--url", CLOSED_URL, "--label", label, "--", *agent],

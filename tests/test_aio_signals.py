@@ -1,4 +1,4 @@
-"""bot/aio.on_signals: the one place signal handlers are installed (and removed)."""
+"""bot/util/aio.on_signals: the one place signal handlers are installed (and removed)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 import os
 import signal
 
-from bot.aio import on_signals
+from bot.util.aio import on_signals
 
 
 async def test_handler_gets_the_signal_and_remove_restores() -> None:

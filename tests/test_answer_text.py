@@ -1,11 +1,11 @@
-"""bot.answer_text: the whole text is the answer, or it is conversation (properties)."""
+"""bot.answers.text: the whole text is the answer, or it is conversation (properties)."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.answer_text import NoSuchNumber, Pick, parse
+from bot.answers.text import NoSuchNumber, Pick, parse
 
 OPTIONS = (("allow_once", "Allow once"), ("allow_always", "Always allow"), ("reject_once", "Reject"),
            ("reject_always", "Never allow"))

@@ -516,7 +516,7 @@ def test_plain_with_several_pending() -> None:
 
 
 def test_plain_unbound_asks_even_with_one_pending() -> None:
-    """A plain answer no prompt is bound to (bot.timeline) never guesses, even when one is pending."""
+    """A plain answer no prompt is bound to (bot.answers.timeline) never guesses, even when one is pending."""
     live = target(request_id="live:1")
     r = resolve(plain("1"), None, [target(request_id="old:1", pending=False), live])
     assert isinstance(r, Refusal) and r.kind == "ambiguous" and "Request live:1 is waiting" in r.message

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.config import ConfigError, load_config, parse_config
-from bot.durations import DurationError, parse_duration
+from bot.util.durations import DurationError, parse_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 MIN = {"matrix": {"homeserver": "http://hs", "user_id": "@b:hs", "room": "!r:hs", "password": "file-pw"}}

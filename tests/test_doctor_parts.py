@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from bot import jsonhttp
 from bot.cli.doctor.state import read_saved
 from bot.config import Config, load_config
 from bot.inbox.store import Inbox
 from bot.matrix.client import SESSION_KEY
 from bot.matrix.identities import PIN_KEY
 from bot.matrix.room import RoomState
+from bot.util import jsonhttp
 
 
 def _config(tmp_path: Path) -> Config:

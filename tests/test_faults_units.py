@@ -11,13 +11,13 @@ from typing import Any, cast
 import aiohttp
 import pytest
 
-from bot import health
 from bot.acp.daemon_client import DaemonBackoff
-from bot.backoff import NO_JITTER, Backoff, KeyedBackoff
 from bot.matrix.errors import MatrixFatal
 from bot.matrix.retry import MatrixBackoff, retry
 from bot.matrix.sync import SYNC_KEY, Syncer
-from bot.supervisor import Supervisor
+from bot.service import health
+from bot.service.supervisor import Supervisor
+from bot.util.backoff import NO_JITTER, Backoff, KeyedBackoff
 
 
 def test_backoff_doubles_to_the_cap_with_jitter_and_resets() -> None:
@@ -172,7 +172,7 @@ def test_health_says_what_is_true() -> None:
 
 
 def test_a_flood_of_one_warning_is_thinned_and_counted() -> None:
-    from bot.logs import Repeats
+    from bot.util.logs import Repeats
 
     now = [0.0]
     r = Repeats(burst=3, window=10.0, clock=lambda: now[0])
@@ -188,8 +188,8 @@ def test_a_flood_of_one_warning_is_thinned_and_counted() -> None:
 
 def test_the_size_check_counts_megolm_growth_in_an_encrypted_room() -> None:
     """CJK text fits a plain room but, escaped and base64-encoded, not an encrypted one."""
-    from bot.event_size import TooLarge, check_submission
     from bot.inbox.submission import parse_submission
+    from bot.room.event_size import TooLarge, check_submission
     from tests.support.station import request_body
 
     body = request_body("s")
@@ -205,9 +205,9 @@ def test_the_size_check_counts_megolm_growth_in_an_encrypted_room() -> None:
 def test_a_dead_webhook_pins_at_most_its_byte_budget() -> None:
     """Large records to an endpoint that never answers: the queue stops at MAX_QUEUED_BYTES."""
     from bot.config import WebhookConfig
-    from bot.event_size import provisional
     from bot.inbox.submission import parse_submission
-    from bot.webhooks import MAX_QUEUED_BYTES, Webhooks
+    from bot.room.event_size import provisional
+    from bot.service.webhooks import MAX_QUEUED_BYTES, Webhooks
     from tests.support.station import request_body
 
     body = request_body("s")

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from bot import health
 from bot.config import ConfigError, HarnessConfig, parse_config
 from bot.harness.client import DiscoveryError, NotRunning, discover
 from bot.harness.mapping import RecordError, decision_body, elsewhere_note, to_submission
 from bot.inbox.digest import digest_params
 from bot.inbox.record import Outcome, Record
 from bot.inbox.submission import parse_submission
+from bot.service import health
 
 RECORD: dict[str, Any] = {
     "id": "perm_1",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bot.answers import Answer, Candidate, Refusal, Target, resolve
+from bot.events.states import Via
 from bot.hooks.translate import options
-from bot.inbox.states import Via
 
 HOOK = (("allow_once", "Allow once"), ("allow_session", "Allow for this session"), ("deny", "Deny"))
 KINDS = ("allow_once", "allow_always", "reject_once")

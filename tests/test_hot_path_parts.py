@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from nio import AsyncClient, AsyncClientConfig
 
-from bot import aio
 from bot.acp.relay import FdSink
 from bot.matrix.store import STORE
+from bot.util import aio
 
 
 def test_store_skips_the_write_for_no_rooms_and_saves_a_room(tmp_path: Path) -> None:

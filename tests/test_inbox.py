@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from bot.events.states import Via
 from bot.inbox import schema
 from bot.inbox.posting import needing_edit_sql
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED
-from bot.inbox.states import Via
 from bot.inbox.store import Inbox
 from bot.inbox.submission import SubmissionError, parse_submission
 from tests.support.station import request_body

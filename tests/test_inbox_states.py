@@ -1,15 +1,15 @@
-"""bot/inbox/states: states and vias as StrEnums, stored, sent and logged as the same words as before."""
+"""bot/events/states: states and vias as StrEnums, stored, sent and logged as the same words as before."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from bot.events.states import State, Via
 from bot.inbox import record
-from bot.inbox.states import State, Via
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
-from bot.words import VIA_WORDS
+from bot.util.words import VIA_WORDS
 from tests.support.station import request_body
 
 

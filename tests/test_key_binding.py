@@ -14,9 +14,9 @@ from bot.acp.daemon_client import WrongRecord, _checked
 from bot.acp.proxy import Proxy, ProxyConfig
 from bot.inbox.digest import submission_digest
 from bot.inbox.session_rule_store import SessionRules
+from bot.inbox.session_rules import origin_of, scope_of
 from bot.inbox.store import Inbox
 from bot.inbox.submission import KeyConflict, conflict, parse_submission
-from bot.session_rules import origin_of, scope_of
 from tests.support.station import request_body
 
 KEY = "0123456789abcdef0123456789abcdef:2"

@@ -1,4 +1,4 @@
-"""bot.lookalike: could a reader take a message for a prompt? Judged on what a reader sees, normalised."""
+"""bot.answers.lookalike: could a reader take a message for a prompt? Judged on what a reader sees, normalised."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.lookalike import html_text, looks_like_prompt, normalise
+from bot.answers.lookalike import html_text, looks_like_prompt, normalise
 
 BANNER = "Permission needed: rm -rf /tmp/cache"
 INVISIBLE = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\ufe0f", "\U000e0041", "\u034f",

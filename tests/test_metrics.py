@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
-from bot.metrics import CONTENT_TYPE, Metrics, export_figures
+from bot.service.metrics import CONTENT_TYPE, Metrics, export_figures
 from tests.support.station import request_body
 
 

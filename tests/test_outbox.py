@@ -18,8 +18,8 @@ from bot.config import PromptsConfig
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.txn import txn_id
-from bot.metrics import Metrics
-from bot.outbox import Outbox
+from bot.room.outbox import Outbox
+from bot.service.metrics import Metrics
 from tests.support.fake_facade import FakeMatrix
 from tests.support.station import request_body
 
@@ -115,7 +115,7 @@ async def test_txn_ids_carry_the_inbox_install_id(rig: Any) -> None:
 
 
 async def _answer(inbox: Inbox, rid: str, n: int) -> None:
-    """A room answer seen where it sits settles ``rid``: its place marks the prompt settled (bot.timeline)."""
+    """A room answer seen where it sits settles ``rid``: its place marks the prompt settled (bot.answers.timeline)."""
     await inbox.place(f"$answer{n}", "answer")
     await inbox.settle(rid, option_id="allow_once", by="@alice:x", via="matrix", feedback=None, now=time.time(),
                        event_id=f"$answer{n}", in_view=True)
@@ -142,8 +142,8 @@ async def test_an_edit_the_answer_already_shows_never_holds_the_next_prompt(rig:
 async def test_an_edit_only_it_can_show_still_goes_before_the_next_prompt(rig: Any, monkeypatch: Any) -> None:
     """Settled through the API (nothing in the room shows it): its edit goes first, even while edits shown
     by their answers wait."""
-    monkeypatch.setattr("bot.quiet.AGAIN_WAIT", 3.0)  # the room stays busy, and A's edit waits, however slowly
-    monkeypatch.setattr("bot.quiet.EDIT_MAX_WAIT", 60.0)  # this test runs (it once took over 0.1 s under load)
+    monkeypatch.setattr("bot.room.quiet.AGAIN_WAIT", 3.0)  # the room stays busy, and A's edit waits, however slowly
+    monkeypatch.setattr("bot.room.quiet.EDIT_MAX_WAIT", 60.0)  # this test runs (it once took over 0.1 s under load)
     inbox, matrix, _box = rig
     (a,) = await _submit(inbox, "a", 1)
     await _until(lambda: _order(matrix) == ["post"])
@@ -160,7 +160,7 @@ async def test_an_edit_only_it_can_show_still_goes_before_the_next_prompt(rig: A
 
 
 async def test_overdue_edits_go_even_while_the_agent_keeps_asking(rig: Any, monkeypatch: Any) -> None:
-    monkeypatch.setattr("bot.quiet.EDIT_MAX_WAIT", 0.3)
+    monkeypatch.setattr("bot.room.quiet.EDIT_MAX_WAIT", 0.3)
     inbox, matrix, _box = rig
     for i in range(40):  # about 0.05 s a round: the room is never quiet
         (rid,) = await _submit(inbox, f"s{i}", 1)
@@ -172,7 +172,7 @@ async def test_overdue_edits_go_even_while_the_agent_keeps_asking(rig: Any, monk
 
 
 async def test_edits_waiting_at_a_stop_are_sent_after_a_restart(tmp_path: Path, monkeypatch: Any) -> None:
-    monkeypatch.setattr("bot.quiet.ANSWER_WAIT", 60.0)  # a fresh prompt keeps the room busy: edits wait
+    monkeypatch.setattr("bot.room.quiet.ANSWER_WAIT", 60.0)  # a fresh prompt keeps the room busy: edits wait
     matrix = FakeMatrix()
 
     async def reprocess(_source: dict[str, Any]) -> None:
@@ -201,7 +201,7 @@ async def test_edits_waiting_at_a_stop_are_sent_after_a_restart(tmp_path: Path, 
     await asyncio.sleep(0.2)
     await halt(inbox, stop, tasks)
     assert _edits(matrix) == [], "the edits did not wait"
-    monkeypatch.setattr("bot.quiet.ANSWER_WAIT", 1.0)
+    monkeypatch.setattr("bot.room.quiet.ANSWER_WAIT", 1.0)
     inbox, stop, tasks = await run()  # the restart: nothing of the last run's memory, only the inbox
     try:
         await _until(lambda: len(_edits(matrix)) == 3)
@@ -215,7 +215,7 @@ async def test_edits_waiting_at_a_stop_are_sent_after_a_restart(tmp_path: Path, 
 async def test_sends_in_flight_never_exceed_the_send_concurrency(rig: Any) -> None:
     """40 prompts, then 40 edits only they can show: never more than SEND_CONCURRENCY of the bot's events on
     their way at once (more forks the room's DAG for good on Synapse), and the cap is used."""
-    from bot.outbox import SEND_CONCURRENCY
+    from bot.room.outbox import SEND_CONCURRENCY
 
     inbox, matrix, _box = rig
     flying, most = 0, 0

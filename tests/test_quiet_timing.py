@@ -1,4 +1,4 @@
-"""When the room is quiet for keycaps (bot/quiet.py), and request_timing (bot/timing.py)."""
+"""When the room is quiet for keycaps (bot/room/quiet.py), and request_timing (bot/room/timing.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from bot.quiet import AGAIN_WAIT, ANSWER_WAIT, EDIT_MAX_WAIT, EditPacer, Quiet
-from bot.timing import Timings, intervals
+from bot.room.quiet import AGAIN_WAIT, ANSWER_WAIT, EDIT_MAX_WAIT, EditPacer, Quiet
+from bot.room.timing import Timings, intervals
 
 
 def test_a_fresh_pending_prompt_keeps_the_room_busy_until_answered_or_old() -> None:

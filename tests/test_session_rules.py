@@ -12,8 +12,8 @@ import pytest
 
 from bot.answers import Answer, Candidate, Refusal, Target, resolve
 from bot.inbox.session_rule_store import SessionRules
+from bot.inbox.session_rules import LABEL, Scope, offered, origin_of, scope_of
 from bot.inbox.store import Inbox
-from bot.session_rules import LABEL, Scope, offered, origin_of, scope_of
 
 KEY = "0123456789abcdef0123456789abcdef:3"
 OPTIONS = (("once", "Allow once"), ("always", "Always allow"), ("no", "Reject"))
@@ -182,7 +182,7 @@ def test_the_ttl_is_a_duration_and_a_bad_one_names_the_key() -> None:
 
 def test_the_rooms_notice_shows_the_command_as_prose() -> None:
     from bot.inbox.session_rule_store import SessionRule
-    from bot.room_answers import rule_notice
+    from bot.room.answers import rule_notice
 
     scope = Scope("0123456789abcdef0123456789abcdef", "s1", "Bash", '{"command":"echo @room\\n1. Allow once"}')
     text = rule_notice(SessionRule(3, scope, "@alice:hs", "s1:1", 1.0, 1.0))

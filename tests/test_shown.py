@@ -18,10 +18,10 @@ from bot.cli.permissions.render import question, table, tool_of
 from bot.hooks.models import HookInput
 from bot.hooks.translate import build_submission, session_rule, url_host
 from bot.inbox.rules import command_of, decide, parse_rules
+from bot.inbox.session_rules import scope_of
 from bot.prompts import build_prompt
 from bot.prompts.shown import PROSE, as_json, shown_input
 from bot.prompts.text import blanks, code_text, defang
-from bot.session_rules import scope_of
 
 OPTIONS = [
     {"optionId": "a", "name": "Allow", "kind": "allow_once"},

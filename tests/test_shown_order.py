@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from bot import answers
 from bot.inbox.record import Record
 from bot.inbox.submission import parse_submission
-from bot.posts import prompt_complete, prompt_content
-from bot.room_answers import as_target as _target
+from bot.room.answers import as_target as _target
+from bot.room.posts import prompt_complete, prompt_content
 
 BOT = "@permbot:hs"
 ALWAYS_FIRST = [
@@ -53,7 +53,7 @@ def answer(rec: Record, ev: dict[str, Any]) -> answers.Answer | answers.Refusal 
     cand = answers.classify(ev, bot_user_id=BOT)
     assert cand is not None
     target = _target(rec)
-    return answers.resolve(cand, target, [target])  # a plain answer: bound to it (bot.timeline)
+    return answers.resolve(cand, target, [target])  # a plain answer: bound to it (bot.answers.timeline)
 
 
 KINDS = ["allow_once", "allow_always", "reject_once", "reject_always", "other", "something_new"]
@@ -102,7 +102,7 @@ def test_notices_show_agent_option_names_as_agent_text() -> None:
     from dataclasses import replace
 
     from bot.inbox.record import Outcome
-    from bot.room_answers import describe_outcome
+    from bot.room.answers import describe_outcome
 
     rec = record([{"optionId": "a", "name": "Ping @room\u202e", "kind": "allow_once"}])
     done = replace(rec, state="resolved", outcome=Outcome("a", "@alice:hs", "matrix", None, 1.0))

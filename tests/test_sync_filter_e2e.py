@@ -13,9 +13,9 @@ import pytest
 from nio import AsyncClient, SyncResponse
 
 from bot.demo.homeserver import http
-from bot.jsonhttp import quote
 from bot.matrix.session import SESSION_KEY
 from bot.matrix.sync_filter import FILTER_KEY, station_filter
+from bot.util.jsonhttp import quote
 from tests.support.station import Station, request_body
 
 pytestmark = pytest.mark.e2e

@@ -1,4 +1,4 @@
-"""bot.timeline: plain answers bind to what the sender saw (pure), and the inbox keeps the positions."""
+"""bot.answers.timeline: plain answers bind to what the sender saw (pure), and the inbox keeps the positions."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bot.answers.timeline import Bound, Mark, Sighting, Unbound, bind, in_view, sighting, withdrawn
 from bot.inbox.store import Inbox
-from bot.timeline import Bound, Mark, Sighting, Unbound, bind, in_view, sighting, withdrawn
 
 BOT = "@permbot:example.org"
 BOB = "@bob:example.org"

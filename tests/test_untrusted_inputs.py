@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli.discovery import TokenFileError, agent_environment, discover, read_token_file
-from bot.ids import is_safe_id, url_segment
 from bot.inbox.submission import SubmissionError, parse_submission
-from bot.statedir import secure_state_dir
+from bot.util.discovery import TokenFileError, agent_environment, discover, read_token_file
+from bot.util.ids import is_safe_id, url_segment
+from bot.util.statedir import secure_state_dir
 
 
 def _body(**kw: object) -> dict[str, object]:
@@ -113,7 +113,7 @@ def test_the_proxy_client_never_lets_an_id_walk_the_path() -> None:
 def test_scrub_block_blanks_token_values_in_place() -> None:
     import ctypes
 
-    from bot.hide import scrub_block
+    from bot.util.hide import scrub_block
 
     raw = b"prog\0--token\0s3cret\0--token=s3cret2\0--token-file\0/p\0PERMISSION_BOT_TOKEN=abc\0HOME=/h\0"
     buf = ctypes.create_string_buffer(raw, len(raw))

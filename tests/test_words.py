@@ -1,8 +1,8 @@
-"""bot/words: the one table of via words and the one way text is clipped."""
+"""bot/util/words: the one table of via words and the one way text is clipped."""
 
 from __future__ import annotations
 
-from bot.words import VIA_WORDS, clip, via_words
+from bot.util.words import VIA_WORDS, clip, via_words
 
 
 def test_clip_keeps_short_text_and_marks_a_cut() -> None:

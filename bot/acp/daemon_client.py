@@ -3,7 +3,7 @@
 Single calls raise :class:`DaemonUnavailable` for what a retry may cure (no connection,
 a timeout, 5xx, 429) and :class:`DaemonRefused` for what it will not (other 4xx). The
 ``*_retrying`` helpers retry the former with exponential back-off capped at 2 s
-(:class:`DaemonBackoff`, the proxy's numbers for :mod:`bot.backoff`).
+(:class:`DaemonBackoff`, the proxy's numbers for :mod:`bot.util.backoff`).
 
 Every record handed back is checked to be the one sent: its ``digest`` must be that of the params
 submitted (:class:`WrongRecord` otherwise, a refusal: the caller fails closed and never relays it).
@@ -21,9 +21,9 @@ import aiohttp
 import structlog
 import yarl
 
-from bot.backoff import Backoff
-from bot.ids import url_segment
 from bot.inbox.digest import submission_digest
+from bot.util.backoff import Backoff
+from bot.util.ids import url_segment
 
 log = structlog.get_logger("bot.acp.daemon")
 

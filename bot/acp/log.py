@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable
 from typing import TextIO, cast
 
-from bot.logs import configure
+from bot.util.logs import configure
 
 _MAX_BACKLOG = 2000
 

@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from bot.cli.discovery import agent_environment
+from bot.util.discovery import agent_environment
 
 log = structlog.get_logger("bot.acp")
 

@@ -29,7 +29,7 @@ from bot.acp.messages import withdrawn_id
 from bot.acp.relay import FdSink, in_thread
 from bot.acp.request import Request
 from bot.acp.toolcalls import ToolCallCache
-from bot.cli.discovery import DEFAULT_URL
+from bot.util.discovery import DEFAULT_URL
 
 log = structlog.get_logger("bot.acp")
 

@@ -23,7 +23,7 @@ from bot.acp.log import configure_stderr_logging
 from bot.acp.process import spawn, wait_agent
 from bot.acp.proxy import Proxy, ProxyConfig
 from bot.acp.relay import FdSink, LineRelay, read_fd, relay_thread
-from bot.aio import on_signals
+from bot.util.aio import on_signals
 
 log = structlog.get_logger("bot.acp")
 

@@ -7,7 +7,7 @@ Two steps so the daemon can look things up in between:
 2. The daemon finds the prompt the candidate addresses (by ``prompt_event_id``
    for replies, threads, reactions and addressed structured answers; by
    ``request_id`` for other structured answers; by the room timeline,
-   :mod:`bot.timeline`, for plain messages) and the pending prompts, then
+   :mod:`bot.answers.timeline`, for plain messages) and the pending prompts, then
    :func:`resolve` turns them into an
    :class:`Answer`, a :class:`Refusal` (a notice to post) or ``None`` (ignore).
 
@@ -20,11 +20,11 @@ refusal notices), ``decide`` (:func:`resolve`).
 
 from __future__ import annotations
 
-from bot.answer_text import KEYCAPS, keycap_index
 from bot.answers.classify import classify, strip_reply_fallback
 from bot.answers.decide import resolve
 from bot.answers.model import ROOM_VIAS, Answer, Candidate, Refusal, RefusalKind, Target
 from bot.answers.reactions import SHORTCUTS
+from bot.answers.text import KEYCAPS, keycap_index
 from bot.events.models import ANSWER_KEY
 
 __all__ = [

@@ -12,7 +12,7 @@ from bot.answers.model import Candidate
 from bot.answers.reactions import classify_reaction
 from bot.answers.structured import classify_structured, nonempty_str
 from bot.events.models import ANSWER_KEY
-from bot.inbox.states import Via
+from bot.events.states import Via
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,14 @@ from bot.answers.model import Answer, Candidate, Refusal, Target
 from bot.answers.reactions import resolve_reaction
 from bot.answers.structured import resolve_structured
 from bot.answers.typed import resolve_text
-from bot.inbox.states import Via
+from bot.events.states import Via
 
 
 def resolve(c: Candidate, target: Target | None, pending: Sequence[Target]) -> Answer | Refusal | None:
     """Decide what ``c`` does.
 
     ``target`` is the prompt ``c`` addresses (``None`` if it addresses nothing known); for a
-    plain message, the one prompt its sender could have meant (:func:`bot.timeline.bind`) or
+    plain message, the one prompt its sender could have meant (:func:`bot.answers.timeline.bind`) or
     ``None`` (then the bot asks which, if the text answers any of ``pending``).
     ``pending`` all pending prompts, oldest first. ``None`` means: not an answer, stay quiet.
     """

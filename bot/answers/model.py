@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from bot.inbox.states import Via
+from bot.events.states import Via
 
 ROOM_VIAS = (Via.MATRIX, Via.REACTION, Via.STRUCTURED)
 """The ways an answer comes from the room."""

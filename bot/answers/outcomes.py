@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from bot.answer_text import NoSuchNumber, Pick, norm, parse
 from bot.answers.model import Answer, Candidate, Refusal, Target
+from bot.answers.text import NoSuchNumber, Pick, norm, parse
+from bot.inbox.session_rules import ALIASES as SESSION_ALIASES
 from bot.prompts.text import prose
-from bot.session_rules import ALIASES as SESSION_ALIASES
 
 
 def show(text: str, limit: int = 40) -> str:
@@ -35,7 +35,7 @@ def session_index(target: Target) -> int | None:
 
 
 def parse_for(text: str, target: Target) -> Pick | NoSuchNumber | None:
-    """:func:`bot.answer_text.parse` over the prompt's numbered lines (``s`` / ``session`` name the
+    """:func:`bot.answers.text.parse` over the prompt's numbered lines (``s`` / ``session`` name the
     session line, :func:`session_index`)."""
     index = session_index(target)
     aliases = dict.fromkeys(SESSION_ALIASES, index) if index is not None else None

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.answer_text import keycap_index
 from bot.answers.model import Answer, Candidate, Refusal, Target
 from bot.answers.outcomes import answer, not_pending, session_index, shown, unparsable
-from bot.inbox.states import Via
-from bot.session_rules import REACTION as SESSION_REACTION
+from bot.answers.text import keycap_index
+from bot.events.states import Via
+from bot.inbox.session_rules import REACTION as SESSION_REACTION
 
 SHORTCUTS = {"\u2705": "allow_once", "\u274c": "reject_once"}
 """Reactions that pick an option by its ACP kind: ✅ allow once, ❌ reject once."""

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 from bot.answers.model import Answer, Candidate, Refusal, Target
 from bot.answers.outcomes import answer, not_pending, show
-from bot.inbox.states import Via
+from bot.events.states import Via
 
 
 def nonempty_str(value: object) -> bool:

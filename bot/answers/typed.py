@@ -1,14 +1,14 @@
 """Typed answers (``m.text``): a reply or thread message to its prompt, or a plain message bound to the
-one prompt its sender could have meant (:func:`bot.timeline.bind`); else, if it answers some pending
+one prompt its sender could have meant (:func:`bot.answers.timeline.bind`); else, if it answers some pending
 prompt, the bot asks which."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from bot.answer_text import NoSuchNumber, Pick
 from bot.answers.model import Answer, Candidate, Refusal, Target
 from bot.answers.outcomes import answer, incomplete, not_pending, parse_for, show, unparsable
+from bot.answers.text import NoSuchNumber, Pick
 
 
 def resolve_text(c: Candidate, target: Target | None, live: Sequence[Target]) -> Answer | Refusal | None:
@@ -27,7 +27,7 @@ def resolve_text(c: Candidate, target: Target | None, live: Sequence[Target]) ->
         if len(text.split()) > 1:
             return None  # conversation ("1 sec, let me check"): left alone, no notice
         return unparsable(target)  # one word that is no option ("yes"): say what the answers are
-    if target is not None:  # the one prompt the sender could have meant (bot.timeline.bind)
+    if target is not None:  # the one prompt the sender could have meant (bot.answers.timeline.bind)
         parsed = parse_for(text, target)
         if not isinstance(parsed, Pick):
             return None

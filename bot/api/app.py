@@ -21,16 +21,16 @@ from bot.api.auth import DECIDER, Action, Caller, Denied, Tokens, authenticate, 
 from bot.api.budget import BodyTimeout, budget, counted, read_body
 from bot.api.events import EVENTS, EventLog, stream
 from bot.api.limits import Limits, busy
-from bot.event_size import TooLarge
 from bot.events._util import unicode_problem
 from bot.inbox import pages
 from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
 from bot.inbox.submission import KeyConflict, SubmissionError
-from bot.metrics import CONTENT_TYPE
+from bot.room.event_size import TooLarge
+from bot.service.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:
-    from bot.daemon import Daemon
+    from bot.service.daemon import Daemon
 
 log = structlog.get_logger("api")
 
@@ -186,7 +186,7 @@ def _same_key(given: str | None, stored: str | None) -> bool:
 async def decide(request: web.Request) -> web.Response:
     """``POST /permissions/{id}``: a decider's decision, or a cancel. An agent token cancels only a
     request it submitted and whose ``key`` (the proxy's secret) it sends; else 404, as for an unknown id."""
-    from bot.daemon import NotFound
+    from bot.service.daemon import NotFound
 
     who = authenticate(request.app[TOKENS], request.headers.get("Authorization"))
     if isinstance(who, Denied):

@@ -20,8 +20,8 @@ from collections import deque
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse
 
+from bot.events.states import Change
 from bot.inbox.record import Record
-from bot.inbox.states import Change
 
 RING = 1000
 PING = 15.0

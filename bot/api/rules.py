@@ -10,8 +10,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from bot.api.app import DAEMON, _caller, _error, _json_body
+from bot.inbox.session_rules import origin_of
 from bot.inbox.submission import SubmissionError
-from bot.session_rules import origin_of
 
 MAX_ID = 255
 

@@ -4,7 +4,7 @@ Stands where an ACP client would start the agent: starts it, relays stdio both w
 takes its permission requests to the daemon. stdout carries only the agent's bytes; the
 proxy's own logs go to stderr. The agent is untrusted: it starts without any
 ``PERMISSION_BOT_*`` variable, and the proxy hides the token from the agent's view of
-``/proc/PPID`` too (:mod:`bot.hide`).
+``/proc/PPID`` too (:mod:`bot.util.hide`).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def _agent_command(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the proxy until the agent exits; its exit code (2 for a usage error)."""
-    from bot.cli.discovery import ARGV_TOKEN_WARNING, TokenFileError, discover
+    from bot.util.discovery import ARGV_TOKEN_WARNING, TokenFileError, discover
 
     cmd = _agent_command(args)
     if not cmd:
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from bot.ids import SAFE_ID_RULE, is_safe_id
+    from bot.util.ids import SAFE_ID_RULE, is_safe_id
 
     if args.label is not None and args.label != "" and not is_safe_id(args.label):
         # the daemon refuses such a label (422) on every request: say so now, once
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     except TokenFileError as e:
         print(f"permission-bot acp: {e}", file=sys.stderr)
         return 2
-    from bot.hide import hide_secrets
+    from bot.util.hide import hide_secrets
 
     hide_secrets()
     parts = urllib.parse.urlsplit(url)
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         connect_timeout=connect_timeout,
         fallback=cast(Literal["forward", "reject"], args.fallback),
     )
-    from bot import aio  # here, not at the top: the parser of every other command imports this module
+    from bot.util import aio  # here, not at the top: the parser of every other command imports this module
 
     try:
         return aio.run(run_proxy(cfg))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from bot.durations import DurationError, parse_duration
+from bot.util.durations import DurationError, parse_duration
 
 
 def duration_flag(prog: str, flag: str, text: str) -> float | None:

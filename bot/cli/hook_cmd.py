@@ -10,8 +10,8 @@ import sys
 from typing import cast
 
 from bot.cli.flags import duration_flag
-from bot.durations import DurationError, parse_duration
 from bot.hooks.clis import CLIS, Cli
+from bot.util.durations import DurationError, parse_duration
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -84,7 +84,7 @@ def _print_config(args: argparse.Namespace) -> int:
     if args.http and args.target != "claude-code":
         print("permission-bot hook print-config: --http is for claude-code", file=sys.stderr)
         return 2
-    from bot.cli.discovery import discover
+    from bot.util.discovery import discover
 
     http_url = discover(args.url, None)[0] if args.http else None
     token_file = os.path.abspath(os.path.expanduser(args.token_file or default_token_file(os.environ)))

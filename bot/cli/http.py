@@ -1,4 +1,4 @@
-"""The CLI's client for the daemon's HTTP API: a thin layer over :mod:`bot.jsonhttp` that names the daemon.
+"""The CLI's client for the daemon's HTTP API: a thin layer over :mod:`bot.util.jsonhttp` that names the daemon.
 
 Discovery: ``--url``/``--token-file`` (or the old ``--token``), else ``PERMISSION_BOT_URL`` /
 ``PERMISSION_BOT_TOKEN``, else ``http://127.0.0.1:8750`` and no token.
@@ -9,9 +9,9 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from bot import jsonhttp
-from bot.cli.discovery import URL_ENV, TokenFileError, is_http_url
-from bot.cli.discovery import discover as discover_daemon
+from bot.util import jsonhttp
+from bot.util.discovery import URL_ENV, TokenFileError, is_http_url
+from bot.util.discovery import discover as discover_daemon
 
 
 class UsageError(Exception):

@@ -8,17 +8,17 @@ import sys
 import structlog
 from aiohttp import web
 
-from bot import aio, logs
 from bot.cli.config_file import load_or_exit
 from bot.config import Config
+from bot.util import aio, logs
 
 
 async def _serve(cfg: Config) -> int:
     from bot.api.app import create_app
     from bot.api.auth import Tokens
     from bot.api.limits import LimitedRunner, Limits
-    from bot.daemon import Daemon
-    from bot.supervisor import Supervisor
+    from bot.service.daemon import Daemon
+    from bot.service.supervisor import Supervisor
 
     log = structlog.get_logger("run")
     from bot.inbox.schema import SchemaTooNew

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
-from bot.durations import DurationError, parse_duration
+from bot.util.durations import DurationError, parse_duration
 
 
 class ConfigError(Exception):

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bot.ids import SAFE_ID_RULE, is_safe_id
+from bot.util.ids import SAFE_ID_RULE, is_safe_id
 
 
 class TokenSourceError(Exception):

@@ -13,10 +13,10 @@ from typing import IO, Any
 
 import tomli_w
 
-from bot import jsonhttp
 from bot.demo.homeserver import free_port
 from bot.demo.saved import DemoError, Saved
 from bot.demo.say import bindable, say, show, tail
+from bot.util import jsonhttp
 
 
 def write_config(state_dir: Path, saved: Saved, homeserver: str, bot_id: str, human_id: str, room_id: str,

@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bot import jsonhttp
 from bot.demo import synapse_config
 from bot.demo.synapse_config import SECRET
+from bot.util import jsonhttp
 
 
 def free_port() -> int:

@@ -19,14 +19,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from bot import jsonhttp
-from bot.aio import on_signals
 from bot.demo import add_arguments
 from bot.demo.daemon import DemoDaemon, write_config
 from bot.demo.homeserver import Homeserver, http
 from bot.demo.saved import DemoError, Saved, lock
 from bot.demo.say import console_script, say, show, show_cli
 from bot.demo.station import BOT_PASSWORD, HUMAN, HUMAN_PASSWORD, ROOM_NAME, accounts, prepare_synapse, station_room
+from bot.util import jsonhttp
+from bot.util.aio import on_signals
 
 if TYPE_CHECKING:
     from bot.demo.client import DemoClient

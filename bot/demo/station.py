@@ -10,7 +10,7 @@ from bot.demo import synapse_config
 from bot.demo.homeserver import Homeserver, http
 from bot.demo.saved import Saved
 from bot.demo.say import bindable, say, show
-from bot.jsonhttp import HTTPStatusError, Unreachable
+from bot.util.jsonhttp import HTTPStatusError, Unreachable
 
 BOT = "permbot"
 BOT_PASSWORD = "demo-bot-password"

@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Iterable
 
-from bot.words import clip
+from bot.util.words import clip
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _PLAIN_KEY = re.compile(r"[A-Za-z0-9_\-.:@$]+")

@@ -6,7 +6,7 @@ its answer never sent); withdraw inbox requests the harness no longer holds (ans
 CLI, a rule); send settled answers back with the exact ``optionId``, once, each only after reading
 the record again and finding it unchanged. The harness polled every ``poll`` and at
 once when the inbox settles one of its requests; on failure the step is retried with back-off
-(:mod:`bot.backoff`: twice the poll, doubling up to 60 s) and the state is said in ``health()``.
+(:mod:`bot.util.backoff`: twice the poll, doubling up to 60 s) and the state is said in ``health()``.
 Everything durable is in the inbox, so restarts lose nothing.
 """
 
@@ -19,9 +19,8 @@ from typing import Any
 
 import structlog
 
-from bot.aio import wait_any
-from bot.backoff import NO_JITTER, Backoff
 from bot.config import HarnessConfig
+from bot.events.states import Via
 from bot.events.timestamps import iso_ms
 from bot.harness.client import Client, DiscoveryError, Endpoint, HarnessDown, TokenRefused, discover, token_taken
 from bot.harness.mapping import (
@@ -39,8 +38,9 @@ from bot.harness.mapping import (
 from bot.inbox import links as L
 from bot.inbox.links import Link, Links, Squatted
 from bot.inbox.record import CANCELLED, Record
-from bot.inbox.states import Via
 from bot.inbox.store import Inbox
+from bot.util.aio import wait_any
+from bot.util.backoff import NO_JITTER, Backoff
 
 log = structlog.get_logger("harness")
 

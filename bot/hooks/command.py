@@ -28,13 +28,13 @@ from typing import Any, Literal
 
 import aiohttp
 
-from bot.aio import on_signals
-from bot.cli.discovery import TOKEN_ENV, TokenFileError, discover, is_http_url
 from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
 from bot.hooks.output import deny, failure_notice
 from bot.hooks.preview_files import read_before
 from bot.hooks.translate import build_submission
 from bot.inbox.digest import HEADER, submission_digest
+from bot.util.aio import on_signals
+from bot.util.discovery import TOKEN_ENV, TokenFileError, discover, is_http_url
 
 Fallback = Literal["ask", "deny"]
 TOKEN_FILE_ENV = "PERMISSION_BOT_TOKEN_FILE"  # a token file named by the environment is never previewed

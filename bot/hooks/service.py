@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from bot.events.states import Via
 from bot.hooks.models import Cli, HookInput, parse_hook_input
 from bot.hooks.output import decision
 from bot.hooks.translate import build_submission
 from bot.inbox.record import Record
-from bot.inbox.states import Via
 
 if TYPE_CHECKING:
-    from bot.daemon import Daemon
+    from bot.service.daemon import Daemon
 
 log = structlog.get_logger("hooks")
 
@@ -62,7 +62,7 @@ async def _twin(daemon: Daemon, inp: HookInput) -> Record | None:
 
 
 async def _withdraw(daemon: Daemon, rec: Record, by: str, why: str) -> None:
-    from bot.daemon import NotFound
+    from bot.service.daemon import NotFound
 
     try:
         await daemon.decide(rec.id, "cancel", by=by, via=Via.CANCEL, feedback=why)

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bot.cli.discovery import DEFAULT_URL, TOKEN_ENV
 from bot.hooks.models import Cli
+from bot.util.discovery import DEFAULT_URL, TOKEN_ENV
 
 MARGIN = 60.0  # seconds the hook outlives prompts.timeout
 

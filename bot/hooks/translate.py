@@ -17,7 +17,7 @@ import urllib.parse
 from typing import Any
 
 from bot.hooks.models import Cli, HookInput
-from bot.words import clip
+from bot.util.words import clip
 
 ALLOW_ONCE = "allow_once"
 ALLOW_SESSION = "allow_session"

@@ -15,9 +15,9 @@ from typing import Any
 
 import aiosqlite
 
+from bot.events.states import State, Via
 from bot.inbox.pages import JsonKept
 from bot.inbox.record import Outcome, Record
-from bot.inbox.states import State, Via
 
 Listener = Callable[[str, Record], None]
 

@@ -1,12 +1,12 @@
-"""The inbox part for the station room's timeline (table ``timeline``, read by :mod:`bot.timeline`):
+"""The inbox part for the station room's timeline (table ``timeline``, read by :mod:`bot.answers.timeline`):
 each event's position, the bot's own events, and the marks a plain answer binds by."""
 
 from __future__ import annotations
 
 import aiosqlite
 
+from bot.answers.timeline import Kind, Mark
 from bot.inbox.base import InboxBase
-from bot.timeline import Kind, Mark
 
 ANSWERS_KEPT = 50_000
 """Timeline positions of plain messages kept for redelivery (a backfill reaches 20,000 events back)."""
@@ -89,9 +89,9 @@ class Marks(InboxBase):
         return str(row[0])
 
     async def marks_before(self, at: int) -> list[Mark]:
-        """What :func:`bot.timeline.bind` needs at ``at``: the postings not settled before it, the last mark
+        """What :func:`bot.answers.timeline.bind` needs at ``at``: the postings not settled before it, the last mark
         that counts (and its request's settles)."""
-        last = (  # the last mark that counts (bot.timeline.effective: a request's second settle does not)
+        last = (  # the last mark that counts (bot.answers.timeline.effective: a request's second settle does not)
             "SELECT pos, kind, request_id FROM timeline t WHERE kind!='answer' AND pos<? AND NOT (kind='settled'"
             " AND EXISTS (SELECT 1 FROM timeline e WHERE e.kind='settled' AND e.request_id=t.request_id"
             " AND e.pos<t.pos)) ORDER BY pos DESC LIMIT 1"

@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from bot.events.states import State, Via
 from bot.events.timestamps import iso_ms
-from bot.inbox.states import State, Via
 
 PENDING, RESOLVED, EXPIRED, CANCELLED = State.PENDING, State.RESOLVED, State.EXPIRED, State.CANCELLED  # old names
 STATES = tuple(State)

@@ -9,10 +9,10 @@ import asyncio
 
 import aiosqlite
 
+from bot.events.states import State, Via
 from bot.inbox.base import InboxBase, Settled, row_to_record
 from bot.inbox.marks import mark_settled_at
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record, dumps
-from bot.inbox.states import State, Via
 from bot.inbox.submission import KeyConflict, Submission, conflict
 
 
@@ -117,7 +117,7 @@ class Requests(InboxBase):
 
         ``state`` defaults to resolved (cancelled when ``option_id`` is None). ``event_id``,
         when given, is marked handled in the same transaction; with ``in_view`` (a room answer seen
-        where it sits, bot.timeline.in_view) its place in the timeline becomes the ``settled`` mark.
+        where it sits, bot.answers.timeline.in_view) its place in the timeline becomes the ``settled`` mark.
         """
         if state is None:
             state = RESOLVED if option_id is not None else CANCELLED

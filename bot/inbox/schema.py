@@ -106,7 +106,7 @@ async def _v4_cwd(db: aiosqlite.Connection) -> None:
 
 
 async def _v5_timeline(db: aiosqlite.Connection) -> None:
-    # Positions in the station room's timeline (bot.timeline): plain answers bind by them.
+    # Positions in the station room's timeline (bot.answers.timeline): plain answers bind by them.
     await db.execute(
         "CREATE TABLE IF NOT EXISTS timeline (pos INTEGER PRIMARY KEY AUTOINCREMENT,"
         " event_id TEXT NOT NULL UNIQUE, kind TEXT NOT NULL, request_id TEXT)"
@@ -124,7 +124,7 @@ async def _v6_submitted_by(db: aiosqlite.Connection) -> None:
 
 
 async def _v7_session_rules(db: aiosqlite.Connection) -> None:
-    # "Allow for this session" rules (bot.session_rules): exact scopes, ended with their session or when idle.
+    # "Allow for this session" rules (bot.inbox.session_rules): exact scopes, ended with their session or when idle.
     await db.execute(
         "CREATE TABLE IF NOT EXISTS session_rules (id INTEGER PRIMARY KEY AUTOINCREMENT,"
         " origin TEXT NOT NULL, session_id TEXT NOT NULL, tool TEXT NOT NULL, subject TEXT NOT NULL,"

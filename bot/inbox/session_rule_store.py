@@ -12,8 +12,8 @@ from typing import Any
 import aiosqlite
 
 from bot.events.timestamps import iso_ms
+from bot.inbox.session_rules import Scope, origin_of, subject_facts
 from bot.inbox.store import Inbox
-from bot.session_rules import Scope, origin_of, subject_facts
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from typing import Any
 import rfc8785
 
 from bot.events._util import unicode_problem
-from bot.ids import SAFE_ID_RULE, is_safe_id
 from bot.inbox.digest import EXTRAS, digest_params
 from bot.inbox.record import Record
+from bot.util.ids import SAFE_ID_RULE, is_safe_id
 
 OURS = EXTRAS
 MAX_OPTIONS = 20

@@ -12,9 +12,9 @@ from typing import Any
 
 import structlog
 
-from bot.backoff import NO_JITTER, Backoff
 from bot.matrix.errors import SendFailed
 from bot.matrix.txn import txn_id
+from bot.util.backoff import NO_JITTER, Backoff
 
 log = structlog.get_logger("notices")
 

@@ -1,4 +1,4 @@
-"""The Matrix side's retries: what counts as transient, and its pace on :mod:`bot.backoff`.
+"""The Matrix side's retries: what counts as transient, and its pace on :mod:`bot.util.backoff`.
 
 Transient: the network (``OSError``, ``TimeoutError``, ``aiohttp.ClientError``, told by
 type) and, where a caller says so, the local disk. Back-off (:class:`MatrixBackoff`) doubles
@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 import structlog
 
-from bot.backoff import Backoff
+from bot.util.backoff import Backoff
 
 log = structlog.get_logger("matrix")
 

@@ -10,12 +10,12 @@ import structlog
 from nio import KeysUploadError, LoginResponse, WhoamiResponse
 from nio.crypto import ENCRYPTION_ENABLED
 
-from bot.logs import add_secret
 from bot.matrix import cross_signing, key_upload
 from bot.matrix.crypto import accept_forwards_from_session_owner, fingerprint
 from bot.matrix.errors import REVOKED, MatrixFatal, TokenRevoked
 from bot.matrix.retry import retry
 from bot.matrix.station import Station
+from bot.util.logs import add_secret
 
 log = structlog.get_logger("matrix")
 

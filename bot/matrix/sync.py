@@ -18,8 +18,6 @@ from typing import Any
 import structlog
 from nio import MegolmEvent, SyncResponse
 
-from bot.aio import sleep_unless_stopped
-from bot.backoff import Backoff
 from bot.matrix.backfill import backfill
 from bot.matrix.e2ee import E2EE
 from bot.matrix.errors import REVOKED, MatrixFatal
@@ -29,6 +27,8 @@ from bot.matrix.station import EventHandler, Station
 from bot.matrix.sync_filter import SyncFilter
 from bot.matrix.trust import Trust
 from bot.matrix.undecryptable import Undecryptable
+from bot.util.aio import sleep_unless_stopped
+from bot.util.backoff import Backoff
 
 log = structlog.get_logger("matrix")
 

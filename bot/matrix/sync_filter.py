@@ -39,7 +39,8 @@ UNKNOWN_FILTER = frozenset({"M_INVALID_PARAM", "M_NOT_FOUND"})  # Synapse: 400 M
 TIMELINE_TYPES = [
     "m.room.message", "m.reaction", "m.room.redaction", "m.room.encrypted",
     "m.room.member", "m.room.power_levels", "m.room.create", "m.room.encryption",
-    "m.sticker", "m.poll.start", "org.matrix.msc3381.poll.start",  # a reader sees them: look-alikes (bot.timeline)
+    # a reader sees these too: look-alikes (bot.answers.timeline)
+    "m.sticker", "m.poll.start", "org.matrix.msc3381.poll.start",
 ]
 STATE_TYPES = ["m.room.member", "m.room.power_levels", "m.room.create", "m.room.encryption"]
 NOTHING: dict[str, Any] = {"not_types": ["*"]}

@@ -2,7 +2,7 @@
 
 The prompt is one ``m.room.message`` whose content is a valid ``dev.agentpod.permission.v2`` object with the
 v1 card beside it (CONTRACT.md, "Matrix wire"). Options are numbered by meaning
-(:func:`bot.inbox.options.by_meaning`, the one place that order is decided); the v2 ``options`` and the
+(:func:`bot.prompts.options.by_meaning`, the one place that order is decided); the v2 ``options`` and the
 v1 card list them in that order with the agent's ids. Everything built here passes ``validate_content``.
 """
 
@@ -15,8 +15,8 @@ from datetime import datetime
 from typing import Any
 
 from bot.events import CARD_KEY, SUBJECT_SCHEMA, SUITE_EVENT_TYPE, format_utc_ms, validate_content
-from bot.inbox.options import by_meaning
 from bot.prompts import message
+from bot.prompts.options import by_meaning
 from bot.prompts.preview import MAX_LABEL, STEPS, Limits, build_preview, gather
 from bot.prompts.text import cut, prose, valid
 

@@ -5,7 +5,7 @@ Every field of ``rawInput`` is either shown or is the model's prose about it (``
 is), ``cwd`` is the directory it runs in, and every other field (``env``, sandbox and permission flags,
 fields nobody knows) is a setting shown as JSON. A raw input without a command is shown as JSON, less
 what a diff of the request already shows. The prompt (:mod:`bot.prompts.preview`), session rules
-(:mod:`bot.session_rules`) and rule globs (:mod:`bot.inbox.rules`) all read this, so a rule matches
+(:mod:`bot.inbox.session_rules`) and rule globs (:mod:`bot.inbox.rules`) all read this, so a rule matches
 exactly what a person read.
 """
 

@@ -12,7 +12,7 @@ import html
 import re
 import unicodedata
 
-from bot.words import clip
+from bot.util.words import clip
 
 __all__ = [
     "blanks",

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from bot.config import Config, MatrixConfig, parse_config
-from bot.daemon import Daemon
 from bot.inbox.record import Record
 from bot.matrix.client import Matrix
-from bot.supervisor import Supervisor
+from bot.service.daemon import Daemon
+from bot.service.supervisor import Supervisor
 from tests.support.fakematrix import FakeHomeserver
 from tests.support.human import content, rel
 from tests.support.station import V2

@@ -22,7 +22,7 @@ from bot.cli.doctor.homeserver import Login, check_homeserver, check_login, logo
 from bot.cli.doctor.report import Report
 from bot.cli.doctor.room import Room, check_room
 from bot.cli.doctor.state import read_saved
-from bot.jsonhttp import Unreachable
+from bot.util.jsonhttp import Unreachable
 
 __all__ = ["Report", "run"]
 

@@ -6,8 +6,8 @@ from bot.cli.doctor.homeserver import C, Login, call, why
 from bot.cli.doctor.report import Report
 from bot.cli.doctor.room import Room, level
 from bot.config import Config
-from bot.jsonhttp import Unreachable, quote
 from bot.matrix.room import may_answer
+from bot.util.jsonhttp import Unreachable, quote
 
 
 def _listed(cfg: Config, user: str, login: Login, room: Room | None, rep: Report) -> bool:

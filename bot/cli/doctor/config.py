@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from bot.cli.doctor.report import Report
 from bot.config import ENV_API_TOKEN, Config, ConfigError, load_config
-from bot.jsonhttp import Unreachable, call
+from bot.util.jsonhttp import Unreachable, call
 
 CONTAINER_ENV = "PERMISSION_BOT_IN_CONTAINER"
 """Set by the Dockerfile; with /.dockerenv (Docker) and /run/.containerenv (podman) it says doctor runs in a

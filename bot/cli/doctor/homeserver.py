@@ -6,10 +6,10 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any
 
-from bot import jsonhttp
 from bot.cli.doctor.report import Report
 from bot.cli.doctor.state import Saved
 from bot.config import ENV_PASSWORD, Config
+from bot.util import jsonhttp
 
 TIMEOUT = 10.0
 C = "/_matrix/client/v3"

@@ -9,8 +9,8 @@ from typing import Any
 from bot.cli.doctor.homeserver import C, Login, call, why
 from bot.cli.doctor.report import Report
 from bot.config import Config
-from bot.jsonhttp import quote
 from bot.matrix.room import INFINITE, RoomState
+from bot.util.jsonhttp import quote
 
 
 @dataclass

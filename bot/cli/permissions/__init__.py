@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from bot.cli.discovery import warn_argv_token
 from bot.cli.http import Client, DaemonUnreachable, UsageError, discover
 from bot.cli.permissions import session_rules, verbs
 from bot.cli.permissions.args import add_arguments
 from bot.cli.permissions.report import PROG, Fail, error, quiet_stdout
-from bot.hide import hide_secrets
+from bot.util.discovery import warn_argv_token
+from bot.util.hide import hide_secrets
 
 __all__ = ["add_arguments", "main", "run"]
 

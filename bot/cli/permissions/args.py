@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.cli.permissions import session_rules
-from bot.durations import DurationError, parse_duration
+from bot.util.durations import DurationError, parse_duration
 
 
 class _ToolRule(argparse.Action):

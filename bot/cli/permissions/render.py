@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.durations import format_age
 from bot.prompts.shown import shown_input
-from bot.words import clip
+from bot.util.durations import format_age
+from bot.util.words import clip
 
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 

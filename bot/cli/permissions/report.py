@@ -6,10 +6,10 @@ import os
 import sys
 from collections.abc import Mapping
 
-from bot.cli.discovery import TOKEN_ENV
 from bot.cli.http import Client
 from bot.cli.permissions.render import clean
-from bot.words import clip
+from bot.util.discovery import TOKEN_ENV
+from bot.util.words import clip
 
 PROG = "permission-bot"
 

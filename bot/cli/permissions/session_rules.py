@@ -15,7 +15,7 @@ from typing import Any
 from bot.cli.http import Client
 from bot.cli.permissions.render import clean
 from bot.cli.permissions.report import Fail, http_message
-from bot.ids import url_segment as quote_id
+from bot.util.ids import url_segment as quote_id
 
 EMPTY = "no session rules"
 

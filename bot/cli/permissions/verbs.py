@@ -13,8 +13,8 @@ from typing import Any
 from bot.cli.http import Client, DaemonUnreachable
 from bot.cli.permissions.render import clean, dumps, matches_session, outcome_text, summary, table
 from bot.cli.permissions.report import Fail, http_message, out, reason
-from bot.ids import url_segment as quote_id
-from bot.words import clip
+from bot.util.ids import url_segment as quote_id
+from bot.util.words import clip
 
 EMPTY = "no pending permission requests"
 LS_PAGE = "1000"  # records per GET /permissions page (a daemon without pages answers all at once)

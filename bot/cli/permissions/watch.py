@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from bot.cli.http import Client, DaemonUnreachable
 from bot.cli.permissions.render import clean, dumps, tool_of
 from bot.cli.permissions.report import Fail, http_message, out, warn
-from bot.ids import url_segment as quote_id
+from bot.util.ids import url_segment as quote_id
 
 if TYPE_CHECKING:
     from bot.inbox.rules import Rule

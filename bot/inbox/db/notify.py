@@ -15,9 +15,9 @@ from typing import Any
 
 import structlog
 
-from bot.backoff import Backoff
 from bot.inbox.db.base import Connection, DatabaseError
 from bot.inbox.db.postgres import PostgresDatabase
+from bot.util.backoff import Backoff
 
 log = structlog.get_logger("notify")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from bot.inbox.rules.model import Rule
-from bot.words import clip
+from bot.util.words import clip
 
 
 class RuleError(ValueError):

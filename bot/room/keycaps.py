@@ -2,7 +2,7 @@
 once they settle.
 
 Background work: each reaction waits until no prompt or urgent edit is being sent
-(the outbox's ``foreground_idle``) and the room is quiet (bot/quiet.py), so a burst
+(the outbox's ``foreground_idle``) and the room is quiet (bot/room/quiet.py), so a burst
 of seeding or clean-up (four events a prompt) never delays a prompt, an edit or a
 quick answer. Deterministic txn ids, and the inbox keeps which keycap went where, so
 a restart neither seeds twice nor leaves one behind.
@@ -14,10 +14,10 @@ import asyncio
 from collections.abc import Callable
 
 from bot import answers
-from bot.aio import sleep_unless_stopped, wait_any
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix, txn_id
-from bot.quiet import Quiet
+from bot.room.quiet import Quiet
+from bot.util.aio import sleep_unless_stopped, wait_any
 
 SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
 

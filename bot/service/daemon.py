@@ -15,23 +15,23 @@ from typing import Any
 
 import structlog
 
-from bot import health
-from bot.aio import wait_any
 from bot.config import Config
-from bot.event_size import check_submission
+from bot.events.states import Via
 from bot.harness import Harnesses
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
 from bot.inbox.record import EXPIRED, Record
-from bot.inbox.states import Via
+from bot.inbox.session_rules import facts, scope_of
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
-from bot.metrics import Metrics, export_figures
-from bot.outbox import Outbox
-from bot.room_answers import RoomAnswers
-from bot.session_rules import facts, scope_of
-from bot.statedir import secure_state_dir
-from bot.webhooks import Webhooks
+from bot.room.answers import RoomAnswers
+from bot.room.event_size import check_submission
+from bot.room.outbox import Outbox
+from bot.service import health
+from bot.service.metrics import Metrics, export_figures
+from bot.service.webhooks import Webhooks
+from bot.util.aio import wait_any
+from bot.util.statedir import secure_state_dir
 
 log = structlog.get_logger("daemon")
 
@@ -175,7 +175,7 @@ class Daemon:
 
     # -- room events ----------------------------------------------------------
     async def on_room_event(self, source: dict[str, Any]) -> None:
-        """One station-room event, in timeline order: maybe an answer (bot.room_answers)."""
+        """One station-room event, in timeline order: maybe an answer (bot.room.answers)."""
         await self.room_answers.handle(source)
 
     async def on_refused_event(self, source: dict[str, Any]) -> None:
@@ -220,7 +220,7 @@ class Daemon:
 
     def matrix_tasks(self) -> list[asyncio.Task[None]]:
         """The Matrix-side tasks, started (sync, outbox workers, notices, harness watchers); run by
-        :class:`bot.supervisor.Supervisor`, which stops them."""
+        :class:`bot.service.supervisor.Supervisor`, which stops them."""
         handler = self.outbox.timings.room_handler(self.on_room_event, self.now)  # stamps when answers are seen
         return [
             asyncio.create_task(self.matrix.sync_forever(handler, self.stop), name="sync"),

@@ -9,10 +9,10 @@ from typing import Any
 
 from bot.events.timestamps import to_datetime
 from bot.inbox.record import Record
+from bot.inbox.session_rules import facts, offered
 from bot.matrix.notices import notice_content
 from bot.prompts import build_prompt, build_settled, edit_content
 from bot.prompts.attachment import full_text_content
-from bot.session_rules import facts, offered
 
 
 def prompt_content(rec: Record) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.inbox.states import Via
+from bot.events.states import Via
 
 VIA_WORDS: dict[str, str] = {
     Via.MATRIX: "reply",

@@ -3,15 +3,15 @@
 Five workers, each re-reading the inbox, so a restart picks up where the last
 run stopped: ``post`` sends prompts not in the room yet (SEND_CONCURRENCY in flight with the edits, with
 deterministic txn ids); ``settle`` and ``pace`` edit settled prompts to show
-their outcome; ``seed`` and ``clear`` run :mod:`bot.keycaps` (keycap reactions
+their outcome; ``seed`` and ``clear`` run :mod:`bot.room.keycaps` (keycap reactions
 under prompts still pending a second after posting, taken back once settled).
 
 Prompts are the foreground, and so are the edits nothing else in the room shows
 yet. A plain answer binds only to a prompt whose predecessors the room shows
-settled, with nothing after its posting (bot/timeline.py). A prompt settled by a
+settled, with nothing after its posting (bot/answers/timeline.py). A prompt settled by a
 room answer is shown settled by that answer itself (its place in the timeline is
 the settled mark), so its edit is the bot's own work: ``pace`` sends it once the room is quiet
-(bot/quiet.py), at most EDIT_MAX_WAIT and then right after the next prompt is
+(bot/room/quiet.py), at most EDIT_MAX_WAIT and then right after the next prompt is
 posted: the homeserver persists one room's events in order, so an edit sent as
 the next prompt or its quick answer is on its way makes that round slower. A
 prompt settled any other way (API, CLI, hook, rule, timeout, cancel, an answer in
@@ -30,16 +30,13 @@ from typing import Any
 
 import structlog
 
-from bot.aio import sleep_unless_stopped, wait_any
-from bot.backoff import NO_JITTER, Backoff, KeyedBackoff
 from bot.config import PromptsConfig
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
-from bot.keycaps import Keycaps
 from bot.matrix.client import Matrix, SendFailed, txn_id
 from bot.matrix.retry import MatrixBackoff
-from bot.metrics import Metrics
-from bot.posts import (
+from bot.room.keycaps import Keycaps
+from bot.room.posts import (
     full_text_notice,
     prompt_content,
     remember_complete,
@@ -47,8 +44,11 @@ from bot.posts import (
     short_prompt_content,
     short_settled_content,
 )
-from bot.quiet import EditPacer, Quiet
-from bot.timing import Timings
+from bot.room.quiet import EditPacer, Quiet
+from bot.room.timing import Timings
+from bot.service.metrics import Metrics
+from bot.util.aio import sleep_unless_stopped, wait_any
+from bot.util.backoff import NO_JITTER, Backoff, KeyedBackoff
 
 log = structlog.get_logger("outbox")
 
@@ -61,7 +61,7 @@ FOREGROUND = ("post", "settle")  # workers whose sends a person waits for
 # growing them into the thousands, and posting slowing from 19 to 6 a second). Synapse persists one room's
 # events one at a time anyway; 6 keeps that queue full and leaves room for a few people answering at once.
 SEND_CONCURRENCY = 6
-# Edits the room already shows (their answers do) go as one burst (bot/quiet.py: one round pays for a few
+# Edits the room already shows (their answers do) go as one burst (bot/room/quiet.py: one round pays for a few
 # seconds' edits), at most this many at once: the homeserver's 10 prev_events again.
 PACED_CONCURRENCY = 10
 EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits due that nothing else shows

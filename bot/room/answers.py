@@ -1,6 +1,6 @@
 """Room events -> settled requests: the daemon's answer handling over the pure cores.
 
-:mod:`bot.timeline` places the events that matter in the room's order (the bot's prompts and
+:mod:`bot.answers.timeline` places the events that matter in the room's order (the bot's prompts and
 settled edits, look-alike prompts, plain answers); :mod:`bot.answers` classifies and resolves;
 this module looks records up in the inbox in between, checks the sender, settles, and posts the
 notices. Events arrive in the order sync delivers them.
@@ -14,20 +14,21 @@ from typing import Any
 
 import structlog
 
-from bot import answers, timeline
+from bot import answers
+from bot.answers import timeline
 from bot.config import AnswerersConfig
 from bot.events.timestamps import iso_ms
-from bot.inbox.options import by_meaning
 from bot.inbox.record import Record
 from bot.inbox.session_rule_store import SessionRule, SessionRules
+from bot.inbox.session_rules import facts, offered, scope_of
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix
 from bot.matrix.notices import Notices
 from bot.matrix.room import may_answer
-from bot.posts import prompt_complete
+from bot.prompts.options import by_meaning
 from bot.prompts.text import prose
-from bot.session_rules import facts, offered, scope_of
-from bot.words import via_words
+from bot.room.posts import prompt_complete
+from bot.util.words import via_words
 
 log = structlog.get_logger("daemon")
 
@@ -110,7 +111,7 @@ class RoomAnswers:
         if target_rec is None and cand.prompt_event_id and await self.inbox.needing_post(limit=1):
             # It may answer a prompt that reached the room before a crash kept its event id:
             # keep it until the outbox has (re)posted, which recovers that id. It keeps its place
-            # in the timeline (the settled mark, if it settles one; bot.timeline).
+            # in the timeline (the settled mark, if it settles one; bot.answers.timeline).
             await self.inbox.place(cand.event_id, "answer")
             await self.inbox.park(cand.event_id, source, self.now())
             self.wake_post()
@@ -140,7 +141,7 @@ class RoomAnswers:
 
     async def _withdrawn(self, source: dict[str, Any]) -> bool:
         """A redaction or an edit: when an answerer takes back the answer that showed a prompt settled, the prompt
-        looks pending again until its edit (bot.timeline). True for a redaction (nothing else to do with it)."""
+        looks pending again until its edit (bot.answers.timeline). True for a redaction (nothing else to do with it)."""
         target, event_id = timeline.withdrawn(source, bot_user_id=self.matrix.user_id), source.get("event_id")
         sender = source.get("sender")
         if target is not None and isinstance(event_id, str) and isinstance(sender, str):

@@ -8,7 +8,7 @@ restarts and a redelivered event keeps its first one):
 - ``settled``: the bot's edit that shows a request's outcome, or the room answer that settled it
   (the answer's own position: a reader saw the prompt answered there; :func:`in_view` says which
   answers count), whichever comes first;
-- ``lookalike``: a message from anyone else that a reader could take for a prompt (:mod:`bot.lookalike`;
+- ``lookalike``: a message from anyone else that a reader could take for a prompt (:mod:`bot.answers.lookalike`;
   any msgtype, notices too; an edit judged by its new text, at the edit's place; a thread message too, since
   its thread's summary shows it in the main timeline), a sticker whose text does, and anyone else's poll;
 - ``answer``: a plain message that may be an answer (or an event not decrypted yet, whose
@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bot.lookalike import looks_like_prompt
+from bot.answers.lookalike import looks_like_prompt
 
 __all__ = ["Bound", "Kind", "Mark", "Sighting", "Unbound", "bind", "in_view", "sighting", "withdrawn"]
 
@@ -75,8 +75,8 @@ POLLS = ("m.poll.start", "org.matrix.msc3381.poll.start")  # choices a reader pi
 
 
 def _looks_like_prompt(content: Mapping[Any, Any]) -> bool:
-    """The v2 key, the v1 card, or text a reader could take for a prompt (:func:`bot.lookalike.looks_like_prompt`:
-    body and HTML, the message's and an edit's new content; a reply's quote counts too, since what a client
+    """The v2 key, the v1 card, or text a reader could take for a prompt
+    (:func:`bot.answers.lookalike.looks_like_prompt`: body and HTML, the message's and an edit's new content; a reply's quote counts too, since what a client
     quotes is the replied-to event, which may itself be a fake)."""
     for c in (content, content.get("m.new_content")):
         if not isinstance(c, Mapping):

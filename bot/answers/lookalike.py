@@ -2,7 +2,7 @@
 
 Only the bot's own events are prompts, but a reader sees a message, not its sender's id (a display name and
 avatar are free to copy). So a message from anyone else between a prompt and a plain answer that looks like
-a prompt breaks the binding (:mod:`bot.timeline`): the bot asks which, and settles nothing.
+a prompt breaks the binding (:mod:`bot.answers.timeline`): the bot asks which, and settles nothing.
 
 What is judged is what a reader sees, normalised (:func:`normalise`): NFKC; line breaks of every kind as
 ``\\n``; invisible characters gone (format controls: zero-width, bidi, soft hyphen, tags; combining marks and

@@ -1,5 +1,5 @@
 """Outgoing webhooks: each inbox event POSTed as JSON, signed with HMAC-SHA256, retried with back-off
-(:mod:`bot.backoff`: 0.5 s doubling to 60 s, ±20 %; ``max_attempts`` per hook).
+(:mod:`bot.util.backoff`: 0.5 s doubling to 60 s, ±20 %; ``max_attempts`` per hook).
 
 Best effort like the SSE stream: deliveries live in memory; the inbox stays the truth.
 Headers: ``X-Permission-Bot-Event`` (the event name) and, with a secret,
@@ -17,10 +17,10 @@ from typing import Any
 import aiohttp
 import structlog
 
-from bot.backoff import Backoff
 from bot.config import WebhookConfig
+from bot.events.states import Change
 from bot.inbox.record import Record
-from bot.inbox.states import Change
+from bot.util.backoff import Backoff
 
 log = structlog.get_logger("webhooks")
 

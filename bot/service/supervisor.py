@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from bot.aio import on_signals
 from bot.matrix.errors import MatrixFatal
+from bot.util.aio import on_signals
 
 if TYPE_CHECKING:
-    from bot.daemon import Daemon
+    from bot.service.daemon import Daemon
 
 STOP_GRACE = 10.0  # seconds the running loops get to finish after a stop
 

@@ -13,8 +13,8 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from bot.events.states import State, Via
 from bot.inbox.record import RESOLVED, Outcome, Record
-from bot.inbox.states import State, Via
 from bot.inbox.submission import Submission, SubmissionError
 
 MAX_EVENT = 65_536
@@ -72,7 +72,7 @@ class TooLarge(SubmissionError):
 
 def check_submission(sub: Submission, now: float, timeout: float, *, encrypted: bool) -> None:
     """Raise TooLarge when the prompt or its worst-case settled edit would not fit one event."""
-    from bot.posts import prompt_content, settled_content  # the exact contents the outbox sends
+    from bot.room.posts import prompt_content, settled_content  # the exact contents the outbox sends
 
     rec = provisional(sub, now, timeout)
     where = " in an encrypted room" if encrypted else ""

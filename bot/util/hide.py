@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import sys
 
-from bot.cli import discovery
+from bot.util import discovery
 
 PR_SET_DUMPABLE = 4
 ENV_PREFIX = discovery.ENV_PREFIX.encode()

@@ -1,0 +1,1 @@
+"""The station room at work: prompts posted and paced, keycaps, room answers bound and settled."""

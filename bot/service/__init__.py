@@ -1,0 +1,1 @@
+"""The running service: the daemon's wiring, the supervisor, health, metrics, webhooks."""
