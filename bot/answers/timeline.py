@@ -76,8 +76,9 @@ POLLS = ("m.poll.start", "org.matrix.msc3381.poll.start")  # choices a reader pi
 
 def _looks_like_prompt(content: Mapping[Any, Any]) -> bool:
     """The v2 key, the v1 card, or text a reader could take for a prompt
-    (:func:`bot.answers.lookalike.looks_like_prompt`: body and HTML, the message's and an edit's new content; a reply's quote counts too, since what a client
-    quotes is the replied-to event, which may itself be a fake)."""
+    (:func:`bot.answers.lookalike.looks_like_prompt`: body and HTML, the message's and an edit's new
+    content; a reply's quote counts too, since what a client quotes is the replied-to event, which may
+    itself be a fake)."""
     for c in (content, content.get("m.new_content")):
         if not isinstance(c, Mapping):
             continue
