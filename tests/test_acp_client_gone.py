@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from bot.acp import run as acp_run
-from bot.acp.proxy import Proxy, ProxyConfig
+from bot.acp.config import ProxyConfig
+from bot.acp.proxy import Proxy
 
 
 @contextlib.asynccontextmanager

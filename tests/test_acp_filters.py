@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.acp import outcomes
-from bot.acp.filters import FromAgent, FromClient, id_key, loads, may_matter
+from bot.acp.filters import FromAgent, FromClient, loads, may_matter
+from bot.acp.ids import id_key
 from bot.acp.relay import LineRelay
 from bot.inbox.store import Inbox
 from bot.inbox.submission import SubmissionError, parse_submission

@@ -15,7 +15,8 @@ import pytest
 from acp.schema import CancelRequestNotification
 
 from bot.acp import messages, outcomes
-from bot.acp.proxy import Proxy, ProxyConfig
+from bot.acp.config import ProxyConfig
+from bot.acp.proxy import Proxy
 from bot.acp.request import Request
 from bot.acp.toolcalls import ToolCallCache
 from tests.agents.raw import RawRun

@@ -10,7 +10,7 @@ import pytest
 from aiohttp import web
 
 from bot.acp.daemon_client import DaemonClient
-from bot.inbox.digest import submission_digest
+from bot.util.digest import submission_digest
 from tests.test_acp_proxy import free_port
 
 

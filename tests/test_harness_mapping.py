@@ -12,10 +12,10 @@ import pytest
 from bot.config import ConfigError, HarnessConfig, parse_config
 from bot.harness.client import DiscoveryError, NotRunning, discover
 from bot.harness.mapping import RecordError, decision_body, elsewhere_note, to_submission
-from bot.inbox.digest import digest_params
 from bot.inbox.record import Outcome, Record
 from bot.inbox.submission import parse_submission
 from bot.service import health
+from bot.util.digest import digest_params
 
 RECORD: dict[str, Any] = {
     "id": "perm_1",

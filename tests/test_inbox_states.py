@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from bot.events.states import State, Via
+from bot.events.states import VIA_WORDS, State, Via
 from bot.inbox import record
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
-from bot.util.words import VIA_WORDS
 from tests.support.station import request_body
 
 

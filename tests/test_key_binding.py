@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
+from bot.acp.config import ProxyConfig
 from bot.acp.daemon_client import WrongRecord, _checked
-from bot.acp.proxy import Proxy, ProxyConfig
-from bot.inbox.digest import submission_digest
+from bot.acp.proxy import Proxy
 from bot.inbox.session_rule_store import SessionRules
 from bot.inbox.session_rules import origin_of, scope_of
 from bot.inbox.store import Inbox
 from bot.inbox.submission import KeyConflict, conflict, parse_submission
+from bot.util.digest import submission_digest
 from tests.support.station import request_body
 
 KEY = "0123456789abcdef0123456789abcdef:2"

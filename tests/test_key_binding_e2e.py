@@ -28,7 +28,7 @@ from aiohttp import web
 from bot.demo.homeserver import free_port
 from bot.hooks.models import parse_hook_input
 from bot.hooks.translate import build_submission
-from bot.inbox.digest import HEADER, submission_digest
+from bot.util.digest import HEADER, submission_digest
 from tests.agents.raw import RawRun, permission_line
 from tests.support.station import AGENT_B_TOKEN, AGENT_TOKEN, DECIDER_TOKEN, Station, exe_path, request_body
 from tests.test_acp_proxy import FakeDaemon, flags

@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.events import schema_verdict, validate_content
-from bot.inbox.digest import digest_params
 from bot.prompts import (
     ANSWER_HINT,
     CONTENT_BUDGET,
@@ -24,6 +23,7 @@ from bot.prompts import (
     option_meaning,
 )
 from bot.prompts.options import by_meaning
+from bot.util.digest import digest_params
 
 CORPUS = json.loads(
     (Path(__file__).parent / "fixtures" / "matrix-events" / "examples.json").read_text(encoding="utf-8")

@@ -3,7 +3,7 @@
 
 Under an SDK host Claude Code asks the host (``canUseTool``, which the adapter turns into
 ``session/request_permission``) and runs the PermissionRequest hook at the same time. The bot
-pairs the two by session id and tool input (``bot/hooks/service.py``), which holds only if the
+pairs the two by session id and tool input (``bot/api/hook_hold.py``), which holds only if the
 adapter's ACP ``sessionId`` is the ``session_id`` Claude Code gives its hooks: the adapter passes
 its own ``randomUUID()`` to the SDK as ``options.sessionId``. Checked here on a real run: the hook
 fires (its input is teed to a file), carries the ACP session id, and the room gets one prompt

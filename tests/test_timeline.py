@@ -10,7 +10,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.answers.timeline import Bound, Mark, Sighting, Unbound, bind, in_view, sighting, withdrawn
+from bot.answers.timeline import Bound, Sighting, Unbound, bind, in_view, sighting, withdrawn
+from bot.inbox.marks import Mark
 from bot.inbox.store import Inbox
 
 BOT = "@permbot:example.org"

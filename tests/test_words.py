@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from bot.util.words import VIA_WORDS, clip, via_words
+from bot.events.states import VIA_WORDS, via_words
+from bot.util.words import clip
 
 
 def test_clip_keeps_short_text_and_marks_a_cut() -> None:

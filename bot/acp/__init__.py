@@ -1,8 +1,20 @@
 """The ACP stdio proxy (``permission-bot acp``): relays an agent's stdio and takes its
-permission requests to the daemon's HTTP API."""
+permission requests to the daemon's HTTP API. A client of the daemon: it imports nothing of the
+daemon's side (inbox, matrix, room, service).
 
+Parts: ``run`` (the run: the agent started, both pumps, the end), ``proxy`` (its state: pending
+requests, the hooks the filters call, its own lines, forwarding), ``config`` (ProxyConfig),
+``relay`` (bytes), ``filters`` (which lines are parsed, what is taken: the JSON-RPC envelope),
+``ids`` (JSON-RPC ids as keys, the forwarded-id prefix), ``messages`` (the ACP params read with the
+SDK's acp.schema models), ``request`` (one request's state machine; what it needs of the proxy is
+its ``Host`` protocol), ``outcomes`` (what the agent is told), ``process`` (the agent process),
+``toolcalls`` (tool-call cache), ``daemon_client`` (the daemon's routes; DaemonBackoff),
+``inflight`` (a submission unanswered at a cancel: the same body again, idempotent by key, to learn
+the record to cancel), ``log`` (the proxy's stderr logging).
+"""
+
+from bot.acp.config import ProxyConfig
 from bot.acp.log import configure_stderr_logging
-from bot.acp.proxy import ProxyConfig
 from bot.acp.run import run_proxy
 
 __all__ = ["ProxyConfig", "configure_stderr_logging", "run_proxy"]

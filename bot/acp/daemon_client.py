@@ -21,8 +21,8 @@ import aiohttp
 import structlog
 import yarl
 
-from bot.inbox.digest import submission_digest
 from bot.util.backoff import Backoff
+from bot.util.digest import submission_digest
 from bot.util.ids import url_segment
 
 log = structlog.get_logger("bot.acp.daemon")

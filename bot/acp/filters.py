@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from acp.schema import CancelNotification, CloseSessionRequest
 
+from bot.acp.ids import FWD_PREFIX, id_key
 from bot.acp.messages import session_of
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("bot.acp")
 
-FWD_PREFIX = "permission-bot:fwd:"
 _FWD_MARK = FWD_PREFIX.encode()
 _AGENT_WORDS = (b"request_permission", b"tool_call", b"cancel_request")
 _CLIENT_WORDS = (b"cancel", b'"cwd"', b"session/close")
@@ -59,13 +59,6 @@ def loads(line: bytes | bytearray) -> dict[str, Any] | None:
 def is_permission_request(msg: Any) -> bool:
     """A ``session/request_permission`` request (id, params object, no result or error)."""
     return isinstance(msg, dict) and msg.get("method") == "session/request_permission" and _is_request(msg)
-
-
-def id_key(rpc_id: Any) -> tuple[str, Any] | None:
-    """A JSON-RPC id as a dict key that keeps ``1``, ``true`` and ``"1"`` apart; None for odd ids."""
-    if isinstance(rpc_id, bool) or not isinstance(rpc_id, (int, str)):
-        return None
-    return (type(rpc_id).__name__, rpc_id)
 
 
 def _is_request(msg: dict[str, Any]) -> bool:

@@ -16,39 +16,21 @@ import asyncio
 import json
 import secrets
 import uuid
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 from acp.schema import CancelRequestNotification
 
 from bot.acp import outcomes
+from bot.acp.config import ProxyConfig
 from bot.acp.daemon_client import DaemonClient, DaemonError
-from bot.acp.filters import FWD_PREFIX, id_key
+from bot.acp.ids import FWD_PREFIX, id_key
 from bot.acp.messages import withdrawn_id
 from bot.acp.relay import FdSink, in_thread
 from bot.acp.request import Request
 from bot.acp.toolcalls import ToolCallCache
-from bot.util.discovery import DEFAULT_URL
 
 log = structlog.get_logger("bot.acp")
-
-
-@dataclass
-class ProxyConfig:
-    """What ``permission-bot acp`` was asked to do."""
-
-    command: list[str]
-    url: str = DEFAULT_URL
-    token: str | None = None
-    label: str | None = None
-    connect_timeout: float = 30.0
-    fallback: Literal["forward", "reject"] = "reject"
-    poll_wait: float = 30.0
-    cancel_budget: float = 3.0  # how long one cancel may keep trying the daemon
-    shutdown_budget: float = 1.5  # the same when the client or the agent goes away
-    stdin_fd: int = 0
-    stdout_fd: int = 1
 
 
 def _dump(msg: Any) -> bytes:

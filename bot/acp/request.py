@@ -15,27 +15,49 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 from acp.schema import RequestPermissionRequest
 
 from bot.acp import messages, outcomes
-from bot.acp.daemon_client import DaemonBackoff, DaemonError, DaemonRefused, DaemonUnavailable, SubmitState
+from bot.acp.config import ProxyConfig
+from bot.acp.daemon_client import (
+    DaemonBackoff,
+    DaemonClient,
+    DaemonError,
+    DaemonRefused,
+    DaemonUnavailable,
+    SubmitState,
+)
 from bot.acp.inflight import discard, record_to_cancel
-from bot.inbox.digest import EXTRAS, submission_digest
-
-if TYPE_CHECKING:
-    from bot.acp.proxy import Proxy
+from bot.acp.toolcalls import ToolCallCache
+from bot.util.digest import EXTRAS, submission_digest
 
 log = structlog.get_logger("bot.acp")
 
+
+class Host(Protocol):
+    """What a request needs of the proxy that holds it (:class:`bot.acp.proxy.Proxy` is one)."""
+
+    cfg: ProxyConfig
+    proxy_id: str
+    cache: ToolCallCache
+    daemon: DaemonClient
+    cwd_by_session: dict[str, str]
+    used_keys: dict[str, str]  # session id -> the key of a request of it the daemon took
+
+    async def answer(self, rpc_id: Any, result: dict[str, Any]) -> None: ...
+
+    async def send_agent(self, msg: dict[str, Any]) -> None: ...
+
+    async def forward(self, req: Request) -> None: ...
 
 
 class Request:
     """One permission request: its submission, its polls, its cancel and its answer to the agent."""
 
-    def __init__(self, proxy: Proxy, msg: dict[str, Any], n: int) -> None:
+    def __init__(self, proxy: Host, msg: dict[str, Any], n: int) -> None:
         self.asked_at = time.time()  # the agent's request read
         self.proxy = proxy
         self.msg = msg

@@ -18,10 +18,11 @@ from typing import Any
 
 import structlog
 
+from bot.acp.config import ProxyConfig
 from bot.acp.filters import FromAgent, FromClient
 from bot.acp.log import configure_stderr_logging
 from bot.acp.process import spawn, wait_agent
-from bot.acp.proxy import Proxy, ProxyConfig
+from bot.acp.proxy import Proxy
 from bot.acp.relay import FdSink, LineRelay, read_fd, relay_thread
 from bot.util.aio import on_signals
 

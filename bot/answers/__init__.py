@@ -14,8 +14,11 @@ Two steps so the daemon can look things up in between:
 Neither function decides *who* may answer, and neither raises on bad input.
 
 Parts, one job each: ``model`` (the data), ``classify`` (an event -> a candidate), ``reactions``,
-``structured`` and ``typed`` (each kind of answer: read and decided), ``outcomes`` (answers and the
-refusal notices), ``decide`` (:func:`resolve`).
+``structured`` and ``typed`` (each kind of answer: read and decided), ``text`` (a typed answer: the
+whole text is a choice, + feedback after a separator), ``outcomes`` (answers and the refusal notices),
+``decide`` (:func:`resolve`), ``timeline`` (plain answers bind to what the sender saw: the room's
+marks -> the one prompt), ``lookalike`` (what a reader could take for a prompt, judged on normalised
+text: NFKC, confusables, invisibles removed, HTML reduced to its text).
 """
 
 from __future__ import annotations

@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from bot.answers.lookalike import looks_like_prompt
+from bot.inbox.marks import Kind, Mark
 
 __all__ = ["Bound", "Kind", "Mark", "Sighting", "Unbound", "bind", "in_view", "sighting", "withdrawn"]
-
-Kind = Literal["posted", "settled", "lookalike", "answer"]
 
 V2_KEY = "suite_event_type"
 CARD_KEY = "dev.agentpod.permission"
@@ -44,15 +43,6 @@ class Sighting:
     """What one room event is for the timeline."""
 
     event_id: str
-    kind: Kind
-    request_id: str | None = None
-
-
-@dataclass(frozen=True)
-class Mark:
-    """A sighting with its position in the room timeline."""
-
-    pos: int
     kind: Kind
     request_id: str | None = None
 

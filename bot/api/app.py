@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from aiohttp import web
 
-from bot.api.auth import DECIDER, Action, Caller, Denied, Tokens, authenticate, may
-from bot.api.budget import BodyTimeout, budget, counted, read_body
+from bot.api.auth import DECIDER, Denied, Tokens, authenticate, may
+from bot.api.budget import BodyTimeout, budget, counted
+from bot.api.common import DAEMON, LIMITS, TOKENS, caller, error, json_body, refuse
 from bot.api.events import EVENTS, EventLog, stream
 from bot.api.limits import Limits, busy
 from bot.events._util import unicode_problem
@@ -36,36 +36,6 @@ log = structlog.get_logger("api")
 
 MAX_BODY = 2 * 1024 * 1024
 MAX_WAIT = 300.0
-DAEMON: web.AppKey[Daemon] = web.AppKey("daemon")
-TOKENS: web.AppKey[Tokens] = web.AppKey("tokens")
-LIMITS: web.AppKey[Limits] = web.AppKey("limits")
-
-
-def _error(status: int, code: str, reason: str) -> web.Response:
-    return web.json_response({"error": code, "reason": reason}, status=status)
-
-
-def _refuse(d: Denied) -> web.Response:
-    return _error(d.status, d.code, d.reason)
-
-
-def _caller(request: web.Request, action: Action) -> Caller | web.Response:
-    """The authenticated caller allowed to ``action``, or the 401/403 to answer."""
-    who = authenticate(request.app[TOKENS], request.headers.get("Authorization"))
-    if isinstance(who, Denied):
-        return _refuse(who)
-    denied = may(who, action)
-    return who if denied is None else _refuse(denied)
-
-
-async def _json_body(request: web.Request) -> Any:
-    raw = await read_body(request, request.app[LIMITS].body_timeout)
-    try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise SubmissionError(f"body: not valid JSON ({e})") from None
-    except RecursionError:
-        raise SubmissionError("body: nested too deeply") from None
 
 
 @web.middleware
@@ -75,18 +45,18 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return resp
     except web.HTTPException as e:
         if e.status == 413:
-            return _error(413, "too_large", f"body larger than {MAX_BODY} bytes")
+            return error(413, "too_large", f"body larger than {MAX_BODY} bytes")
         if e.status >= 400 and e.content_type != "application/json":
-            return _error(e.status, e.reason.lower().replace(" ", "_"), e.reason)
+            return error(e.status, e.reason.lower().replace(" ", "_"), e.reason)
         raise
     except TooLarge as e:
-        return _error(422, "too_large", str(e))
+        return error(422, "too_large", str(e))
     except BodyTimeout as e:
-        resp = _error(408, "body_timeout", str(e))
+        resp = error(408, "body_timeout", str(e))
         resp.force_close()
         return resp
     except SubmissionError as e:
-        return _error(422, "invalid_request", str(e))
+        return error(422, "invalid_request", str(e))
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except sqlite3.Error as e:  # the state folder's disk is full or read-only: nothing was stored
@@ -94,25 +64,25 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return busy("the daemon cannot write its state right now (disk full or read-only); retry later")
     except Exception:
         log.exception("api_handler_failed", path=request.path)
-        return _error(500, "internal", "internal error; see the daemon's log")
+        return error(500, "internal", "internal error; see the daemon's log")
 
 
 async def submit(request: web.Request) -> web.Response:
-    who = _caller(request, "submit")
+    who = caller(request, "submit")
     if isinstance(who, web.Response):
         return who
-    body = await _json_body(request)
+    body = await json_body(request)
     try:
         rec, created = await request.app[DAEMON].submit(body, submitted_by=who.name)
     except KeyConflict as e:
         log.warning("api_key_conflict", token=who.name, reason=str(e))
-        return _error(409, "key_conflict", str(e))
+        return error(409, "key_conflict", str(e))
     return web.json_response(rec.to_api(), status=201 if created else 200)
 
 
 async def list_pending(request: web.Request) -> web.Response:
     """Pending requests, oldest first: all of them, or a page (``limit``, ``cursor``) with a ``Link`` to the next."""
-    if isinstance(denied := _caller(request, "read"), web.Response):
+    if isinstance(denied := caller(request, "read"), web.Response):
         return denied
     session = request.query.get("session") or None
     inbox = request.app[DAEMON].inbox
@@ -124,7 +94,7 @@ async def list_pending(request: web.Request) -> web.Response:
         limit = pages.parse_limit(limit_s) if limit_s is not None else pages.DEFAULT_LIMIT
         after = pages.decode(cursor) if cursor else None
     except ValueError as e:
-        return _error(422, "invalid_request", str(e))
+        return error(422, "invalid_request", str(e))
     body, nxt = await inbox.pending_json(limit, after, session)
     resp = web.Response(body=body, content_type="application/json")
     if nxt is not None:
@@ -134,7 +104,7 @@ async def list_pending(request: web.Request) -> web.Response:
 
 
 async def get_one(request: web.Request) -> web.Response:
-    if isinstance(denied := _caller(request, "read"), web.Response):
+    if isinstance(denied := caller(request, "read"), web.Response):
         return denied
     rid = request.match_info["id"]
     wait_s = request.query.get("wait")
@@ -144,9 +114,9 @@ async def get_one(request: web.Request) -> web.Response:
         try:
             wait = float(wait_s)
         except ValueError:
-            return _error(422, "invalid_request", "wait: expected a number of seconds")
+            return error(422, "invalid_request", "wait: expected a number of seconds")
         if not 0 <= wait <= MAX_WAIT or wait != wait:
-            return _error(422, "invalid_request", f"wait: between 0 and {MAX_WAIT:g} seconds")
+            return error(422, "invalid_request", f"wait: between 0 and {MAX_WAIT:g} seconds")
         limits = request.app[LIMITS]
         slot = wait > 0 and not counted(request)  # an agent's long-poll counts against its token's budget
         if slot and not limits.take_long_poll():
@@ -159,7 +129,7 @@ async def get_one(request: web.Request) -> web.Response:
     else:
         rec = await inbox.get(rid)
     if rec is None:
-        return _error(404, "not_found", f"no request {rid!r}")
+        return error(404, "not_found", f"no request {rid!r}")
     return web.json_response(rec.to_api())
 
 
@@ -190,9 +160,9 @@ async def decide(request: web.Request) -> web.Response:
 
     who = authenticate(request.app[TOKENS], request.headers.get("Authorization"))
     if isinstance(who, Denied):
-        return _refuse(who)
+        return refuse(who)
     rid = request.match_info["id"]
-    body = await _json_body(request)
+    body = await json_body(request)
     if not isinstance(body, dict):
         raise SubmissionError("body: expected a JSON object")
     decision = body.get("decision")
@@ -211,27 +181,27 @@ async def decide(request: web.Request) -> web.Response:
     if decision == "cancel":
         rec0 = await request.app[DAEMON].inbox.get(rid)
         if rec0 is None or not (DECIDER in who.roles or _same_key(key, rec0.key)):
-            return _error(404, "not_found", f"no pending request {rid!r} (unknown or already resolved)")
+            return error(404, "not_found", f"no pending request {rid!r} (unknown or already resolved)")
         denied = may(who, "cancel", rec0.submitted_by)
     else:
         denied = may(who, "decide")
     if denied is not None:
         log.warning("api_decision_refused", request_id=rid, token=who.name, decision=decision)
-        return _refuse(denied)
+        return refuse(denied)
     try:
         rec = await request.app[DAEMON].decide(
             rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=who.answered_by, via=via
         )
     except NotFound:
-        return _error(404, "not_found", f"no pending request {rid!r} (unknown or already resolved)")
+        return error(404, "not_found", f"no pending request {rid!r} (unknown or already resolved)")
     except NoFittingOption as e:
-        return _error(409, "no_fitting_option", str(e))
+        return error(409, "no_fitting_option", str(e))
     return web.json_response(rec.to_api())
 
 
 async def events(request: web.Request) -> web.StreamResponse:
     """GET /events (bot/api/events.py), holding a long-poll slot (an agent's: its budget's) while it streams."""
-    if isinstance(denied := _caller(request, "read"), web.Response):
+    if isinstance(denied := caller(request, "read"), web.Response):
         return denied
     limits = request.app[LIMITS]
     if counted(request):  # an agent's stream counts against its token's budget
@@ -250,10 +220,10 @@ async def healthz(request: web.Request) -> web.Response:
 
 async def harness_event(request: web.Request) -> web.Response:
     """A watched harness's event (e.g. its per-session webhook): only a hint to poll it now, body unread."""
-    if isinstance(denied := _caller(request, "read"), web.Response):  # any valid token: it only wakes a poll
+    if isinstance(denied := caller(request, "read"), web.Response):  # any valid token: it only wakes a poll
         return denied
     if not request.app[DAEMON].harnesses.wake(request.match_info["name"]):
-        return _error(404, "not_found", "no watched harness by that name")
+        return error(404, "not_found", "no watched harness by that name")
     return web.json_response({"ok": True}, status=202)
 
 

@@ -4,7 +4,7 @@ Claude Code's ``type: "http"`` hooks post here directly; `permission-bot hook` p
 reply is 200 with the decision (its ``Permission-Bot-Digest`` header names the digest of the record it is
 for, which `permission-bot hook` checks), or ``{}`` for none (cancelled, or another door asks); a bad input
 is a 4xx, which the CLI also takes as no decision. When the caller hangs up first, the request is
-withdrawn (see :mod:`bot.hooks.service`); so are those left pending by
+withdrawn (see :mod:`bot.api.hook_hold`); so are those left pending by
 the daemon's previous run, when no hook can still be waiting.
 """
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from bot.api.app import DAEMON, _caller, _error, _json_body
+from bot.api.common import DAEMON, caller, error, json_body
+from bot.api.hook_hold import hold, withdraw_orphans
 from bot.hooks.models import CLIS, Cli, HookInputError
-from bot.hooks.service import hold, withdraw_orphans
-from bot.inbox.digest import HEADER
+from bot.util.digest import HEADER
 
 
 def _gone(request: web.Request) -> bool:
@@ -26,14 +26,14 @@ def _gone(request: web.Request) -> bool:
 
 def _route(cli: Cli) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
-        who = _caller(request, "submit")  # an agent token, as for POST /permissions
+        who = caller(request, "submit")  # an agent token, as for POST /permissions
         if isinstance(who, web.Response):
             return who
-        data = await _json_body(request)
+        data = await json_body(request)
         try:
             out, digest = await hold(request.app[DAEMON], cli, data, lambda: _gone(request), submitted_by=who.name)
         except HookInputError as e:
-            return _error(422, "invalid_hook_input", str(e))
+            return error(422, "invalid_hook_input", str(e))
         return web.json_response(out or {}, headers={HEADER: digest} if out and digest else None)
 
     return handle

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from bot.api.app import DAEMON, _caller, _error, _json_body
+from bot.api.common import DAEMON, caller, error, json_body
 from bot.inbox.session_rules import origin_of
 from bot.inbox.submission import SubmissionError
 
@@ -18,7 +18,7 @@ MAX_ID = 255
 
 async def list_rules(request: web.Request) -> web.Response:
     """``GET /rules[?session=ID]``: ``{"rules": [...]}``, oldest first."""
-    if isinstance(who := _caller(request, "read"), web.Response):
+    if isinstance(who := caller(request, "read"), web.Response):
         return who
     session = request.query.get("session") or None
     rules = await request.app[DAEMON].session_rules.list(session)
@@ -27,13 +27,13 @@ async def list_rules(request: web.Request) -> web.Response:
 
 async def revoke_rule(request: web.Request) -> web.Response:
     """``DELETE /rules/{id}``: the rule revoked, or 404."""
-    if isinstance(who := _caller(request, "decide"), web.Response):
+    if isinstance(who := caller(request, "decide"), web.Response):
         return who
     raw = request.match_info["id"]
     known = raw.isascii() and raw.isdigit() and len(raw) < 19
     rule = await request.app[DAEMON].session_rules.revoke(int(raw)) if known else None
     if rule is None:
-        return _error(404, "not_found", f"no session rule {raw[:80]!r}")
+        return error(404, "not_found", f"no session rule {raw[:80]!r}")
     return web.json_response({"revoked": rule.to_api()})
 
 
@@ -41,9 +41,9 @@ async def end_session(request: web.Request) -> web.Response:
     """``POST /rules/end`` ``{"key": KEY, "sessionId"?: ID}``: a proxy's session (or all of its sessions)
     ended. ``key`` is the key of a request this token submitted (of that session, when one is named):
     the proof that the run is the caller's; 404 otherwise. The answer says how many rules were dropped."""
-    if isinstance(who := _caller(request, "submit"), web.Response):
+    if isinstance(who := caller(request, "submit"), web.Response):
         return who
-    body = await _json_body(request)
+    body = await json_body(request)
     if not isinstance(body, dict):
         raise SubmissionError("body: expected a JSON object")
     key = body.get("key")
@@ -54,7 +54,7 @@ async def end_session(request: web.Request) -> web.Response:
         raise SubmissionError(f"sessionId: expected a string of 1 to {MAX_ID} characters")
     n = await request.app[DAEMON].session_rules.end_by_key(key, who.name, sid)
     if n is None:
-        return _error(404, "not_found", "no request of this token used that key")
+        return error(404, "not_found", "no request of this token used that key")
     return web.json_response({"ended": n})
 
 

@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"permission-bot acp: --url must look like http://HOST:PORT (got {url!r})", file=sys.stderr)
         return 2
 
+    from bot.acp.config import ProxyConfig
     from bot.acp.log import configure_stderr_logging, drain_stderr_logging
-    from bot.acp.proxy import ProxyConfig
     from bot.acp.run import run_proxy
 
     configure_stderr_logging(secrets=[token] if token else ())

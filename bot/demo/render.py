@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.answers import KEYCAPS
-from bot.inbox.digest import digest_params
 from bot.prompts import build_prompt, build_settled
+from bot.util.digest import digest_params
 
 BOT = "@permbot:example.org"
 ALICE = "@alice:example.org"

@@ -1,7 +1,14 @@
-"""Wire formats: the ``dev.agentpod.permission.v2`` content, its subject, the v1 card, the structured answer.
+"""Wire formats and the words they share: the ``dev.agentpod.permission.v2`` content, its subject, the v1
+card, the structured answer (pydantic v2). Pure.
 
-``validate_content`` is the one gate (used by ``check-event`` and the prompt builder);
-``schema_verdict`` checks the same by the packaged JSON Schema.
+``validate_content`` is the one gate (used by ``check-event`` and the prompt builder); ``schema_verdict``
+checks the same by the packaged JSON Schema (bot/schemas/dev.agentpod.permission.v2.json, draft 2020-12
++ x-uniqueBy).
+
+Parts: ``models`` (the pydantic models), ``validate`` (``validate_content``, answers from content),
+``schema`` (the JSON Schema and its checker), ``timestamps`` (strict RFC 3339, ``iso_ms`` for the wire),
+``states`` (the ``State`` and ``Via`` StrEnums: the words a state or a settlement path may be, shared by
+record, store, prompts, answers and API; ``VIA_WORDS``: a via as people read it).
 """
 
 from bot.events.models import (

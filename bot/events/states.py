@@ -44,3 +44,19 @@ class Change(_Word):
     def event(self) -> str:
         """Its name on GET /events and in webhooks: ``permission-request`` and so on."""
         return f"permission-{self.value}"
+
+
+VIA_WORDS: dict[str, str] = {
+    Via.MATRIX: "reply",
+    Via.REACTION: "reaction",
+    Via.STRUCTURED: "app",
+    Via.API: "API",
+    Via.RULE: "rule",
+    Via.TIMEOUT: "timeout",
+    Via.CANCEL: "cancellation",
+}
+
+
+def via_words(via: str) -> str:
+    """``via`` as people read it (an unknown one as it is)."""
+    return VIA_WORDS.get(via, via)

@@ -1,4 +1,10 @@
-"""Watched harnesses: harnesses that keep their own permission inbox (seed 002), answered from the room."""
+"""Watched harnesses: harnesses that keep their own permission inbox (seed 002), answered from the room.
+
+Parts: ``client`` (discovery, routes), ``mapping`` (record -> submission, record -> decision; pure),
+``watcher`` (poll, take, ask again when changed, withdraw, re-read and deliver), ``check`` (doctor);
+bot/inbox/links.py keeps harness id -> request id and the delivery state, and moves a link to a changed
+record's new revision. The service starts the watchers.
+"""
 
 from __future__ import annotations
 

@@ -20,9 +20,9 @@ from pydantic import ValidationError
 
 from bot.hooks.models import HookInput
 from bot.hooks.translate import describe
-from bot.inbox.digest import digest_params
 from bot.inbox.record import Record
 from bot.inbox.submission import Submission, SubmissionError, parse_submission
+from bot.util.digest import digest_params
 
 SAFE = re.compile(r"[A-Za-z0-9._:@-]{1,200}")
 _UNSAFE_RUN = re.compile(r"[^A-Za-z0-9._@-]+")

@@ -32,8 +32,8 @@ from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of
 from bot.hooks.output import deny, failure_notice
 from bot.hooks.preview_files import read_before
 from bot.hooks.translate import build_submission
-from bot.inbox.digest import HEADER, submission_digest
 from bot.util.aio import on_signals
+from bot.util.digest import HEADER, submission_digest
 from bot.util.discovery import TOKEN_ENV, TokenFileError, discover, is_http_url
 
 Fallback = Literal["ask", "deny"]

@@ -3,10 +3,24 @@ each event's position, the bot's own events, and the marks a plain answer binds 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import aiosqlite
 
-from bot.answers.timeline import Kind, Mark
 from bot.inbox.base import InboxBase
+
+Kind = Literal["posted", "settled", "lookalike", "answer"]
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A sighting with its position in the room timeline."""
+
+    pos: int
+    kind: Kind
+    request_id: str | None = None
+
 
 ANSWERS_KEPT = 50_000
 """Timeline positions of plain messages kept for redelivery (a backfill reaches 20,000 events back)."""

@@ -15,8 +15,8 @@ from typing import Any
 import rfc8785
 
 from bot.events._util import unicode_problem
-from bot.inbox.digest import EXTRAS, digest_params
 from bot.inbox.record import Record
+from bot.util.digest import EXTRAS, digest_params
 from bot.util.ids import SAFE_ID_RULE, is_safe_id
 
 OURS = EXTRAS

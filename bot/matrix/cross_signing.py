@@ -22,7 +22,8 @@ import aiohttp
 import structlog
 
 from bot.matrix.errors import MatrixFatal
-from bot.matrix.signing import Identity, device_signed_by, key_of
+from bot.matrix.secret_storage import ALGORITHM, decode_recovery_key, decrypt, key_fits
+from bot.matrix.signing import USAGES, Identity, SigningKey, device_signed_by, key_of, unb64
 
 log = structlog.get_logger("matrix.cross_signing")
 
@@ -186,7 +187,6 @@ async def ensure(
                 "e.g. in Element); set matrix.recovery_key (or env PERMISSION_BOT_MATRIX_RECOVERY_KEY) to import "
                 "it, or run `permission-bot e2ee reset-identity` to replace it"
             )
-        from bot.matrix.secret_storage import import_identity
 
         local = await import_identity(api, user_id, recovery_key, master, ssk)
         save_identity(path, local)
@@ -200,3 +200,39 @@ async def ensure(
         await sign_device(api, user_id, dev, local)
     return {"master": local.master.public, "self_signing": local.self_signing.public,
             "device_signed": True, "made": made}
+
+
+async def import_identity(
+    api: Api, user_id: str, recovery_key: str, master: str | None, ssk: str | None
+) -> Identity:
+    """The account's cross-signing keys from secret storage; MatrixFatal (one line) when they cannot be had."""
+    where = "matrix.recovery_key"
+    try:
+        key = decode_recovery_key(recovery_key)
+    except ValueError as e:
+        raise MatrixFatal(f"{where}: {e}") from None
+    try:
+        default = await api.account_data(user_id, "m.secret_storage.default_key")
+        key_id = str((default or {}).get("key") or "")
+        desc = await api.account_data(user_id, f"m.secret_storage.key.{key_id}") if key_id else None
+        if not desc or desc.get("algorithm") != ALGORITHM:
+            raise MatrixFatal(f"{where}: {user_id} has no secret storage to import from; "
+                              "run `permission-bot e2ee reset-identity` to make a new identity")
+        if not key_fits(key, desc):
+            raise MatrixFatal(f"{where}: this recovery key does not open {user_id}'s secret storage")
+        seeds = []
+        for usage in USAGES:
+            name = f"m.cross_signing.{usage}"
+            secret = await api.account_data(user_id, name)
+            enc = ((secret or {}).get("encrypted") or {}).get(key_id)
+            if not isinstance(enc, Mapping):
+                raise MatrixFatal(f"{where}: {user_id}'s secret storage holds no {name} key")
+            seeds.append(SigningKey(unb64(decrypt(key, name, enc).decode())))
+    except HttpError as e:
+        raise MatrixFatal(f"{where}: cannot read {user_id}'s secret storage ({e})") from None
+    except (ValueError, KeyError, UnicodeDecodeError) as e:
+        raise MatrixFatal(f"{where}: {user_id}'s secret storage holds damaged keys ({e})") from None
+    ident = Identity(*seeds)
+    if ident.master.public != master or ident.self_signing.public != ssk:
+        raise MatrixFatal(f"{where}: the keys in secret storage are not {user_id}'s published identity")
+    return ident

@@ -1,9 +1,6 @@
-"""Import an identity made elsewhere: the cross-signing private keys from secret storage (SSSS).
-
-A recovery key (what Element shows when it sets up "secure backup") opens the account's
-default secret storage key (``m.secret_storage.v1.aes-hmac-sha2``: HKDF-SHA256, AES-CTR,
-HMAC-SHA256, all from pycryptodome); the three ``m.cross_signing.*`` secrets are decrypted
-with it, and must match the published master and self-signing keys.
+"""Secret storage (SSSS) crypto, pure: a recovery key decoded, the default key checked, a secret
+decrypted (``m.secret_storage.v1.aes-hmac-sha2``: HKDF-SHA256, AES-CTR, HMAC-SHA256, all from
+pycryptodome). :func:`bot.matrix.cross_signing.import_identity` reads the account data with it.
 """
 
 from __future__ import annotations
@@ -16,9 +13,7 @@ from Crypto.Cipher import AES
 from Crypto.Hash import HMAC, SHA256
 from Crypto.Protocol.KDF import HKDF
 
-from bot.matrix.cross_signing import Api, HttpError
-from bot.matrix.errors import MatrixFatal
-from bot.matrix.signing import USAGES, Identity, SigningKey, b64, unb64
+from bot.matrix.signing import b64, unb64
 
 ALGORITHM = "m.secret_storage.v1.aes-hmac-sha2"
 _B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
@@ -78,39 +73,3 @@ def key_fits(key: bytes, description: Mapping[str, Any]) -> bool:
         return encrypt(key, "", b"\0" * 32, iv)["mac"] == str(description["mac"]).rstrip("=")
     except (KeyError, ValueError):
         return False
-
-
-async def import_identity(
-    api: Api, user_id: str, recovery_key: str, master: str | None, ssk: str | None
-) -> Identity:
-    """The account's cross-signing keys from secret storage; MatrixFatal (one line) when they cannot be had."""
-    where = "matrix.recovery_key"
-    try:
-        key = decode_recovery_key(recovery_key)
-    except ValueError as e:
-        raise MatrixFatal(f"{where}: {e}") from None
-    try:
-        default = await api.account_data(user_id, "m.secret_storage.default_key")
-        key_id = str((default or {}).get("key") or "")
-        desc = await api.account_data(user_id, f"m.secret_storage.key.{key_id}") if key_id else None
-        if not desc or desc.get("algorithm") != ALGORITHM:
-            raise MatrixFatal(f"{where}: {user_id} has no secret storage to import from; "
-                              "run `permission-bot e2ee reset-identity` to make a new identity")
-        if not key_fits(key, desc):
-            raise MatrixFatal(f"{where}: this recovery key does not open {user_id}'s secret storage")
-        seeds = []
-        for usage in USAGES:
-            name = f"m.cross_signing.{usage}"
-            secret = await api.account_data(user_id, name)
-            enc = ((secret or {}).get("encrypted") or {}).get(key_id)
-            if not isinstance(enc, Mapping):
-                raise MatrixFatal(f"{where}: {user_id}'s secret storage holds no {name} key")
-            seeds.append(SigningKey(unb64(decrypt(key, name, enc).decode())))
-    except HttpError as e:
-        raise MatrixFatal(f"{where}: cannot read {user_id}'s secret storage ({e})") from None
-    except (ValueError, KeyError, UnicodeDecodeError) as e:
-        raise MatrixFatal(f"{where}: {user_id}'s secret storage holds damaged keys ({e})") from None
-    ident = Identity(*seeds)
-    if ident.master.public != master or ident.self_signing.public != ssk:
-        raise MatrixFatal(f"{where}: the keys in secret storage are not {user_id}'s published identity")
-    return ident

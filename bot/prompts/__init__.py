@@ -1,9 +1,12 @@
 """A permission request -> Matrix content: the prompt and the settled edit. Pure: no I/O, no clock.
 
-``shown`` decides what of the raw input is shown (rules read it too), ``text`` makes agent text fit to
-show, ``preview`` says what the agent would do, ``message`` writes the body and its HTML, ``build`` the
-prompt, ``settled`` the edit that shows the outcome. The names below load on first use, so that
-``bot.prompts.shown`` stays light for the command line.
+Parts: ``shown`` (what of ``rawInput`` is shown: the command line with its args, cwd, settings; the one
+place, read by the session rules and the config rules too), ``text`` (agent text made fit to show:
+visible invisibles and long blank runs, collapsed blank lines, defanged mentions, title inline code),
+``preview`` (``subject.preview`` from the facts, what the agent would do), ``message`` (the body and
+its HTML), ``build`` (the prompt, options by meaning), ``options`` (the order options are shown and
+numbered in: by meaning, whatever order the agent sent; answers read numbers in it), ``settled`` (the
+edit that shows the outcome), ``attachment`` (the full text of a shortened prompt, posted in its thread).
 """
 
 from __future__ import annotations

@@ -8,11 +8,10 @@ from datetime import datetime
 from typing import Any
 
 from bot.events import format_utc_ms, validate_content
-from bot.events.states import State, Via
+from bot.events.states import VIA_WORDS, State, Via
 from bot.prompts.build import HTML_FORMAT
 from bot.prompts.message import ANSWER_HINT, hint_html
 from bot.prompts.text import cut, esc, one_line, prose, valid, visible
-from bot.util.words import VIA_WORDS
 
 MAX_FEEDBACK = 2000
 MAX_FEEDBACK_SHOWN = 300

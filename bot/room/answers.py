@@ -17,6 +17,7 @@ import structlog
 from bot import answers
 from bot.answers import timeline
 from bot.config import AnswerersConfig
+from bot.events.states import via_words
 from bot.events.timestamps import iso_ms
 from bot.inbox.record import Record
 from bot.inbox.session_rule_store import SessionRule, SessionRules
@@ -28,7 +29,6 @@ from bot.matrix.room import may_answer
 from bot.prompts.options import by_meaning
 from bot.prompts.text import prose
 from bot.room.posts import prompt_complete
-from bot.util.words import via_words
 
 log = structlog.get_logger("daemon")
 

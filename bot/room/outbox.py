@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -46,7 +46,6 @@ from bot.room.posts import (
 )
 from bot.room.quiet import EditPacer, Quiet
 from bot.room.timing import Timings
-from bot.service.metrics import Metrics
 from bot.util.aio import sleep_unless_stopped, wait_any
 from bot.util.backoff import NO_JITTER, Backoff, KeyedBackoff
 
@@ -67,6 +66,12 @@ PACED_CONCURRENCY = 10
 EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits due that nothing else shows
 
 
+class Counts(Protocol):
+    """What the outbox counts (:class:`bot.service.metrics.Metrics` keeps the figures)."""
+
+    def posted(self) -> None: ...
+
+
 class Outbox:
     """The post, settle and seed workers over one inbox and one Matrix side."""
 
@@ -74,7 +79,7 @@ class Outbox:
         self,
         inbox: Inbox,
         matrix: Matrix,
-        metrics: Metrics,
+        metrics: Counts,
         prompts: PromptsConfig,
         stop: asyncio.Event,
         now: Callable[[], float],
@@ -289,5 +294,3 @@ class Outbox:
         self.timings.edited(rec.id, self.now(), via=o.via if o else None)
         await self.inbox.mark_edited(rec.id, event_id)
         log.info("prompt_edited", request_id=rec.id, state=rec.state)
-
-
