@@ -258,8 +258,7 @@ async def test_bot_restart_doubles_nothing(tmp_path: Path, fake: FakeHarness, cl
     w = _watcher(ib, fake)
     await w.step(client)
     await w.step(client)
-    cur = await ib.db.execute("SELECT COUNT(*) FROM requests")
-    assert (await cur.fetchone())[0] == 2  # type: ignore[index]
+    assert await ib.db.fetchval("SELECT COUNT(*) FROM requests") == 2
     assert [d["id"] for d in fake.decisions] == [p1, p2]
     got = await ib.get(r1.id)
     assert got and got.state == "resolved"  # assumed delivered, not "answered elsewhere"

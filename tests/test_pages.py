@@ -68,10 +68,10 @@ async def test_session_pages(inbox: Inbox) -> None:
 
 
 async def test_the_page_query_reads_the_state_index_in_order(inbox: Inbox) -> None:
-    cur = await inbox.reader.execute(
-        "EXPLAIN QUERY PLAN SELECT rowid AS _key, * FROM requests WHERE state=? AND (requested_at, rowid) > (?, ?)"
-        " ORDER BY requested_at, rowid LIMIT ?", ("pending", 0.0, 0, 10))
-    plan = " ".join(str(r[3]) for r in await cur.fetchall())
+    rows = await inbox.db.fetch(
+        "EXPLAIN QUERY PLAN SELECT rowid AS _key, * FROM requests WHERE state=$1 AND (requested_at, rowid) > ($2, $3)"
+        " ORDER BY requested_at, rowid LIMIT $4", "pending", 0.0, 0, 10)
+    plan = " ".join(str(r[3]) for r in rows)
     assert "USING INDEX requests_state" in plan and "TEMP B-TREE" not in plan, plan
 
 
