@@ -29,6 +29,7 @@ from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
 from bot.service.metrics import Metrics, export_figures
+from bot.service.state_db import new_holder, state_database
 from bot.service.webhooks import Webhooks
 from bot.util.aio import wait_any
 from bot.util.statedir import secure_state_dir
@@ -47,7 +48,8 @@ class Daemon:
         self.now = clock
         state = cfg.state_dir
         secure_state_dir(state)
-        self.inbox = Inbox(state / "inbox.sqlite3")
+        self.holder = new_holder()
+        self.inbox = Inbox(state_database(cfg, self.holder))  # SQLite under state, or [state] database
         self.matrix = Matrix(cfg.matrix, self.inbox, str(state), on_refused=self.on_refused_event)
         self.metrics = Metrics(pending=self.inbox.count_pending)
         self.notices = self.matrix.notices  # the bot's m.notice chatter (the Matrix side posts its own too)
