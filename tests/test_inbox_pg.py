@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.events.states import Via
+from bot.inbox.across import Across
 from bot.inbox.db import create
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
@@ -50,3 +51,28 @@ async def test_a_request_settles_once_whichever_daemon_answers(two: tuple[Inbox,
     after = await b.get(rec.id)
     assert after is not None and after.state == "resolved" and after.outcome is not None
     assert after.outcome.decided_at == 2.0 and after.requested_at == 1.0 and after.expires_at == 61.0
+
+
+async def test_a_settlement_on_one_daemon_answers_a_long_poll_on_another(two: tuple[Inbox, Inbox]) -> None:
+    a, b = two
+    heard: list[tuple[str, str]] = []
+    a.listen(lambda kind, rec: heard.append((kind, rec.id)), every_daemon=True)
+    across = Across(a)
+    await across.start()
+    try:
+        rec, _ = await b.submit(parse_submission(request_body("s")), 1.0, 60)
+        waiting = asyncio.create_task(a.wait_settled(rec.id, 30))
+        await asyncio.sleep(0.2)  # the long-poll is waiting (its record read pending)
+        assert not waiting.done()
+        await b.settle(rec.id, option_id="allow_once", by="@x:y", via=Via.MATRIX, feedback=None, now=2.0)
+        got = await asyncio.wait_for(waiting, 10)  # woken by the NOTIFY, long before its 30 s
+        assert got is not None and got.state == "resolved"
+        own, _ = await a.submit(parse_submission(request_body("t")), 3.0, 60)  # told here at once, not twice
+        await b.settle(own.id, option_id=None, by="@x:y", via=Via.MATRIX, feedback=None, now=4.0)
+        for _ in range(100):
+            if ("resolved", own.id) in heard:
+                break
+            await asyncio.sleep(0.05)
+        assert heard == [("request", rec.id), ("resolved", rec.id), ("request", own.id), ("resolved", own.id)]
+    finally:
+        await across.stop()

@@ -241,7 +241,7 @@ def create_app(daemon: Daemon, tokens: Tokens, limits: Limits | None = None) -> 
     app[LIMITS] = limits
     app[TOKENS] = tokens
     app[EVENTS] = EventLog()
-    daemon.inbox.listen(app[EVENTS].on_change)
+    daemon.inbox.listen(app[EVENTS].on_change, every_daemon=True)  # /events tells every daemon's changes
     app.router.add_post("/permissions", submit)
     app.router.add_get("/permissions", list_pending)
     app.router.add_get("/permissions/{id}", get_one)

@@ -15,10 +15,13 @@ from typing import Any
 
 from bot.events.states import State, Via
 from bot.inbox.db import Connection, Database, Row
+from bot.inbox.db.notify import notify
 from bot.inbox.pages import JsonKept
 from bot.inbox.record import Outcome, Record
 
 Listener = Callable[[str, Record], None]
+CHANGED = "pb_changed"
+"""The NOTIFY channel of committed changes on PostgreSQL: ``kind<TAB>holder<TAB>request id`` (bot.inbox.across)."""
 
 
 class Settled(asyncio.Event):
@@ -72,6 +75,7 @@ class InboxBase:
 
     database: Database  # SQLite or PostgreSQL (bot.inbox.db): reads outside a transaction see only commits
     _listeners: list[Listener]
+    _remote: list[Listener]  # also told of changes committed by another daemon on the same database
     _changed: dict[str, Settled]
     _json: JsonKept  # pending records' API JSON, for GET /permissions
     _post_held: set[str]  # new requests whose rules are being applied: not to be posted yet
@@ -83,6 +87,12 @@ class InboxBase:
     async def _records(self, sql: str, *args: Any) -> list[Record]:
         """The records a committed read of ``requests`` rows finds."""
         return [row_to_record(r) for r in await self.database.fetch(sql, *args)]
+
+    async def _notify(self, db: Connection, kind: str, request_id: str) -> None:
+        """Inside a writing transaction: the other daemons on this database hear of the change once it commits
+        (PostgreSQL only; on SQLite one daemon owns the file and ``_emit`` tells everyone)."""
+        if db.dialect.is_postgres:
+            await notify(db, CHANGED, f"{kind}\t{getattr(self.database, 'holder', '')}\t{request_id}")
 
     def _tx(self) -> AbstractAsyncContextManager[Connection]:
         """One write transaction (a nested one in the same task joins it)."""
@@ -96,4 +106,15 @@ class InboxBase:
         elif ev is not None:
             self._changed[rec.id] = ev
         for fn in self._listeners:
+            fn(kind, rec)
+
+    def heard(self, kind: str, rec: Record) -> None:
+        """A change another daemon committed (bot.inbox.across): wake this daemon's waiters and the listeners
+        that follow every daemon's changes (not webhooks or counters: the committing daemon tells those)."""
+        ev = self._changed.get(rec.id)
+        if ev is not None and kind == "resolved" and not rec.pending:
+            del self._changed[rec.id]
+            ev.record = rec
+            ev.set()
+        for fn in self._remote:
             fn(kind, rec)

@@ -75,6 +75,8 @@ class Links:
                     rec.id, harness, harness_id, fingerprint,
                 ) is None:
                     raise Squatted(f"{rec.id}: the inbox holds this key from another source")
+            if created:
+                await self.inbox.notify_change(db, "request", rec.id)
             await db.execute(
                 "INSERT OR IGNORE INTO harness_links (harness, harness_id, fingerprint, request_id, at)"
                 " VALUES ($1, $2, $3, $4, $5)",
@@ -169,6 +171,8 @@ class Links:
                 "UPDATE harness_links SET request_id=$1, delivery=NULL, attempts=0, at=$2 WHERE request_id=$3",
                 new.id, float(now), old.id,
             )
+            await self.inbox.notify_change(db, "resolved" if old.pending else "amended", old.id)
+            await self.inbox.notify_change(db, "request", new.id)
             closed = await db.fetchrow("SELECT * FROM requests WHERE id=$1", old.id)
         assert closed is not None
         self.inbox.emit("resolved" if old.pending else "amended", row_to_record(closed))
@@ -203,6 +207,7 @@ class Links:
             )
             if changed != 1:
                 return None
+            await self.inbox.notify_change(db, "amended", request_id)
             row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
         if row is None:
             return None

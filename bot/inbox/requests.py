@@ -30,6 +30,8 @@ class Requests(InboxBase):
             rec, created = await self.insert(db, sub, now, timeout, submitted_by)
             if created and hold_post:
                 self.hold_post(rec.id)
+            if created:
+                await self._notify(db, "request", rec.id)
         if created:
             self._emit("request", rec)
         return rec, created
@@ -124,6 +126,7 @@ class Requests(InboxBase):
                 return None
             if event_id is not None and in_view:
                 await mark_settled_at(db, event_id, request_id)
+            await self._notify(db, "resolved", request_id)
             row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
             assert row is not None
             rec = row_to_record(row)

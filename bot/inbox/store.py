@@ -37,6 +37,7 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
         self.path = getattr(self.database, "path", None)  # the SQLite file, if that is the engine
         self._started = False
         self._listeners = []
+        self._remote = []
         self._changed = {}
         self._json = JsonKept()
         self._post_held = set()
@@ -65,9 +66,20 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
             self._started = False
             await self.database.stop()
 
-    def listen(self, fn: Listener) -> None:
-        """Call ``fn(kind, record)`` after each committed change (kind: request/resolved)."""
+    def listen(self, fn: Listener, *, every_daemon: bool = False) -> None:
+        """Call ``fn(kind, record)`` after each committed change (kind: request/resolved/amended); with
+        ``every_daemon``, also after one another daemon on the same PostgreSQL database committed."""
         self._listeners.append(fn)
+        if every_daemon:
+            self._remote.append(fn)
+
+    def waited(self) -> list[str]:
+        """The ids long-polls of this daemon wait on."""
+        return list(self._changed)
+
+    async def notify_change(self, db: Connection, kind: str, request_id: str) -> None:
+        """For inbox parts writing through ``transaction``: tell the other daemons once it commits."""
+        await self._notify(db, kind, request_id)
 
     def transaction(self) -> AbstractAsyncContextManager[Connection]:
         """One write transaction (for inbox parts such as ``bot.inbox.links``); call ``emit`` after it."""

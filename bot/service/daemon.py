@@ -18,6 +18,7 @@ import structlog
 from bot.config import Config
 from bot.events.states import Via
 from bot.harness import Harnesses
+from bot.inbox.across import Across
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
 from bot.inbox.record import EXPIRED, Record
 from bot.inbox.session_rules import facts, scope_of
@@ -65,8 +66,8 @@ class Daemon:
             from bot.inbox.rules import parse_rules
 
             self.rules = parse_rules(list(cfg.rules))
-        self.inbox.listen(self._on_change)
-        self.inbox.listen(self.outbox.on_change)
+        self.inbox.listen(self._on_change, every_daemon=True)
+        self.inbox.listen(self.outbox.on_change, every_daemon=True)  # PostgreSQL: another daemon's too
         self.inbox.listen(self.outbox.timings.on_change)
         self.webhooks = Webhooks(cfg.webhooks)
         self.inbox.listen(self.webhooks.on_change)
@@ -74,7 +75,8 @@ class Daemon:
         export_figures(self.metrics, self.matrix, self.webhooks)
         self.harnesses = Harnesses(cfg.harnesses, self.inbox, now=self.now, timeout=cfg.prompts.timeout,
                                    after_new=self._apply_rules)
-        self.inbox.listen(self.harnesses.on_change)
+        self.inbox.listen(self.harnesses.on_change, every_daemon=True)
+        self.across = Across(self.inbox)  # LISTEN for other daemons' changes (PostgreSQL only)
         self.ready = False
         self.ready_at = 0.0
 
@@ -212,6 +214,7 @@ class Daemon:
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
         await self.inbox.open()  # also reads (or makes) the install id the outbox's txn ids carry
+        await self.across.start()
 
     async def connect(self) -> None:
         """Log in and join the station room; then the daemon is ready."""
@@ -234,4 +237,5 @@ class Daemon:
     async def close(self) -> None:
         await self.harnesses.close()
         await self.matrix.close()
+        await self.across.stop()
         await self.inbox.close()
