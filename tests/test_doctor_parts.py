@@ -14,6 +14,7 @@ import pytest
 
 from bot.cli.doctor.state import read_saved
 from bot.config import Config, load_config
+from bot.inbox.db import DatabaseError
 from bot.inbox.store import Inbox
 from bot.matrix.client import SESSION_KEY
 from bot.matrix.identities import PIN_KEY
@@ -121,7 +122,7 @@ async def test_a_read_only_inbox_refuses_writes(tmp_path: Path) -> None:
     await ro.open_read_only()
     try:
         assert await ro.get_kv("k") == "v"
-        with pytest.raises(AssertionError):
+        with pytest.raises(DatabaseError, match="not open to write"):
             await ro.set_kv("k", "changed")
     finally:
         await ro.close()

@@ -231,14 +231,24 @@ async def test_reads_never_see_a_settle_that_is_then_rolled_back(tmp_path: Any) 
     await inbox.open()
     try:
         rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 600)
-        seen = []
+        seen: list[Any] = []
+        written, read = asyncio.Event(), asyncio.Event()
+
+        async def reader() -> None:  # another task (an API request) reads meanwhile
+            await written.wait()
+            seen.append(await inbox.wait_settled(rec.id, 0))
+            seen.append(await inbox.pending())
+            read.set()
+
+        task = asyncio.create_task(reader())
         with pytest.raises(RuntimeError):
             async with inbox.transaction() as db:
                 await db.execute("UPDATE requests SET state='resolved', outcome_option_id='allow_once',"
-                                 " outcome_by='x', outcome_via='api', decided_at=2 WHERE id=?", (rec.id,))
-                seen.append(await inbox.wait_settled(rec.id, 0))  # a reader meanwhile
-                seen.append(await inbox.pending())
+                                 " outcome_by='x', outcome_via='api', decided_at=2 WHERE id=$1", rec.id)
+                written.set()
+                await read.wait()
                 raise RuntimeError("the disk failed before COMMIT")
+        await task
         got = seen[0]
         assert got is not None and got.state == "pending" and [r.id for r in seen[1]] == [rec.id]
         after = await inbox.get(rec.id)
@@ -261,13 +271,14 @@ async def test_a_failed_commit_is_rolled_back_and_the_next_transaction_works(tmp
     inbox = Inbox(tmp_path / "inbox.sqlite3")
     await inbox.open()
     try:
-        await inbox.db.execute("PRAGMA foreign_keys=ON")
-        await inbox.db.execute("CREATE TABLE t_parent (id INTEGER PRIMARY KEY)")
-        await inbox.db.execute("CREATE TABLE t_child (p INTEGER REFERENCES t_parent(id) DEFERRABLE INITIALLY DEFERRED)")
+        raw = inbox.db.writer.raw  # type: ignore[attr-defined]
+        await raw.execute("PRAGMA foreign_keys=ON")
+        await raw.execute("CREATE TABLE t_parent (id INTEGER PRIMARY KEY)")
+        await raw.execute("CREATE TABLE t_child (p INTEGER REFERENCES t_parent(id) DEFERRABLE INITIALLY DEFERRED)")
         with pytest.raises(sqlite3.IntegrityError):
             async with inbox.transaction() as db:
                 await db.execute("INSERT INTO t_child (p) VALUES (42)")  # fails only at COMMIT
-        assert not inbox.db.in_transaction
+        assert not raw.in_transaction
         rec, created = await inbox.submit(parse_submission(request_body("s")), 1.0, 600)
         assert created and (await inbox.get(rec.id)) is not None
     finally:

@@ -17,6 +17,7 @@ from bot.harness.client import Client, HarnessDown, TokenRefused, discover, toke
 from bot.harness.mapping import CHANGED, ELSEWHERE, to_submission
 from bot.harness.watcher import OK, TOKEN_REFUSED, UNREACHABLE, Watcher
 from bot.inbox import links as L
+from bot.inbox.db import create
 from bot.inbox.links import Links
 from bot.inbox.store import Inbox
 from bot.inbox.submission import SubmissionError
@@ -37,8 +38,8 @@ async def client() -> AsyncIterator[Client]:
         yield Client(s)
 
 
-async def _inbox(path: Path) -> Inbox:
-    ib = Inbox(path / "inbox.sqlite3")
+async def _inbox(where: Path | str) -> Inbox:
+    ib = Inbox(create(where) if isinstance(where, str) else where / "inbox.sqlite3")
     await ib.open()
     return ib
 
@@ -52,8 +53,8 @@ async def _answer(ib: Inbox, rid: str, option: str, feedback: str | None = None)
     assert await ib.settle(rid, option_id=option, by="@alice:hs", via="matrix", feedback=feedback, now=time.time())
 
 
-async def test_held_requests_are_relayed_and_answered_once(tmp_path: Path, fake: FakeHarness, client: Client) -> None:
-    ib = await _inbox(tmp_path)
+async def test_held_requests_are_relayed_and_answered_once(engine_url: str, fake: FakeHarness, client: Client) -> None:
+    ib = await _inbox(engine_url)
     p1, p2 = fake.hold(), fake.hold(session_id="ses_def456", tool="Write", raw_input={"file_path": "a.py"})
     w = _watcher(ib, fake)
     await w.step(client)
@@ -116,9 +117,9 @@ async def test_an_answer_the_harness_no_longer_takes_is_shown_answered_elsewhere
 
 
 async def test_a_request_changed_while_pending_is_asked_again_as_a_new_revision(
-    tmp_path: Path, fake: FakeHarness, client: Client
+    engine_url: str, fake: FakeHarness, client: Client
 ) -> None:
-    ib = await _inbox(tmp_path)
+    ib = await _inbox(engine_url)
     pid = fake.hold(raw_input={"command": "ls"})
     heard: list[tuple[str, str]] = []
     ib.listen(lambda kind, rec: heard.append((kind, rec.id)))
@@ -144,9 +145,9 @@ async def test_a_request_changed_while_pending_is_asked_again_as_a_new_revision(
 
 
 async def test_a_request_changed_after_it_was_answered_is_not_sent_but_asked_again(
-    tmp_path: Path, fake: FakeHarness, client: Client
+    engine_url: str, fake: FakeHarness, client: Client
 ) -> None:
-    ib = await _inbox(tmp_path)
+    ib = await _inbox(engine_url)
     pid = fake.hold(raw_input={"command": "ls"})
     w = _watcher(ib, fake)
     await w.step(client)
@@ -242,8 +243,8 @@ async def test_token_refused_is_said_and_recovers(tmp_path: Path, fake: FakeHarn
     await ib.close()
 
 
-async def test_bot_restart_doubles_nothing(tmp_path: Path, fake: FakeHarness, client: Client) -> None:
-    ib = await _inbox(tmp_path)
+async def test_bot_restart_doubles_nothing(engine_url: str, fake: FakeHarness, client: Client) -> None:
+    ib = await _inbox(engine_url)
     p1, p2 = fake.hold(), fake.hold()
     await _watcher(ib, fake).step(client)
     r1, r2 = await ib.pending()
@@ -254,12 +255,11 @@ async def test_bot_restart_doubles_nothing(tmp_path: Path, fake: FakeHarness, cl
     del fake.held[p1]
     fake.decisions.append({"id": p1, "optionId": "allow_once", "feedback": None, "by": "api"})
     await ib.close()
-    ib = await _inbox(tmp_path)
+    ib = await _inbox(engine_url)
     w = _watcher(ib, fake)
     await w.step(client)
     await w.step(client)
-    cur = await ib.db.execute("SELECT COUNT(*) FROM requests")
-    assert (await cur.fetchone())[0] == 2  # type: ignore[index]
+    assert await ib.db.fetchval("SELECT COUNT(*) FROM requests") == 2
     assert [d["id"] for d in fake.decisions] == [p1, p2]
     got = await ib.get(r1.id)
     assert got and got.state == "resolved"  # assumed delivered, not "answered elsewhere"
@@ -288,9 +288,9 @@ async def test_a_restarted_harness_reusing_an_id_is_a_new_request(tmp_path: Path
 
 
 async def test_a_squatted_key_is_refused_and_the_namespace_reserved(
-    tmp_path: Path, fake: FakeHarness, client: Client
+    engine_url: str, fake: FakeHarness, client: Client
 ) -> None:
-    ib = await _inbox(tmp_path)
+    ib = await _inbox(engine_url)
     pid = fake.hold(raw_input={"command": "rm -rf ~"})
     # An agent with an API token guesses the key and submits a harmless-looking request under it.
     real = to_submission("laptop", fake.record(pid)).submission

@@ -62,7 +62,7 @@ async def test_calls_go_through_execute(tmp_path: Path) -> None:
 async def test_a_closed_inbox_connection_refuses_calls(tmp_path: Path) -> None:
     inbox = Inbox(tmp_path / "inbox.sqlite3")
     await inbox.open()
-    db = inbox.db
+    db = inbox.db.writer.raw  # type: ignore[attr-defined]
     await inbox.close()
     try:
         await db.execute("SELECT 1")

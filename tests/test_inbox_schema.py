@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.inbox import schema
+from bot.inbox.db import Connection, Step
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from tests.support.station import request_body
@@ -81,7 +82,7 @@ async def test_empty_prompt_event_ids_become_the_post_skipped_flag(
 ) -> None:
     """A folder from before the step (rule-settled requests never posted held ``prompt_event_id=''``)."""
     path = tmp_path / "inbox.sqlite3"
-    before = schema.STEPS.index(schema._v8_post_skipped)
+    before = [s.description for s in schema.STEPS].index("post_skipped")
     with monkeypatch.context() as m:
         m.setattr(schema, "LATEST", before)
         inbox = Inbox(path)
@@ -130,11 +131,11 @@ async def test_failed_step_rolls_back_and_keeps_the_old_version(
     path = tmp_path / "inbox.sqlite3"
     _make_first_release(path)
 
-    async def broken(db: object) -> None:
-        await db.execute("CREATE TABLE half_done (x)")  # type: ignore[attr-defined]
+    async def broken(db: Connection) -> None:
+        await db.execute("CREATE TABLE half_done (x)")
         raise RuntimeError("step failed")
 
-    monkeypatch.setattr(schema, "STEPS", [*schema.STEPS, broken])
+    monkeypatch.setattr(schema, "STEPS", [*schema.STEPS, Step("broken", broken, broken)])
     monkeypatch.setattr(schema, "LATEST", len(schema.STEPS))
     inbox = Inbox(path)
     with pytest.raises(RuntimeError):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ import pytest
 from bot.acp.config import ProxyConfig
 from bot.acp.daemon_client import WrongRecord, _checked
 from bot.acp.proxy import Proxy
+from bot.inbox.db import create
 from bot.inbox.session_rule_store import SessionRules
 from bot.inbox.session_rules import origin_of, scope_of
 from bot.inbox.store import Inbox
@@ -30,8 +30,8 @@ def body(**change: Any) -> dict[str, Any]:
 
 
 @pytest.fixture
-async def inbox(tmp_path: Path) -> AsyncIterator[Inbox]:
-    ib = Inbox(tmp_path / "inbox.sqlite3")
+async def inbox(engine_url: str) -> AsyncIterator[Inbox]:
+    ib = Inbox(create(engine_url))
     await ib.open()
     yield ib
     await ib.close()

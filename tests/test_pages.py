@@ -11,14 +11,15 @@ import pytest
 
 from bot.cli.http import next_link
 from bot.inbox import pages
+from bot.inbox.db import create
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from tests.support.station import request_body
 
 
 @pytest.fixture
-async def inbox(tmp_path: Path) -> AsyncIterator[Inbox]:
-    ib = Inbox(tmp_path / "inbox.sqlite3")
+async def inbox(engine_url: str) -> AsyncIterator[Inbox]:
+    ib = Inbox(create(engine_url))
     await ib.open()
     yield ib
     await ib.close()
@@ -67,11 +68,14 @@ async def test_session_pages(inbox: Inbox) -> None:
     assert await _all_pages(inbox, 2, session="a") == [a[:2], a[2:]]
 
 
-async def test_the_page_query_reads_the_state_index_in_order(inbox: Inbox) -> None:
-    cur = await inbox.reader.execute(
-        "EXPLAIN QUERY PLAN SELECT rowid AS _key, * FROM requests WHERE state=? AND (requested_at, rowid) > (?, ?)"
-        " ORDER BY requested_at, rowid LIMIT ?", ("pending", 0.0, 0, 10))
-    plan = " ".join(str(r[3]) for r in await cur.fetchall())
+async def test_the_page_query_reads_the_state_index_in_order(tmp_path: Path) -> None:
+    inbox = Inbox(tmp_path / "inbox.sqlite3")  # SQLite's plan (PostgreSQL's planner picks by table size)
+    await inbox.open()
+    rows = await inbox.db.fetch(
+        "EXPLAIN QUERY PLAN SELECT rowid AS _key, * FROM requests WHERE state=$1 AND (requested_at, rowid) > ($2, $3)"
+        " ORDER BY requested_at, rowid LIMIT $4", "pending", 0.0, 0, 10)
+    await inbox.close()
+    plan = " ".join(str(r[3]) for r in rows)
     assert "USING INDEX requests_state" in plan and "TEMP B-TREE" not in plan, plan
 
 

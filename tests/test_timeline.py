@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.answers.timeline import Bound, Sighting, Unbound, bind, in_view, sighting, withdrawn
+from bot.inbox.db import create
 from bot.inbox.marks import Mark
 from bot.inbox.store import Inbox
 
@@ -180,13 +181,13 @@ def test_bind_follows_the_rule(seq: list[tuple[str, str]], data: st.DataObject) 
 # --------------------------------------------------------------------------- the inbox keeps them
 
 
-async def test_positions_survive_a_restart_and_redelivery(tmp_path: Path) -> None:
-    ib = Inbox(tmp_path / "inbox.sqlite3")
+async def test_positions_survive_a_restart_and_redelivery(engine_url: str) -> None:
+    ib = Inbox(create(engine_url))
     await ib.open()
     a = await ib.place("$pa", "posted", "a")
     one = await ib.place("$one", "answer")
     await ib.close()
-    ib = Inbox(tmp_path / "inbox.sqlite3")
+    ib = Inbox(create(engine_url))
     await ib.open()
     try:
         b = await ib.place("$pb", "posted", "b")  # B is posted after the `1`...
@@ -227,13 +228,13 @@ def test_the_inbox_gives_bind_what_it_needs(seq: list[tuple[str, str]]) -> None:
         asyncio.run(run(Path(d) / "inbox.sqlite3"))
 
 
-async def test_a_room_answer_marks_its_prompt_settled_in_the_inbox(tmp_path: Path) -> None:
+async def test_a_room_answer_marks_its_prompt_settled_in_the_inbox(engine_url: str) -> None:
     """The answer's own place becomes A's settled mark, in the settle's transaction; A's edit, later than B's
     posting, then counts for nothing; an answer in a thread marks nothing."""
     from bot.inbox.submission import parse_submission
     from tests.support.station import request_body
 
-    ib = Inbox(tmp_path / "inbox.sqlite3")
+    ib = Inbox(create(engine_url))
     await ib.open()
     try:
         a, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)
@@ -267,13 +268,13 @@ async def test_a_room_answer_marks_its_prompt_settled_in_the_inbox(tmp_path: Pat
         await ib.close()
 
 
-async def test_a_redacted_answer_no_longer_shows_its_prompt_settled(tmp_path: Path) -> None:
+async def test_a_redacted_answer_no_longer_shows_its_prompt_settled(engine_url: str) -> None:
     """alice's `1` settled A; B is posted; the `1` is redacted: A looks pending again (until its edit), and the
     redaction is a change above B, so a plain `1` after it is asked about."""
     from bot.inbox.submission import parse_submission
     from tests.support.station import request_body
 
-    ib = Inbox(tmp_path / "inbox.sqlite3")
+    ib = Inbox(create(engine_url))
     await ib.open()
     try:
         a, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)
@@ -309,9 +310,9 @@ def test_redactions_and_edits_name_what_they_take_out() -> None:
     assert withdrawn(ev({"msgtype": "m.text", "body": "1"}, sender=BOB), bot_user_id=BOT) is None
 
 
-async def test_old_chat_positions_are_pruned_but_prompts_kept(tmp_path: Path, monkeypatch: Any) -> None:
+async def test_old_chat_positions_are_pruned_but_prompts_kept(engine_url: str, monkeypatch: Any) -> None:
     monkeypatch.setattr("bot.inbox.marks.ANSWERS_KEPT", 10)
-    ib = Inbox(tmp_path / "inbox.sqlite3")
+    ib = Inbox(create(engine_url))
     await ib.open()
     try:
         a = await ib.place("$pa", "posted", "a")
@@ -355,12 +356,12 @@ def test_lookalikes_in_every_form_a_reader_sees() -> None:
     assert sighting(ev({"body": "cat", "url": "mxc://x/y"}, sender=BOB, etype="m.sticker"), bot_user_id=BOT) is None
 
 
-async def test_the_bots_own_events_are_known_by_their_ids(tmp_path: Path) -> None:
+async def test_the_bots_own_events_are_known_by_their_ids(engine_url: str) -> None:
     """A new device cannot decrypt what an earlier one sent: the prompt and the edit are still found."""
     from bot.inbox.submission import parse_submission
     from tests.support.station import request_body
 
-    ib = Inbox(tmp_path / "inbox.sqlite3")
+    ib = Inbox(create(engine_url))
     await ib.open()
     try:
         rec, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)

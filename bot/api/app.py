@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import sqlite3
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -23,6 +22,7 @@ from bot.api.events import EVENTS, EventLog, stream
 from bot.api.limits import Limits, busy
 from bot.events._util import unicode_problem
 from bot.inbox import pages
+from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
 from bot.inbox.submission import KeyConflict, SubmissionError
@@ -59,7 +59,7 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return error(422, "invalid_request", str(e))
     except (asyncio.CancelledError, ConnectionResetError):
         raise
-    except sqlite3.Error as e:  # the state folder's disk is full or read-only: nothing was stored
+    except DATABASE_ERRORS as e:  # the state's disk is full or read-only, its database unreachable: nothing stored
         log.error("api_storage_failed", path=request.path, error=f"{type(e).__name__}: {e}")
         return busy("the daemon cannot write its state right now (disk full or read-only); retry later")
     except Exception:
@@ -241,7 +241,7 @@ def create_app(daemon: Daemon, tokens: Tokens, limits: Limits | None = None) -> 
     app[LIMITS] = limits
     app[TOKENS] = tokens
     app[EVENTS] = EventLog()
-    daemon.inbox.listen(app[EVENTS].on_change)
+    daemon.inbox.listen(app[EVENTS].on_change, every_daemon=True)  # /events tells every daemon's changes
     app.router.add_post("/permissions", submit)
     app.router.add_get("/permissions", list_pending)
     app.router.add_get("/permissions/{id}", get_one)

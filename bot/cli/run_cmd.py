@@ -21,14 +21,19 @@ async def _serve(cfg: Config) -> int:
     from bot.service.supervisor import Supervisor
 
     log = structlog.get_logger("run")
+    from bot.inbox.db import DatabaseError, DatabaseUrlError
     from bot.inbox.schema import SchemaTooNew
 
-    daemon = Daemon(cfg)
+    try:
+        daemon = Daemon(cfg)
+    except DatabaseUrlError as e:  # one line naming state.database, never the password
+        print(f"permission-bot: {e}", file=sys.stderr)
+        return 2
     supervisor = Supervisor(daemon)
     supervisor.catch_signals()  # before start-up: a SIGTERM at any stage stops cleanly
     try:
         await daemon.start()
-    except SchemaTooNew as e:
+    except (SchemaTooNew, DatabaseError) as e:
         print(f"permission-bot: {e}", file=sys.stderr)
         await daemon.close()
         return 2

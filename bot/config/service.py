@@ -10,9 +10,11 @@ from bot.config.base import HttpUrl, Seconds, Section
 
 
 class StateConfig(Section):
-    """[state]: where everything durable lives."""
+    """[state]: where everything durable lives. ``database`` (env ``PERMISSION_BOT_DATABASE_URL`` wins): a
+    ``postgresql://`` URL puts the inbox there (several daemons may share it); unset, SQLite under ``path``."""
 
     path: str = "./state"
+    database: str | None = None
 
 
 class PromptsConfig(Section):

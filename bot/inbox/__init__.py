@@ -1,8 +1,9 @@
-"""The durable registry and the only owner of state (SQLite WAL through aiosqlite's API, each call run
-on the loop's thread: ``connection``). One transaction per change; settling is a conditional UPDATE,
+"""The durable registry and the only owner of state, over one database interface (``db/``: SQLite WAL
+through aiosqlite's API, each call run on the loop's thread (``connection``), or PostgreSQL through
+asyncpg; shared SQL with ``$n`` placeholders). One transaction per change; settling is a conditional UPDATE,
 so a request leaves ``pending`` once. Everything else asks it.
 
-Parts: ``store`` (the ``Inbox`` front class: connections, write lock, listeners) over its parts, one
+Parts: ``store`` (the ``Inbox`` front class: its database, listeners) over its parts, one
 job each: ``base`` (transactions, committed reads, row -> Record), ``requests`` (submit, get, settle
 once, wait, due), ``listing`` (pending, pages, API JSON), ``posting`` (prompt event or post_skipped,
 settled edit, seeded reactions), ``marks`` (room timeline positions and marks, and their types),
@@ -14,6 +15,5 @@ of GET /permissions pages); ``session_rules`` ("Allow for this session", ``s`` /
 a rule covers, pure) beside its store ``session_rule_store`` (add, match, list, revoke, end,
 expire); ``rules/`` (allow/deny rules: ``permissions watch`` and the config's ``[[rules]]``: model,
 parse, flags); ``db/`` (one database interface over SQLite and PostgreSQL, versioned upgrades,
-leadership with a fencing term, LISTEN/NOTIFY of ids: the ground for high availability, not yet
-used by the parts above).
+leadership with a fencing term, LISTEN/NOTIFY of ids: the ground for high availability).
 """

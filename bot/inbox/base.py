@@ -1,5 +1,5 @@
-"""What every inbox part shares: the two connections, one write transaction at a time, committed reads,
-change notification, and a row made a ``Record``.
+"""What every inbox part shares: the database (:mod:`bot.inbox.db`), one write transaction at a time,
+committed reads, change notification, and a row made a ``Record``.
 
 The state lives in :class:`bot.inbox.store.Inbox`; the parts (``requests``, ``listing``, ``posting``,
 ``marks``, ``handled``) are its mixins over these helpers.
@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-import aiosqlite
-
 from bot.events.states import State, Via
+from bot.inbox.db import Connection, Database, Row
+from bot.inbox.db.notify import notify
 from bot.inbox.pages import JsonKept
 from bot.inbox.record import Outcome, Record
 
 Listener = Callable[[str, Record], None]
+CHANGED = "pb_changed"
+"""The NOTIFY channel of committed changes on PostgreSQL: ``kind<TAB>holder<TAB>request id`` (bot.inbox.across)."""
 
 
 class Settled(asyncio.Event):
@@ -29,7 +31,7 @@ class Settled(asyncio.Event):
     record: Record | None = None
 
 
-def row_to_record(r: aiosqlite.Row) -> Record:
+def row_to_record(r: Row) -> Record:
     """A ``requests`` row as a ``Record``."""
     outcome = None
     if r["outcome_via"] is not None:
@@ -68,61 +70,33 @@ def row_to_record(r: aiosqlite.Row) -> Record:
     )
 
 
-class Rows:
-    """A read's rows, fetched: the cursor-like answer of ``InboxBase._read_rows``."""
-
-    def __init__(self, rows: list[Any]) -> None:
-        self.rows = rows
-
-    async def fetchone(self) -> Any:
-        return self.rows[0] if self.rows else None
-
-    async def fetchall(self) -> list[Any]:
-        return self.rows
-
-
 class InboxBase:
     """The helpers the inbox parts use; the attributes are set by ``Inbox.__init__``."""
 
-    _db: aiosqlite.Connection | None
-    _read: aiosqlite.Connection | None  # reads: only what is committed (WAL snapshots)
-    _lock: asyncio.Lock
+    database: Database  # SQLite or PostgreSQL (bot.inbox.db): reads outside a transaction see only commits
     _listeners: list[Listener]
+    _remote: list[Listener]  # also told of changes committed by another daemon on the same database
     _changed: dict[str, Settled]
     _json: JsonKept  # pending records' API JSON, for GET /permissions
     _post_held: set[str]  # new requests whose rules are being applied: not to be posted yet
 
     @property
-    def reader(self) -> aiosqlite.Connection:
-        """The connection reads outside a transaction use: it never sees a write not yet committed."""
-        assert self._read is not None, "inbox not open"
-        return self._read
+    def db(self) -> Database:
+        return self.database
 
-    @property
-    def db(self) -> aiosqlite.Connection:
-        assert self._db is not None, "inbox not open"
-        return self._db
-
-    async def _read_rows(self, sql: str, args: tuple[Any, ...] = ()) -> Rows:
-        """Run a read on ``reader``, its cursor closed at once (an open one would pin an old snapshot)."""
-        async with self.reader.execute(sql, args) as cur:
-            return Rows(list(await cur.fetchall()))
-
-    async def _records(self, sql: str, args: tuple[Any, ...] = ()) -> list[Record]:
+    async def _records(self, sql: str, *args: Any) -> list[Record]:
         """The records a committed read of ``requests`` rows finds."""
-        return [row_to_record(r) for r in await (await self._read_rows(sql, args)).fetchall()]
+        return [row_to_record(r) for r in await self.database.fetch(sql, *args)]
 
-    @asynccontextmanager
-    async def _tx(self) -> AsyncIterator[aiosqlite.Connection]:
-        async with self._lock:
-            await self.db.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.db
-                await self.db.execute("COMMIT")
-            except BaseException:
-                if self.db.in_transaction:  # also when COMMIT itself failed (a full or read-only disk)
-                    await self.db.execute("ROLLBACK")
-                raise
+    async def _notify(self, db: Connection, kind: str, request_id: str) -> None:
+        """Inside a writing transaction: the other daemons on this database hear of the change once it commits
+        (PostgreSQL only; on SQLite one daemon owns the file and ``_emit`` tells everyone)."""
+        if db.dialect.is_postgres:
+            await notify(db, CHANGED, f"{kind}\t{getattr(self.database, 'holder', '')}\t{request_id}")
+
+    def _tx(self) -> AbstractAsyncContextManager[Connection]:
+        """One write transaction (a nested one in the same task joins it)."""
+        return self.database.transaction()
 
     def _emit(self, kind: str, rec: Record) -> None:
         ev = self._changed.pop(rec.id, None)
@@ -132,4 +106,15 @@ class InboxBase:
         elif ev is not None:
             self._changed[rec.id] = ev
         for fn in self._listeners:
+            fn(kind, rec)
+
+    def heard(self, kind: str, rec: Record) -> None:
+        """A change another daemon committed (bot.inbox.across): wake this daemon's waiters and the listeners
+        that follow every daemon's changes (not webhooks or counters: the committing daemon tells those)."""
+        ev = self._changed.get(rec.id)
+        if ev is not None and kind == "resolved" and not rec.pending:
+            del self._changed[rec.id]
+            ev.record = rec
+            ev.set()
+        for fn in self._remote:
             fn(kind, rec)

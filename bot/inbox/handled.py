@@ -15,52 +15,50 @@ class Handled(InboxBase):
     """Handled and parked events, key/value."""
 
     async def is_handled(self, event_id: str) -> bool:
-        cur = await self._read_rows("SELECT 1 FROM handled WHERE event_id=?", (event_id,))
-        return await cur.fetchone() is not None
+        return await self.database.fetchrow("SELECT 1 FROM handled WHERE event_id=$1", event_id) is not None
 
     async def mark_handled(self, event_id: str, now: float) -> bool:
         """Remember an event; False when it was already handled."""
         async with self._tx() as db:
-            cur = await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES (?, ?)", (event_id, now))
-            return cur.rowcount == 1
+            return await db.execute(
+                "INSERT OR IGNORE INTO handled (event_id, at) VALUES ($1, $2)", event_id, float(now)
+            ) == 1
 
     async def park(self, event_id: str, source: dict[str, Any], now: float) -> None:
         """Keep an event that answers a prompt whose event id is not recorded yet."""
         async with self._tx() as db:
             await db.execute(
-                "INSERT OR IGNORE INTO parked (event_id, source, at) VALUES (?, ?, ?)", (event_id, dumps(source), now)
+                "INSERT OR IGNORE INTO parked (event_id, source, at) VALUES ($1, $2, $3)",
+                event_id, dumps(source), float(now),
             )
 
     async def take_parked(self) -> list[dict[str, Any]]:
         """Every parked event, oldest first, removed from the parking."""
         async with self._tx() as db:
-            cur = await db.execute("SELECT source FROM parked ORDER BY at, rowid")
-            rows = await cur.fetchall()
+            rows = await db.fetch("SELECT source FROM parked ORDER BY at, rowid")
             await db.execute("DELETE FROM parked")
         return [json.loads(r[0]) for r in rows]
 
     async def get_kv(self, k: str) -> str | None:
-        cur = await self._read_rows("SELECT v FROM kv WHERE k=?", (k,))
-        row = await cur.fetchone()
-        return str(row[0]) if row else None
+        v = await self.database.fetchval("SELECT v FROM kv WHERE k=$1", k)
+        return None if v is None else str(v)
 
     async def kv_with_prefix(self, prefix: str) -> dict[str, str]:
         """Every kv entry whose key starts with ``prefix``, by key."""
-        cur = await self._read_rows("SELECT k, v FROM kv WHERE substr(k, 1, ?) = ?", (len(prefix), prefix))
-        return {str(k): str(v) for k, v in await cur.fetchall()}
+        rows = await self.database.fetch("SELECT k, v FROM kv WHERE substr(k, 1, $1) = $2", len(prefix), prefix)
+        return {str(r[0]): str(r[1]) for r in rows}
 
     async def set_kv(self, k: str, v: str) -> None:
         async with self._tx() as db:
-            await db.execute("INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v=excluded.v", (k, v))
+            await db.execute("INSERT INTO kv (k, v) VALUES ($1, $2) ON CONFLICT(k) DO UPDATE SET v=excluded.v", k, v)
 
     async def made_once(self, k: str) -> str:
         """The value of ``k``: a random hex made the first time it is asked for, then kept."""
         async with self._tx() as db:
-            await db.execute("INSERT OR IGNORE INTO kv (k, v) VALUES (?, ?)", (k, uuid.uuid4().hex))
-            cur = await db.execute("SELECT v FROM kv WHERE k=?", (k,))
-            row = await cur.fetchone()
-        assert row is not None
-        return str(row[0])
+            await db.execute("INSERT OR IGNORE INTO kv (k, v) VALUES ($1, $2)", k, uuid.uuid4().hex)
+            v = await db.fetchval("SELECT v FROM kv WHERE k=$1", k)
+        assert v is not None
+        return str(v)
 
     async def get_json(self, k: str) -> Any:
         v = await self.get_kv(k)

@@ -13,9 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import aiosqlite
-
 from bot.inbox.base import row_to_record
+from bot.inbox.db import Row
 from bot.inbox.record import CANCELLED, PENDING, Record
 from bot.inbox.store import Inbox
 from bot.inbox.submission import KeyConflict, Submission
@@ -39,7 +38,7 @@ class Link:
     attempts: int
 
 
-def _link(r: aiosqlite.Row) -> Link:
+def _link(r: Row) -> Link:
     return Link(
         harness=r["harness"],
         harness_id=r["harness_id"],
@@ -70,16 +69,18 @@ class Links:
             if created and hold_post:
                 self.inbox.hold_post(rec.id)
             if not created:
-                cur = await db.execute(
-                    "SELECT 1 FROM harness_links WHERE request_id=? AND harness=? AND harness_id=? AND fingerprint=?",
-                    (rec.id, harness, harness_id, fingerprint),
-                )
-                if await cur.fetchone() is None:
+                if await db.fetchrow(
+                    "SELECT 1 FROM harness_links WHERE request_id=$1 AND harness=$2 AND harness_id=$3"
+                    " AND fingerprint=$4",
+                    rec.id, harness, harness_id, fingerprint,
+                ) is None:
                     raise Squatted(f"{rec.id}: the inbox holds this key from another source")
+            if created:
+                await self.inbox.notify_change(db, "request", rec.id)
             await db.execute(
                 "INSERT OR IGNORE INTO harness_links (harness, harness_id, fingerprint, request_id, at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (harness, harness_id, fingerprint, rec.id, now),
+                " VALUES ($1, $2, $3, $4, $5)",
+                harness, harness_id, fingerprint, rec.id, float(now),
             )
         if created:
             self.inbox.emit("request", rec)
@@ -90,43 +91,43 @@ class Links:
         out: set[tuple[str, str]] = set()
         for i in range(0, len(harness_ids), 500):
             chunk = harness_ids[i : i + 500]
-            cur = await self.inbox.db.execute(
-                "SELECT harness_id, fingerprint FROM harness_links WHERE harness=? AND harness_id IN"
-                f" ({','.join('?' * len(chunk))})",
-                (harness, *chunk),
+            rows = await self.inbox.db.fetch(
+                "SELECT harness_id, fingerprint FROM harness_links WHERE harness=$1 AND harness_id IN"
+                f" ({','.join(f'${n}' for n in range(2, len(chunk) + 2))})",
+                harness, *chunk,
             )
-            out |= {(str(r[0]), str(r[1])) for r in await cur.fetchall()}
+            out |= {(str(r[0]), str(r[1])) for r in rows}
         return out
 
     async def pending(self, harness: str) -> list[Link]:
         """Links of ``harness`` whose inbox request is still pending (their delivery is still open)."""
-        cur = await self.inbox.db.execute(
+        rows = await self.inbox.db.fetch(
             "SELECT l.* FROM harness_links l JOIN requests q ON q.id = l.request_id"
-            " WHERE l.harness=? AND (l.delivery IS NULL OR l.delivery=?) AND q.state=?",
-            (harness, SENDING, PENDING),
+            " WHERE l.harness=$1 AND (l.delivery IS NULL OR l.delivery=$2) AND q.state=$3",
+            harness, SENDING, PENDING,
         )
-        return [_link(r) for r in await cur.fetchall()]
+        return [_link(r) for r in rows]
 
     async def undelivered(self, harness: str) -> list[tuple[Link, Record]]:
         """Settled requests of ``harness`` whose answer has not reached it yet, oldest decision first."""
-        cur = await self.inbox.db.execute(
+        rows = await self.inbox.db.fetch(
             "SELECT l.harness, l.harness_id, l.fingerprint, l.request_id, l.delivery, l.attempts, q.*"
             " FROM harness_links l JOIN requests q ON q.id = l.request_id"
-            " WHERE l.harness=? AND (l.delivery IS NULL OR l.delivery=?) AND q.state!=? ORDER BY q.decided_at",
-            (harness, SENDING, PENDING),
+            " WHERE l.harness=$1 AND (l.delivery IS NULL OR l.delivery=$2) AND q.state!=$3 ORDER BY q.decided_at",
+            harness, SENDING, PENDING,
         )
-        return [(_link(r), row_to_record(r)) for r in await cur.fetchall()]
+        return [(_link(r), row_to_record(r)) for r in rows]
 
     async def open(self, harness: str) -> list[tuple[Link, Record]]:
         """Links of ``harness`` whose delivery is still open (pending, or settled and not yet sent), with
         their requests."""
-        cur = await self.inbox.db.execute(
+        rows = await self.inbox.db.fetch(
             "SELECT l.harness, l.harness_id, l.fingerprint, l.request_id, l.delivery, l.attempts, q.*"
             " FROM harness_links l JOIN requests q ON q.id = l.request_id"
-            " WHERE l.harness=? AND (l.delivery IS NULL OR l.delivery=?) ORDER BY q.requested_at",
-            (harness, SENDING),
+            " WHERE l.harness=$1 AND (l.delivery IS NULL OR l.delivery=$2) ORDER BY q.requested_at",
+            harness, SENDING,
         )
-        return [(_link(r), row_to_record(r)) for r in await cur.fetchall()]
+        return [(_link(r), row_to_record(r)) for r in rows]
 
     async def revise(
         self, link: Link, sub: Submission, now: float, timeout: float, *, by: str,
@@ -137,12 +138,11 @@ class Links:
         ``note(old, new)``, ``sub`` is stored as the new request (the next revision of the same tool
         call) and the link moves to it. (old, new), or None when the link moved on meanwhile."""
         async with self.inbox.transaction() as db:
-            cur = await db.execute(
-                "SELECT q.* FROM harness_links l JOIN requests q ON q.id = l.request_id WHERE l.request_id=?"
-                " AND l.harness=? AND l.harness_id=? AND l.fingerprint=? AND (l.delivery IS NULL OR l.delivery=?)",
-                (link.request_id, link.harness, link.harness_id, link.fingerprint, SENDING),
+            row = await db.fetchrow(
+                "SELECT q.* FROM harness_links l JOIN requests q ON q.id = l.request_id WHERE l.request_id=$1"
+                " AND l.harness=$2 AND l.harness_id=$3 AND l.fingerprint=$4 AND (l.delivery IS NULL OR l.delivery=$5)",
+                link.request_id, link.harness, link.harness_id, link.fingerprint, SENDING,
             )
-            row = await cur.fetchone()
             if row is None:
                 return None
             old = row_to_record(row)
@@ -157,37 +157,37 @@ class Links:
             why = note(old, new)
             if old.pending:
                 await db.execute(
-                    "UPDATE requests SET state=?, outcome_option_id=NULL, outcome_by=?, outcome_via='cancel',"
-                    " outcome_feedback=?, decided_at=? WHERE id=?",
-                    (CANCELLED, by, why, now, old.id),
+                    "UPDATE requests SET state=$1, outcome_option_id=NULL, outcome_by=$2, outcome_via='cancel',"
+                    " outcome_feedback=$3, decided_at=$4 WHERE id=$5",
+                    CANCELLED, by, why, float(now), old.id,
                 )
             else:
                 await db.execute(
-                    "UPDATE requests SET state=?, outcome_option_id=NULL, outcome_by=?, outcome_via='cancel',"
-                    " outcome_feedback=?, prompt_edited=0 WHERE id=?",
-                    (CANCELLED, by, why, old.id),
+                    "UPDATE requests SET state=$1, outcome_option_id=NULL, outcome_by=$2, outcome_via='cancel',"
+                    " outcome_feedback=$3, prompt_edited=0 WHERE id=$4",
+                    CANCELLED, by, why, old.id,
                 )
             await db.execute(
-                "UPDATE harness_links SET request_id=?, delivery=NULL, attempts=0, at=? WHERE request_id=?",
-                (new.id, now, old.id),
+                "UPDATE harness_links SET request_id=$1, delivery=NULL, attempts=0, at=$2 WHERE request_id=$3",
+                new.id, float(now), old.id,
             )
-            cur = await db.execute("SELECT * FROM requests WHERE id=?", (old.id,))
-            closed = await cur.fetchone()
+            await self.inbox.notify_change(db, "resolved" if old.pending else "amended", old.id)
+            await self.inbox.notify_change(db, "request", new.id)
+            closed = await db.fetchrow("SELECT * FROM requests WHERE id=$1", old.id)
         assert closed is not None
         self.inbox.emit("resolved" if old.pending else "amended", row_to_record(closed))
         self.inbox.emit("request", new)
         return row_to_record(closed), new
 
     async def by_request(self, request_id: str) -> Link | None:
-        cur = await self.inbox.db.execute("SELECT * FROM harness_links WHERE request_id=?", (request_id,))
-        row = await cur.fetchone()
+        row = await self.inbox.db.fetchrow("SELECT * FROM harness_links WHERE request_id=$1", request_id)
         return _link(row) if row else None
 
     async def set_delivery(self, request_id: str, delivery: str | None, now: float, *, attempt: bool = False) -> None:
         async with self.inbox.transaction() as db:
             await db.execute(
-                "UPDATE harness_links SET delivery=?, at=?, attempts=attempts+? WHERE request_id=?",
-                (delivery, now, 1 if attempt else 0, request_id),
+                "UPDATE harness_links SET delivery=$1, at=$2, attempts=attempts+$3 WHERE request_id=$4",
+                delivery, float(now), 1 if attempt else 0, request_id,
             )
 
     async def answered_elsewhere(self, request_id: str, by: str, note: str, delivery: str, now: float) -> Record | None:
@@ -198,17 +198,17 @@ class Links:
         """
         async with self.inbox.transaction() as db:
             await db.execute(
-                "UPDATE harness_links SET delivery=?, at=? WHERE request_id=?", (delivery, now, request_id)
+                "UPDATE harness_links SET delivery=$1, at=$2 WHERE request_id=$3", delivery, float(now), request_id
             )
-            cur = await db.execute(
-                "UPDATE requests SET state=?, outcome_option_id=NULL, outcome_by=?, outcome_via='cancel',"
-                " outcome_feedback=?, prompt_edited=0 WHERE id=? AND state!=?",
-                (CANCELLED, by, note, request_id, PENDING),
+            changed = await db.execute(
+                "UPDATE requests SET state=$1, outcome_option_id=NULL, outcome_by=$2, outcome_via='cancel',"
+                " outcome_feedback=$3, prompt_edited=0 WHERE id=$4 AND state!=$5",
+                CANCELLED, by, note, request_id, PENDING,
             )
-            if cur.rowcount != 1:
+            if changed != 1:
                 return None
-            cur = await db.execute("SELECT * FROM requests WHERE id=?", (request_id,))
-            row = await cur.fetchone()
+            await self.inbox.notify_change(db, "amended", request_id)
+            row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
         if row is None:
             return None
         rec = row_to_record(row)

@@ -17,12 +17,10 @@ class Listing(InboxBase):
     async def pending(self, session: str | None = None) -> list[Record]:
         """Pending records, oldest first; ``session`` matches the id or the label."""
         if session is None:
-            return await self._records(
-                "SELECT * FROM requests WHERE state=? ORDER BY requested_at, rowid", (PENDING,)
-            )
+            return await self._records("SELECT * FROM requests WHERE state=$1 ORDER BY requested_at, rowid", PENDING)
         return await self._records(
-            "SELECT * FROM requests WHERE state=? AND (session_id=? OR label=?) ORDER BY requested_at, rowid",
-            (PENDING, session, session),
+            "SELECT * FROM requests WHERE state=$1 AND (session_id=$2 OR label=$2) ORDER BY requested_at, rowid",
+            PENDING, session,
         )
 
     async def pending_page(
@@ -45,16 +43,15 @@ class Listing(InboxBase):
         self, limit: int | None, after: Key | None, session: str | None
     ) -> tuple[list[Any], Key | None]:
         at, rowid = after if after is not None else (float("-inf"), -1)
-        where = "state=? AND (requested_at, rowid) > (?, ?)"
-        args: tuple[Any, ...] = (PENDING, at, rowid)
+        where = "state=$1 AND (requested_at, rowid) > ($2, $3)"
+        args: tuple[Any, ...] = (PENDING, float(at), int(rowid))
         if session is not None:
-            where += " AND (session_id=? OR label=?)"
-            args += (session, session)
-        cur = await self._read_rows(
-            f"SELECT rowid AS _key, * FROM requests WHERE {where} ORDER BY requested_at, rowid LIMIT ?",
-            (*args, -1 if limit is None else limit + 1),
-        )
-        rows = list(await cur.fetchall())
+            where += " AND (session_id=$4 OR label=$4)"
+            args += (session,)
+        sql = f"SELECT rowid AS _key, * FROM requests WHERE {where} ORDER BY requested_at, rowid"
+        if limit is not None:  # no LIMIT at all without one (LIMIT -1 is an error on PostgreSQL)
+            sql, args = sql + f" LIMIT ${len(args) + 1}", (*args, limit + 1)
+        rows = list(await self.database.fetch(sql, *args))
         if limit is None or len(rows) <= limit:
             return rows, None
         rows = rows[:limit]

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-import aiosqlite
-
 from bot.inbox.base import InboxBase
+from bot.inbox.db import Connection
 
 Kind = Literal["posted", "settled", "lookalike", "answer"]
 
@@ -26,23 +25,25 @@ ANSWERS_KEPT = 50_000
 """Timeline positions of plain messages kept for redelivery (a backfill reaches 20,000 events back)."""
 
 
-async def mark_settled_at(db: aiosqlite.Connection, event_id: str, request_id: str) -> None:
+async def mark_settled_at(db: Connection, event_id: str, request_id: str) -> None:
     """The answer ``event_id`` settled ``request_id``: its place marks it settled (the place it was given, or,
     never placed, the next one: events are handled in sync order, so that is where it sits)."""
-    cur = await db.execute(
-        "INSERT INTO timeline (event_id, kind, request_id) VALUES (?, 'settled', ?) ON CONFLICT(event_id)"
+    changed = await db.execute(
+        "INSERT INTO timeline (event_id, kind, request_id) VALUES ($1, 'settled', $2) ON CONFLICT(event_id)"
         " DO UPDATE SET kind='settled', request_id=excluded.request_id WHERE timeline.kind='answer'",
-        (event_id, request_id),
+        event_id, request_id,
     )
-    if cur.rowcount == 0:  # its place holds something else (a look-alike): the next place (never looser)
+    if changed == 0:  # its place holds something else (a look-alike): the next place (never looser)
         await db.execute(
-            "INSERT OR IGNORE INTO timeline (event_id, kind, request_id) VALUES (?, 'settled', ?)",
-            (f"{event_id}#settled", request_id),
+            "INSERT OR IGNORE INTO timeline (event_id, kind, request_id) VALUES ($1, 'settled', $2)",
+            f"{event_id}#settled", request_id,
         )
 
 
 class Marks(InboxBase):
     """Timeline positions and marks."""
+
+    _answers_cleaned: int | None = None  # the thousand of positions the last clean-up of old answers ran at
 
     async def place(self, event_id: str, kind: str, request_id: str | None = None) -> int:
         """The event's position in the room timeline: a new one, or the one it got when first seen.
@@ -51,26 +52,25 @@ class Marks(InboxBase):
         """
         async with self._tx() as db:
             await db.execute(
-                "INSERT INTO timeline (event_id, kind, request_id) VALUES (?, ?, ?) ON CONFLICT(event_id)"
+                "INSERT INTO timeline (event_id, kind, request_id) VALUES ($1, $2, $3) ON CONFLICT(event_id)"
                 " DO UPDATE SET kind=excluded.kind, request_id=excluded.request_id WHERE timeline.kind='answer'",
-                (event_id, kind, request_id),
+                event_id, kind, request_id,
             )
-            cur = await db.execute("SELECT pos FROM timeline WHERE event_id=?", (event_id,))
-            row = await cur.fetchone()
-            assert row is not None
-            pos = int(row[0])
-            if kind == "answer" and pos % 1000 == 0:  # chat need not be kept long: only a redelivery reads it
-                await db.execute("DELETE FROM timeline WHERE kind='answer' AND pos<?", (pos - ANSWERS_KEPT,))
+            pos = int(await db.fetchval("SELECT pos FROM timeline WHERE event_id=$1", event_id))
+            # chat need not be kept long: only a redelivery reads it. Once per thousand positions (PostgreSQL's
+            # identities have gaps, so not at a multiple of 1000: whenever the thousands moved on)
+            if kind == "answer" and pos // 1000 != self._answers_cleaned:
+                self._answers_cleaned = pos // 1000
+                await db.execute("DELETE FROM timeline WHERE kind='answer' AND pos<$1", pos - ANSWERS_KEPT)
         return pos
 
     async def own_event(self, event_id: str) -> tuple[Kind, str] | None:
         """("posted" | "settled", request_id) when ``event_id`` is one of the bot's prompts or settled edits."""
-        cur = await self.db.execute(
-            "SELECT 'posted', id FROM requests WHERE prompt_event_id=?"
-            " UNION ALL SELECT 'settled', id FROM requests WHERE edit_event_id=? LIMIT 1",
-            (event_id, event_id),
+        row = await self.database.fetchrow(
+            "SELECT 'posted', id FROM requests WHERE prompt_event_id=$1"
+            " UNION ALL SELECT 'settled', id FROM requests WHERE edit_event_id=$1 LIMIT 1",
+            event_id,
         )
-        row = await cur.fetchone()
         if row is None:
             return None
         return ("posted" if row[0] == "posted" else "settled"), str(row[1])
@@ -82,23 +82,21 @@ class Marks(InboxBase):
         of it changes nothing here (a client shows an edit only from the sender; the bot's edits are kept)."""
         ids = (withdrawn, f"{withdrawn}#settled")
         find = (
-            "SELECT t.request_id FROM timeline t JOIN requests r ON r.id=t.request_id WHERE t.event_id IN (?, ?)"
-            " AND t.kind='settled' AND r.outcome_by=? AND (r.edit_event_id IS NULL OR r.edit_event_id!=?)"
+            "SELECT t.request_id FROM timeline t JOIN requests r ON r.id=t.request_id WHERE t.event_id IN ($1, $2)"
+            " AND t.kind='settled' AND r.outcome_by=$3 AND (r.edit_event_id IS NULL OR r.edit_event_id!=$4)"
         )
         args = (*ids, by, withdrawn)
-        cur = await self.db.execute(find, args)  # most redactions (the bot's keycap clean-up) end here
-        if await cur.fetchone() is None:
+        if await self.database.fetchrow(find, *args) is None:  # most redactions (the bot's keycap clean-up) end here
             return None
         async with self._tx() as db:
-            cur = await db.execute(find, args)
-            row = await cur.fetchone()
+            row = await db.fetchrow(find, *args)
             if row is None:
                 return None
-            await db.execute("UPDATE timeline SET kind='answer' WHERE event_id IN (?, ?) AND kind='settled'", ids)
+            await db.execute("UPDATE timeline SET kind='answer' WHERE event_id IN ($1, $2) AND kind='settled'", *ids)
             await db.execute(
-                "INSERT INTO timeline (event_id, kind) VALUES (?, 'lookalike') ON CONFLICT(event_id)"
+                "INSERT INTO timeline (event_id, kind) VALUES ($1, 'lookalike') ON CONFLICT(event_id)"
                 " DO UPDATE SET kind='lookalike', request_id=NULL WHERE timeline.kind='answer'",
-                (event_id,),
+                event_id,
             )
         return str(row[0])
 
@@ -106,16 +104,16 @@ class Marks(InboxBase):
         """What :func:`bot.answers.timeline.bind` needs at ``at``: the postings not settled before it, the last mark
         that counts (and its request's settles)."""
         last = (  # the last mark that counts (bot.answers.timeline.effective: a request's second settle does not)
-            "SELECT pos, kind, request_id FROM timeline t WHERE kind!='answer' AND pos<? AND NOT (kind='settled'"
+            "SELECT pos, kind, request_id FROM timeline t WHERE kind!='answer' AND pos<$1 AND NOT (kind='settled'"
             " AND EXISTS (SELECT 1 FROM timeline e WHERE e.kind='settled' AND e.request_id=t.request_id"
             " AND e.pos<t.pos)) ORDER BY pos DESC LIMIT 1"
         )
-        cur = await self.db.execute(
-            "SELECT pos, kind, request_id FROM timeline p WHERE kind='posted' AND pos<? AND NOT EXISTS"
-            " (SELECT 1 FROM timeline s WHERE s.kind='settled' AND s.request_id=p.request_id AND s.pos<?)"
-            f" UNION SELECT * FROM ({last})"
-            " UNION SELECT pos, kind, request_id FROM timeline WHERE kind='settled' AND pos<? AND request_id ="
-            f" (SELECT request_id FROM ({last}))",
-            (at, at, at, at, at),
+        rows = await self.database.fetch(
+            "SELECT pos, kind, request_id FROM timeline p WHERE kind='posted' AND pos<$1 AND NOT EXISTS"
+            " (SELECT 1 FROM timeline s WHERE s.kind='settled' AND s.request_id=p.request_id AND s.pos<$1)"
+            f" UNION SELECT * FROM ({last}) AS l1"
+            " UNION SELECT pos, kind, request_id FROM timeline WHERE kind='settled' AND pos<$1 AND request_id ="
+            f" (SELECT request_id FROM ({last}) AS l2)",
+            at,
         )
-        return [Mark(int(r[0]), r[1], r[2]) for r in await cur.fetchall()]
+        return [Mark(int(r[0]), r[1], r[2]) for r in rows]

@@ -8,7 +8,7 @@ from bot.inbox.record import PENDING, Record
 
 NEEDING_EDIT = (
     "SELECT * FROM requests WHERE prompt_edited=0 AND decided_at IS NOT NULL AND prompt_event_id IS NOT NULL"
-    " AND state!=?{which} ORDER BY decided_at LIMIT ?"
+    " AND state!=$1{which} ORDER BY decided_at LIMIT $2"
 )
 """``needing_edit``'s query: the WHERE of the requests_unedited index (schema step 9), the state, and
 ``{which}`` (whether the room shows it settled, or nothing)."""
@@ -27,29 +27,28 @@ class Posting(InboxBase):
     async def set_prompt_event(self, request_id: str, event_id: str, now: float | None = None) -> None:
         async with self._tx() as db:
             await db.execute(
-                "UPDATE requests SET prompt_event_id=?, posted_at=? WHERE id=?", (event_id, now, request_id)
+                "UPDATE requests SET prompt_event_id=$1, posted_at=$2 WHERE id=$3",
+                event_id, None if now is None else float(now), request_id,
             )
 
     async def skip_post(self, request_id: str) -> None:
         """Never post this (settled) request's prompt: ``prompts.post_rule_settled`` is off."""
         async with self._tx() as db:
-            await db.execute(
-                "UPDATE requests SET post_skipped=1 WHERE id=? AND prompt_event_id IS NULL", (request_id,)
-            )
+            await db.execute("UPDATE requests SET post_skipped=1 WHERE id=$1 AND prompt_event_id IS NULL", request_id)
 
     async def mark_edited(self, request_id: str, event_id: str | None = None) -> None:
         async with self._tx() as db:
             await db.execute(
-                "UPDATE requests SET prompt_edited=1, edit_event_id=COALESCE(?, edit_event_id) WHERE id=?",
-                (event_id, request_id),
+                "UPDATE requests SET prompt_edited=1, edit_event_id=COALESCE($1, edit_event_id) WHERE id=$2",
+                event_id, request_id,
             )
 
     async def needing_post(self, limit: int = 100) -> list[Record]:
         """Records whose prompt is not in the room yet (and is to be posted, not held), oldest first."""
         found = await self._records(
             "SELECT * FROM requests WHERE prompt_event_id IS NULL AND post_skipped=0"
-            " ORDER BY requested_at, rowid LIMIT ?",
-            (limit,),
+            " ORDER BY requested_at, rowid LIMIT $1",
+            limit,
         )
         return [r for r in found if r.id not in self._post_held]
 
@@ -57,53 +56,53 @@ class Posting(InboxBase):
         """Settled records whose prompt is in the room and still shows them pending; with ``shown``, only
         those the room already shows settled (True: a ``settled`` mark, their room answer's) or only those
         it does not (False). Through the requests_unedited index: the query repeats its WHERE terms."""
-        return await self._records(needing_edit_sql(shown), (PENDING, limit))
+        return await self._records(needing_edit_sql(shown), PENDING, limit)
 
     # -- reactions the bot seeded ----------------------------------------
     async def add_reaction(self, request_id: str, key: str, event_id: str) -> None:
         async with self._tx() as db:
             await db.execute(
-                "INSERT OR REPLACE INTO reactions (request_id, key, event_id) VALUES (?, ?, ?)",
-                (request_id, key, event_id),
+                "INSERT INTO reactions (request_id, key, event_id) VALUES ($1, $2, $3) ON CONFLICT (request_id, key)"
+                " DO UPDATE SET event_id=excluded.event_id, redacted=0",
+                request_id, key, event_id,
             )
 
     async def needing_seed(self, posted_before: float, limit: int = 8) -> list[Record]:
         """Pending records posted before ``posted_before`` whose keycap reactions are not all seeded yet."""
         return await self._records(
-            "SELECT * FROM requests WHERE state=? AND seeded=0 AND prompt_event_id IS NOT NULL"
-            " AND COALESCE(posted_at, 0)<=? ORDER BY requested_at, rowid LIMIT ?",
-            (PENDING, posted_before, limit),
+            "SELECT * FROM requests WHERE state=$1 AND seeded=0 AND prompt_event_id IS NOT NULL"
+            " AND COALESCE(posted_at, 0)<=$2 ORDER BY requested_at, rowid LIMIT $3",
+            PENDING, float(posted_before), limit,
         )
 
     async def next_seed_due(self) -> float | None:
         """When the oldest unseeded pending prompt was posted."""
-        cur = await self._read_rows(
-            "SELECT MIN(COALESCE(posted_at, 0)) FROM requests WHERE state=? AND seeded=0"
+        v = await self.database.fetchval(
+            "SELECT MIN(COALESCE(posted_at, 0)) FROM requests WHERE state=$1 AND seeded=0"
             " AND prompt_event_id IS NOT NULL",
-            (PENDING,),
+            PENDING,
         )
-        row = await cur.fetchone()
-        return float(row[0]) if row and row[0] is not None else None
+        return float(v) if v is not None else None
 
     async def mark_seeded(self, request_id: str) -> None:
         async with self._tx() as db:
-            await db.execute("UPDATE requests SET seeded=1 WHERE id=?", (request_id,))
+            await db.execute("UPDATE requests SET seeded=1 WHERE id=$1", request_id)
 
     async def reactions_to_clear(self, limit: int = 50) -> list[tuple[str, str, str]]:
         """(request_id, key, event_id) of seeded reactions on prompts no longer pending."""
-        cur = await self._read_rows(
+        rows = await self.database.fetch(
             "SELECT r.request_id, r.key, r.event_id FROM reactions r JOIN requests q ON q.id = r.request_id"
-            " WHERE q.state!=? AND r.redacted=0 AND r.event_id IS NOT NULL LIMIT ?",
-            (PENDING, limit),
+            " WHERE q.state!=$1 AND r.redacted=0 AND r.event_id IS NOT NULL LIMIT $2",
+            PENDING, limit,
         )
-        return [(r[0], r[1], r[2]) for r in await cur.fetchall()]
+        return [(r[0], r[1], r[2]) for r in rows]
 
     async def reactions(self, request_id: str) -> list[tuple[str, str, bool]]:
-        cur = await self._read_rows(
-            "SELECT key, event_id, redacted FROM reactions WHERE request_id=? ORDER BY rowid", (request_id,)
+        rows = await self.database.fetch(
+            "SELECT key, event_id, redacted FROM reactions WHERE request_id=$1 ORDER BY rowid", request_id
         )
-        return [(r[0], r[1], bool(r[2])) for r in await cur.fetchall()]
+        return [(r[0], r[1], bool(r[2])) for r in rows]
 
     async def mark_reaction_redacted(self, request_id: str, key: str) -> None:
         async with self._tx() as db:
-            await db.execute("UPDATE reactions SET redacted=1 WHERE request_id=? AND key=?", (request_id, key))
+            await db.execute("UPDATE reactions SET redacted=1 WHERE request_id=$1 AND key=$2", request_id, key)

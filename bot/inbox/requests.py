@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import asyncio
 
-import aiosqlite
-
 from bot.events.states import State, Via
 from bot.inbox.base import InboxBase, Settled, row_to_record
+from bot.inbox.db import Connection
 from bot.inbox.marks import mark_settled_at
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record, dumps
 from bot.inbox.submission import KeyConflict, Submission, conflict
@@ -31,56 +30,49 @@ class Requests(InboxBase):
             rec, created = await self.insert(db, sub, now, timeout, submitted_by)
             if created and hold_post:
                 self.hold_post(rec.id)
+            if created:
+                await self._notify(db, "request", rec.id)
         if created:
             self._emit("request", rec)
         return rec, created
 
     async def insert(
-        self, db: aiosqlite.Connection, sub: Submission, now: float, timeout: float, submitted_by: str | None = None
+        self, db: Connection, sub: Submission, now: float, timeout: float, submitted_by: str | None = None
     ) -> tuple[Record, bool]:
         """``submit``'s work inside an open transaction: (record, created); nothing emitted.
 
         The one place a key is bound to its body: a used key with another body raises
         :class:`KeyConflict` (never the stored record, which belongs to whoever used the key first)."""
+        if db.dialect.is_postgres:  # daemons submit at once: one session's submissions take turns
+            await db.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", sub.session_id)
         if sub.key is not None:
-            cur = await db.execute(
-                "SELECT * FROM requests WHERE session_id=? AND key=?", (sub.session_id, sub.key)
-            )
-            row = await cur.fetchone()
+            row = await db.fetchrow("SELECT * FROM requests WHERE session_id=$1 AND key=$2", sub.session_id, sub.key)
             if row is not None:
                 rec = row_to_record(row)
                 if (why := conflict(sub, rec)) is not None:
                     raise KeyConflict(why)
                 return rec, False
-        cur = await db.execute(
-            "INSERT INTO seq (session_id, last) VALUES (?, 1) "
-            "ON CONFLICT(session_id) DO UPDATE SET last = last + 1 RETURNING last",
-            (sub.session_id,),
-        )
-        row = await cur.fetchone()
-        assert row is not None
-        seq = int(row[0])
-        cur = await db.execute(
-            "SELECT COUNT(*) FROM requests WHERE session_id=? AND tool_call_id=?",
-            (sub.session_id, sub.tool_call_id),
-        )
-        row = await cur.fetchone()
-        revision = 1 + int(row[0] if row else 0)
+        seq = int(await db.fetchval(
+            "INSERT INTO seq (session_id, last) VALUES ($1, 1) "
+            "ON CONFLICT(session_id) DO UPDATE SET last = seq.last + 1 RETURNING last",
+            sub.session_id,
+        ))
+        revision = 1 + int(await db.fetchval(
+            "SELECT COUNT(*) FROM requests WHERE session_id=$1 AND tool_call_id=$2", sub.session_id, sub.tool_call_id
+        ) or 0)
         rid = f"{sub.session_id}:{seq}"
         await db.execute(
             "INSERT INTO requests (id, session_id, request_seq, key, label, tool_call_id, title, tool_kind,"
             " tool_name, options, raw_input, locations, content, params, digest, revision, state,"
-            " requested_at, expires_at, cwd, submitted_by) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                rid, sub.session_id, seq, sub.key, sub.label, sub.tool_call_id, sub.title, sub.tool_kind,
-                sub.tool_name, dumps(sub.options),
-                None if sub.raw_input is None else dumps(sub.raw_input),
-                dumps(sub.locations), dumps(sub.content), dumps(sub.params), sub.digest, revision,
-                PENDING, now, now + timeout, sub.cwd, submitted_by,
-            ),
+            " requested_at, expires_at, cwd, submitted_by) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,"
+            "$14,$15,$16,$17,$18,$19,$20,$21)",
+            rid, sub.session_id, seq, sub.key, sub.label, sub.tool_call_id, sub.title, sub.tool_kind,
+            sub.tool_name, dumps(sub.options),
+            None if sub.raw_input is None else dumps(sub.raw_input),
+            dumps(sub.locations), dumps(sub.content), dumps(sub.params), sub.digest, revision,
+            PENDING, float(now), float(now + timeout), sub.cwd, submitted_by,
         )
-        cur = await db.execute("SELECT * FROM requests WHERE id=?", (rid,))
-        row = await cur.fetchone()
+        row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", rid)
         assert row is not None
         return row_to_record(row), True
 
@@ -93,11 +85,11 @@ class Requests(InboxBase):
         self._post_held.discard(request_id)
 
     async def get(self, request_id: str) -> Record | None:
-        found = await self._records("SELECT * FROM requests WHERE id=?", (request_id,))
+        found = await self._records("SELECT * FROM requests WHERE id=$1", request_id)
         return found[0] if found else None
 
     async def by_prompt_event(self, event_id: str) -> Record | None:
-        found = await self._records("SELECT * FROM requests WHERE prompt_event_id=?", (event_id,))
+        found = await self._records("SELECT * FROM requests WHERE prompt_event_id=$1", event_id)
         return found[0] if found else None
 
     async def settle(
@@ -124,18 +116,18 @@ class Requests(InboxBase):
         assert state in (RESOLVED, EXPIRED, CANCELLED)
         async with self._tx() as db:
             if event_id is not None:
-                await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES (?, ?)", (event_id, now))
-            cur = await db.execute(
-                "UPDATE requests SET state=?, outcome_option_id=?, outcome_by=?, outcome_via=?,"
-                " outcome_feedback=?, decided_at=? WHERE id=? AND state=?",
-                (state, option_id, by, via, feedback, now, request_id, PENDING),
+                await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES ($1, $2)", event_id, float(now))
+            changed = await db.execute(
+                "UPDATE requests SET state=$1, outcome_option_id=$2, outcome_by=$3, outcome_via=$4,"
+                " outcome_feedback=$5, decided_at=$6 WHERE id=$7 AND state=$8",
+                state, option_id, by, via, feedback, float(now), request_id, PENDING,
             )
-            if cur.rowcount != 1:
+            if changed != 1:
                 return None
             if event_id is not None and in_view:
                 await mark_settled_at(db, event_id, request_id)
-            cur = await db.execute("SELECT * FROM requests WHERE id=?", (request_id,))
-            row = await cur.fetchone()
+            await self._notify(db, "resolved", request_id)
+            row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
             assert row is not None
             rec = row_to_record(row)
         self._emit("resolved", rec)
@@ -159,23 +151,19 @@ class Requests(InboxBase):
     async def due(self, now: float) -> list[Record]:
         """Pending records whose time is up."""
         return await self._records(
-            "SELECT * FROM requests WHERE state=? AND expires_at<=? ORDER BY expires_at", (PENDING, now)
+            "SELECT * FROM requests WHERE state=$1 AND expires_at<=$2 ORDER BY expires_at", PENDING, float(now)
         )
 
     async def next_expiry(self) -> float | None:
-        cur = await self._read_rows("SELECT MIN(expires_at) FROM requests WHERE state=?", (PENDING,))
-        row = await cur.fetchone()
-        return float(row[0]) if row and row[0] is not None else None
+        v = await self.database.fetchval("SELECT MIN(expires_at) FROM requests WHERE state=$1", PENDING)
+        return float(v) if v is not None else None
 
     async def count_pending(self) -> int:
-        cur = await self._read_rows("SELECT COUNT(*) FROM requests WHERE state=?", (PENDING,))
-        row = await cur.fetchone()
-        return int(row[0]) if row else 0
+        return int(await self.database.fetchval("SELECT COUNT(*) FROM requests WHERE state=$1", PENDING) or 0)
 
     async def resolved_counts(self) -> dict[tuple[str, str], int]:
         """(state, via) -> how many, for metrics."""
-        cur = await self._read_rows(
-            "SELECT state, outcome_via, COUNT(*) FROM requests WHERE state!=? GROUP BY state, outcome_via",
-            (PENDING,),
+        rows = await self.database.fetch(
+            "SELECT state, outcome_via, COUNT(*) FROM requests WHERE state!=$1 GROUP BY state, outcome_via", PENDING
         )
-        return {(r[0], r[1] or ""): int(r[2]) for r in await cur.fetchall()}
+        return {(r[0], r[1] or ""): int(r[2]) for r in rows}

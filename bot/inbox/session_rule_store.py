@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import aiosqlite
-
 from bot.events.timestamps import iso_ms
+from bot.inbox.db import Connection, Row
 from bot.inbox.session_rules import Scope, origin_of, subject_facts
 from bot.inbox.store import Inbox
 
@@ -44,7 +43,7 @@ class SessionRule:
         }
 
 
-def _rule(r: aiosqlite.Row) -> SessionRule:
+def _rule(r: Row) -> SessionRule:
     return SessionRule(
         id=int(r["id"]),
         scope=Scope(r["origin"], r["session_id"], r["tool"], r["subject"]),
@@ -55,12 +54,10 @@ def _rule(r: aiosqlite.Row) -> SessionRule:
     )
 
 
-async def _delete(db: aiosqlite.Connection, origin: str, session_id: str | None) -> int:
+async def _delete(db: Connection, origin: str, session_id: str | None) -> int:
     if session_id is None:
-        cur = await db.execute("DELETE FROM session_rules WHERE origin=?", (origin,))
-    else:
-        cur = await db.execute("DELETE FROM session_rules WHERE origin=? AND session_id=?", (origin, session_id))
-    return int(cur.rowcount)
+        return await db.execute("DELETE FROM session_rules WHERE origin=$1", origin)
+    return await db.execute("DELETE FROM session_rules WHERE origin=$1 AND session_id=$2", origin, session_id)
 
 
 class SessionRules:
@@ -74,15 +71,14 @@ class SessionRules:
         async with self.inbox.transaction() as db:
             await db.execute(
                 "INSERT INTO session_rules (origin, session_id, tool, subject, set_by, request_id, created_at,"
-                " used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (origin, session_id, tool, subject)"
+                " used_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT (origin, session_id, tool, subject)"
                 " DO UPDATE SET used_at=excluded.used_at",
-                (scope.origin, scope.session_id, scope.tool, scope.subject, set_by, request_id, now, now),
+                scope.origin, scope.session_id, scope.tool, scope.subject, set_by, request_id, float(now),
             )
-            cur = await db.execute(
-                "SELECT * FROM session_rules WHERE origin=? AND session_id=? AND tool=? AND subject=?",
-                (scope.origin, scope.session_id, scope.tool, scope.subject),
+            row = await db.fetchrow(
+                "SELECT * FROM session_rules WHERE origin=$1 AND session_id=$2 AND tool=$3 AND subject=$4",
+                scope.origin, scope.session_id, scope.tool, scope.subject,
             )
-            row = await cur.fetchone()
         assert row is not None
         return _rule(row)
 
@@ -90,35 +86,29 @@ class SessionRules:
         """The rule for exactly ``scope``, or None. The session is active: its rules are marked used now
         (a session's rules expire together, once it has been idle for the ttl)."""
         args = (scope.origin, scope.session_id)
-        rows = await self.inbox._read_rows(
-            "SELECT 1 FROM session_rules WHERE origin=? AND session_id=? LIMIT 1", args
-        )
-        if await rows.fetchone() is None:
+        if await self.inbox.db.fetchrow(
+            "SELECT 1 FROM session_rules WHERE origin=$1 AND session_id=$2 LIMIT 1", *args
+        ) is None:
             return None  # the common case: no write
         async with self.inbox.transaction() as db:
-            await db.execute("UPDATE session_rules SET used_at=? WHERE origin=? AND session_id=?", (now, *args))
-            cur = await db.execute(
-                "SELECT * FROM session_rules WHERE origin=? AND session_id=? AND tool=? AND subject=?",
-                (*args, scope.tool, scope.subject),
+            await db.execute("UPDATE session_rules SET used_at=$1 WHERE origin=$2 AND session_id=$3", float(now), *args)
+            row = await db.fetchrow(
+                "SELECT * FROM session_rules WHERE origin=$1 AND session_id=$2 AND tool=$3 AND subject=$4",
+                *args, scope.tool, scope.subject,
             )
-            row = await cur.fetchone()
-            await cur.close()
         return _rule(row) if row is not None else None
 
     async def list(self, session_id: str | None = None) -> list[SessionRule]:
         """Every rule (of one session id), oldest first."""
         sql, args = "SELECT * FROM session_rules", tuple[str, ...]()
         if session_id is not None:
-            sql, args = sql + " WHERE session_id=?", (session_id,)
-        rows = await self.inbox._read_rows(sql + " ORDER BY id", args)
-        return [_rule(r) for r in await rows.fetchall()]
+            sql, args = sql + " WHERE session_id=$1", (session_id,)
+        return [_rule(r) for r in await self.inbox.db.fetch(sql + " ORDER BY id", *args)]
 
     async def revoke(self, rule_id: int) -> SessionRule | None:
         """Remove one rule; the rule removed, or None when there was none by that id."""
         async with self.inbox.transaction() as db:
-            cur = await db.execute("DELETE FROM session_rules WHERE id=? RETURNING *", (rule_id,))
-            row = await cur.fetchone()
-            await cur.close()
+            row = await db.fetchrow("DELETE FROM session_rules WHERE id=$1 RETURNING *", rule_id)
         return _rule(row) if row is not None else None
 
     async def end(self, origin: str, session_id: str | None = None) -> int:
@@ -132,17 +122,15 @@ class SessionRules:
         origin = origin_of(key)
         if origin is None:
             return None
-        sql, args = "SELECT submitted_by FROM requests WHERE key=?", tuple[str, ...]((key,))
+        sql, args = "SELECT submitted_by FROM requests WHERE key=$1", tuple[str, ...]((key,))
         if session_id is not None:
-            sql, args = "SELECT submitted_by FROM requests WHERE session_id=? AND key=?", (session_id, key)
+            sql, args = "SELECT submitted_by FROM requests WHERE session_id=$1 AND key=$2", (session_id, key)
         async with self.inbox.transaction() as db:
-            cur = await db.execute(sql, args)
-            if not any(r[0] == submitted_by for r in await cur.fetchall()):
+            if not any(r[0] == submitted_by for r in await db.fetch(sql, *args)):
                 return None
             return await _delete(db, origin, session_id)
 
     async def expire(self, idle_before: float) -> int:
         """Drop rules not used since ``idle_before``; how many."""
         async with self.inbox.transaction() as db:
-            cur = await db.execute("DELETE FROM session_rules WHERE used_at < ?", (idle_before,))
-            return int(cur.rowcount)
+            return await db.execute("DELETE FROM session_rules WHERE used_at < $1", float(idle_before))

@@ -1,10 +1,10 @@
-"""The durable inbox: SQLite (WAL) through aiosqlite's API (run inline: bot/inbox/connection.py), one
-transaction per state change.
+"""The durable inbox: one :class:`bot.inbox.db.Database` (SQLite WAL, its calls inline on the loop's thread,
+or PostgreSQL), one transaction per state change.
 
 It is the only place that decides a request's state. A request leaves
-``pending`` at most once: settling is a conditional UPDATE checked by rowcount
-(``bot/inbox/requests.py``). ``Inbox`` owns the state (the connections, the write
-lock, the listeners); its parts, one job each, share it as mixins:
+``pending`` at most once: settling is a conditional UPDATE checked by the rows it
+changed (``bot/inbox/requests.py``). ``Inbox`` owns the state (the database, the
+listeners); its parts, one job each, share it as mixins:
 ``requests`` (records, settle), ``listing`` (pending, pages), ``posting``
 (prompt events, edits, seeded reactions), ``marks`` (the room timeline),
 ``handled`` (handled and parked events, key/value).
@@ -12,14 +12,12 @@ lock, the listeners); its parts, one job each, share it as mixins:
 
 from __future__ import annotations
 
-import asyncio
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
-import aiosqlite
-
 from bot.inbox.base import Listener
-from bot.inbox.connection import connect
+from bot.inbox.db import Connection, Database, create, parse
+from bot.inbox.db.sqlite import SqliteDatabase
 from bot.inbox.handled import Handled
 from bot.inbox.listing import Listing
 from bot.inbox.marks import Marks
@@ -33,48 +31,57 @@ from bot.inbox.schema import upgrade
 class Inbox(Requests, Listing, Posting, Marks, Handled):
     """Requests, their states and outcomes, seq counters, handled events, sync token."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._db = None
-        self._read = None
-        self._lock = asyncio.Lock()
+    def __init__(self, where: Path | Database) -> None:
+        """``where``: a SQLite file, or a :class:`Database` not started yet (``bot.inbox.db.create(url)``)."""
+        self.database = where if isinstance(where, Database) else create(f"sqlite:{Path(where).resolve()}")
+        self.path = getattr(self.database, "path", None)  # the SQLite file, if that is the engine
+        self._started = False
         self._listeners = []
+        self._remote = []
         self._changed = {}
         self._json = JsonKept()
         self._post_held = set()
         self.install_id = ""  # set by open: part of every txn id, so a wiped state never reuses an old one
 
+    @property
+    def where(self) -> str:
+        """The database, as it may be shown (a path, or a URL with its password masked)."""
+        return str(self.path) if self.path is not None else self.database.target.shown
+
     async def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = await connect(self.path, isolation_level=None)
-        self._db.row_factory = aiosqlite.Row
-        await self._db.execute("PRAGMA journal_mode=WAL")
-        await self._db.execute("PRAGMA synchronous=NORMAL")
-        await self._db.execute("PRAGMA busy_timeout=5000")
-        await upgrade(self._db, str(self.path))
-        await self.open_read_only()
+        await self.database.start()
+        self._started = True
+        await upgrade(self.database, self.where)
         self.install_id = await self.made_once("install_id")
 
     async def open_read_only(self) -> None:
         """Open an existing inbox to read only (doctor): no folder made, no upgrade; writes fail (no writer)."""
-        self._read = await connect(self.path.resolve().as_uri() + "?mode=ro", uri=True,
-                                             isolation_level=None)
-        self._read.row_factory = aiosqlite.Row
-        await self._read.execute("PRAGMA busy_timeout=5000")
+        if isinstance(self.database, SqliteDatabase):
+            self.database = SqliteDatabase(parse(f"sqlite:{self.database.path}"), read_only=True)
+        await self.database.start()
+        self._started = True
 
     async def close(self) -> None:
-        if self._read is not None:
-            await self._read.close()
-            self._read = None
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
+        if self._started:
+            self._started = False
+            await self.database.stop()
 
-    def listen(self, fn: Listener) -> None:
-        """Call ``fn(kind, record)`` after each committed change (kind: request/resolved)."""
+    def listen(self, fn: Listener, *, every_daemon: bool = False) -> None:
+        """Call ``fn(kind, record)`` after each committed change (kind: request/resolved/amended); with
+        ``every_daemon``, also after one another daemon on the same PostgreSQL database committed."""
         self._listeners.append(fn)
+        if every_daemon:
+            self._remote.append(fn)
 
-    def transaction(self) -> AbstractAsyncContextManager[aiosqlite.Connection]:
+    def waited(self) -> list[str]:
+        """The ids long-polls of this daemon wait on."""
+        return list(self._changed)
+
+    async def notify_change(self, db: Connection, kind: str, request_id: str) -> None:
+        """For inbox parts writing through ``transaction``: tell the other daemons once it commits."""
+        await self._notify(db, kind, request_id)
+
+    def transaction(self) -> AbstractAsyncContextManager[Connection]:
         """One write transaction (for inbox parts such as ``bot.inbox.links``); call ``emit`` after it."""
         return self._tx()
 

@@ -8,19 +8,19 @@ from 0.5 s to 30 s, with ±20 % jitter, and resets after a success.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import structlog
 
+from bot.inbox.db.errors import STORAGE_ERRORS as STATE_ERRORS
 from bot.util.backoff import Backoff
 
 log = structlog.get_logger("matrix")
 
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, aiohttp.ClientError)
-STORAGE_ERRORS: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+STORAGE_ERRORS: tuple[type[BaseException], ...] = STATE_ERRORS  # SQLite or PostgreSQL: bot.inbox.db.errors
 
 FIRST_DELAY = 0.5
 MAX_DELAY = 30.0

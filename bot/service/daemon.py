@@ -18,6 +18,7 @@ import structlog
 from bot.config import Config
 from bot.events.states import Via
 from bot.harness import Harnesses
+from bot.inbox.across import Across
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
 from bot.inbox.record import EXPIRED, Record
 from bot.inbox.session_rules import facts, scope_of
@@ -29,6 +30,7 @@ from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
 from bot.service.metrics import Metrics, export_figures
+from bot.service.state_db import new_holder, state_database
 from bot.service.webhooks import Webhooks
 from bot.util.aio import wait_any
 from bot.util.statedir import secure_state_dir
@@ -47,7 +49,8 @@ class Daemon:
         self.now = clock
         state = cfg.state_dir
         secure_state_dir(state)
-        self.inbox = Inbox(state / "inbox.sqlite3")
+        self.holder = new_holder()
+        self.inbox = Inbox(state_database(cfg, self.holder))  # SQLite under state, or [state] database
         self.matrix = Matrix(cfg.matrix, self.inbox, str(state), on_refused=self.on_refused_event)
         self.metrics = Metrics(pending=self.inbox.count_pending)
         self.notices = self.matrix.notices  # the bot's m.notice chatter (the Matrix side posts its own too)
@@ -63,8 +66,8 @@ class Daemon:
             from bot.inbox.rules import parse_rules
 
             self.rules = parse_rules(list(cfg.rules))
-        self.inbox.listen(self._on_change)
-        self.inbox.listen(self.outbox.on_change)
+        self.inbox.listen(self._on_change, every_daemon=True)
+        self.inbox.listen(self.outbox.on_change, every_daemon=True)  # PostgreSQL: another daemon's too
         self.inbox.listen(self.outbox.timings.on_change)
         self.webhooks = Webhooks(cfg.webhooks)
         self.inbox.listen(self.webhooks.on_change)
@@ -72,7 +75,8 @@ class Daemon:
         export_figures(self.metrics, self.matrix, self.webhooks)
         self.harnesses = Harnesses(cfg.harnesses, self.inbox, now=self.now, timeout=cfg.prompts.timeout,
                                    after_new=self._apply_rules)
-        self.inbox.listen(self.harnesses.on_change)
+        self.inbox.listen(self.harnesses.on_change, every_daemon=True)
+        self.across = Across(self.inbox)  # LISTEN for other daemons' changes (PostgreSQL only)
         self.ready = False
         self.ready_at = 0.0
 
@@ -210,6 +214,7 @@ class Daemon:
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:
         await self.inbox.open()  # also reads (or makes) the install id the outbox's txn ids carry
+        await self.across.start()
 
     async def connect(self) -> None:
         """Log in and join the station room; then the daemon is ready."""
@@ -232,4 +237,5 @@ class Daemon:
     async def close(self) -> None:
         await self.harnesses.close()
         await self.matrix.close()
+        await self.across.stop()
         await self.inbox.close()

@@ -46,6 +46,7 @@ class Station:
         self.state_dir = self.dir / "state"
         self.log_path = self.dir / "daemon.log"
         self.extra_config = ""
+        self.env: dict[str, str] = {}  # the daemon's environment on top of ours (PERMISSION_BOT_DATABASE_URL)
         self.prompts: dict[str, Any] = {"timeout": "10m", "on_timeout": "reject"}
 
     async def setup(self) -> None:
@@ -130,6 +131,7 @@ level = "debug"
         out = open(self.log_path, "ab")
         self.daemon = subprocess.Popen(
             [self.exe, "run", "--config", str(self.config_path)],
+            env={**os.environ, **self.env} if self.env else None,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.config import Config
+from bot.inbox.db import DatabaseError
 from bot.inbox.store import Inbox
 from bot.matrix.client import CRYPTO_KEY, SESSION_KEY
 from bot.matrix.identities import PIN_KEY
@@ -40,7 +41,7 @@ async def _read(cfg: Config) -> Saved:
         session = _json(await inbox.get_kv(SESSION_KEY))
         crypto = _json(await inbox.get_kv(CRYPTO_KEY))
         pinned = await inbox.kv_with_prefix(PIN_KEY)
-    except sqlite3.Error:
+    except (sqlite3.Error, DatabaseError):
         return Saved()
     finally:
         await inbox.close()

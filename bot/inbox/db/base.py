@@ -9,6 +9,7 @@ its own transaction), and ``transaction()``, one write transaction on one connec
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -74,7 +75,8 @@ class Database(ABC):
 
     def __init__(self, target: Target) -> None:
         self.target = target
-        self._current: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
+        # (owning task, its open transaction): a task spawned inside inherits the variable but not the transaction
+        self._current: contextvars.ContextVar[tuple[object, Connection] | None] = contextvars.ContextVar(
             f"db_txn_{id(self)}", default=None
         )
         self._fixed_reader: Connection | None = None  # SQLite: its one read connection, used without a wrapper
@@ -98,23 +100,28 @@ class Database(ABC):
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:
         """One write transaction; inside one already (this task), the same one."""
-        current = self._current.get()
+        current = self._own()
         if current is not None:
             yield current
             return
         async with self._begin() as conn:
-            token = self._current.set(conn)
+            token = self._current.set((asyncio.current_task(), conn))
             try:
                 yield conn
             finally:
                 self._current.reset(token)
+
+    def _own(self) -> Connection | None:
+        """The transaction this task has open, if any."""
+        current = self._current.get()
+        return current[1] if current is not None and current[0] is asyncio.current_task() else None
 
     async def execute(self, sql: str, *args: Any) -> int:
         async with self.transaction() as conn:
             return await conn.execute(sql, *args)
 
     async def fetch(self, sql: str, *args: Any) -> Sequence[Row]:
-        conn = self._current.get() or self._fixed_reader  # the hot path: no context manager to enter
+        conn = self._own() or self._fixed_reader  # the hot path: no context manager to enter
         if conn is not None:
             return await conn.fetch(sql, *args)
         async with self._reader() as conn:

@@ -46,22 +46,24 @@ class SqliteDatabase(Database):
 
     dialect = SQLITE
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, *, read_only: bool = False) -> None:
         super().__init__(target)
         assert target.path is not None
         self.path = target.path
+        self.read_only = read_only  # the reader only (doctor): no folder made, every write refused
         self._lock = asyncio.Lock()
         self._writer: SqliteConnection | None = None
         self._read: SqliteConnection | None = None
 
     async def start(self) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            raw = await connect(self.path, isolation_level=None)
-            raw.row_factory = sqlite3.Row
-            for pragma in PRAGMAS:
-                await raw.execute(pragma)
-            self._writer = SqliteConnection(raw)
+            if not self.read_only:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                raw = await connect(self.path, isolation_level=None)
+                raw.row_factory = sqlite3.Row
+                for pragma in PRAGMAS:
+                    await raw.execute(pragma)
+                self._writer = SqliteConnection(raw)
             reader = await connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, isolation_level=None)
             reader.row_factory = sqlite3.Row
             await reader.execute("PRAGMA busy_timeout=5000")
@@ -79,7 +81,7 @@ class SqliteDatabase(Database):
     @property
     def writer(self) -> SqliteConnection:
         if self._writer is None:
-            raise DatabaseError(f"{self.path}: the database is not open")
+            raise DatabaseError(f"{self.path}: the database is not open" + (" to write" if self.read_only else ""))
         return self._writer
 
     @asynccontextmanager

@@ -1,0 +1,78 @@
+"""The inbox on one PostgreSQL database shared by several daemons: a key binds once, a request settles once,
+and each submission of a session gets its own number."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bot.events.states import Via
+from bot.inbox.across import Across
+from bot.inbox.db import create
+from bot.inbox.store import Inbox
+from bot.inbox.submission import parse_submission
+from tests.support.station import request_body
+
+
+@pytest.fixture
+async def two(pg_url: str) -> AsyncIterator[tuple[Inbox, Inbox]]:
+    a, b = Inbox(create(pg_url, holder="a")), Inbox(create(pg_url, holder="b"))
+    await asyncio.gather(a.open(), b.open())  # both upgrade at once: each step runs once
+    yield a, b
+    await a.close()
+    await b.close()
+
+
+async def test_the_same_key_from_two_daemons_at_once_is_one_request(two: tuple[Inbox, Inbox]) -> None:
+    a, b = two
+    body = {**request_body("s"), "key": "k1"}
+    got = await asyncio.gather(*(ib.submit(parse_submission(body), 1.0, 60) for ib in (a, b, a, b)))
+    assert {rec.id for rec, _ in got} == {"s:1"} and sum(created for _, created in got) == 1
+
+
+async def test_submissions_of_one_session_on_two_daemons_number_in_turn(two: tuple[Inbox, Inbox]) -> None:
+    a, b = two
+    subs = [parse_submission(request_body("s", tool_call_id="c")) for _ in range(20)]
+    got = await asyncio.gather(*(ib.submit(sub, 1.0, 60) for ib, sub in zip([a, b] * 10, subs, strict=True)))
+    assert sorted(rec.request_seq for rec, _ in got) == list(range(1, 21))
+    assert sorted(rec.revision for rec, _ in got) == list(range(1, 21))
+
+
+async def test_a_request_settles_once_whichever_daemon_answers(two: tuple[Inbox, Inbox]) -> None:
+    a, b = two
+    rec, _ = await a.submit(parse_submission(request_body("s")), 1.0, 60)
+    got = await asyncio.gather(*(
+        ib.settle(rec.id, option_id="allow_once", by=f"@{i}:x", via=Via.MATRIX, feedback=None, now=2.0)
+        for i, ib in enumerate([a, b] * 5)
+    ))
+    assert len([r for r in got if r is not None]) == 1
+    after = await b.get(rec.id)
+    assert after is not None and after.state == "resolved" and after.outcome is not None
+    assert after.outcome.decided_at == 2.0 and after.requested_at == 1.0 and after.expires_at == 61.0
+
+
+async def test_a_settlement_on_one_daemon_answers_a_long_poll_on_another(two: tuple[Inbox, Inbox]) -> None:
+    a, b = two
+    heard: list[tuple[str, str]] = []
+    a.listen(lambda kind, rec: heard.append((kind, rec.id)), every_daemon=True)
+    across = Across(a)
+    await across.start()
+    try:
+        rec, _ = await b.submit(parse_submission(request_body("s")), 1.0, 60)
+        waiting = asyncio.create_task(a.wait_settled(rec.id, 30))
+        await asyncio.sleep(0.2)  # the long-poll is waiting (its record read pending)
+        assert not waiting.done()
+        await b.settle(rec.id, option_id="allow_once", by="@x:y", via=Via.MATRIX, feedback=None, now=2.0)
+        got = await asyncio.wait_for(waiting, 10)  # woken by the NOTIFY, long before its 30 s
+        assert got is not None and got.state == "resolved"
+        own, _ = await a.submit(parse_submission(request_body("t")), 3.0, 60)  # told here at once, not twice
+        await b.settle(own.id, option_id=None, by="@x:y", via=Via.MATRIX, feedback=None, now=4.0)
+        for _ in range(100):
+            if ("resolved", own.id) in heard:
+                break
+            await asyncio.sleep(0.05)
+        assert heard == [("request", rec.id), ("resolved", rec.id), ("request", own.id), ("resolved", own.id)]
+    finally:
+        await across.stop()
