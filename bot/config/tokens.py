@@ -28,6 +28,7 @@ class ApiTokenConfig(BaseModel):
     role: Literal["agent", "decider"]
     secret: str | None = Field(default=None, repr=False)
     secret_env: str | None = None
+    rooms: list[str] | None = None  # a decider's rooms ([[rooms]] names, "default"); None: every room
 
     @field_validator("name")
     @classmethod
@@ -47,6 +48,8 @@ class ApiTokenConfig(BaseModel):
     def _has_secret(self) -> ApiTokenConfig:
         if self.secret is None:
             raise ValueError("secret or secret_env = \"VAR\" is required")
+        if self.rooms is not None and self.role != "decider":
+            raise ValueError("rooms: only a decider token has rooms (an agent token's room: the [[rooms]] listing it)")
         return self
 
 

@@ -65,6 +65,7 @@ def row_to_record(r: aiosqlite.Row) -> Record:
         outcome=outcome,
         cwd=r["cwd"],
         submitted_by=r["submitted_by"],
+        room=r["room"],
     )
 
 

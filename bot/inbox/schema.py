@@ -150,6 +150,15 @@ async def _v9_unedited_index(db: aiosqlite.Connection) -> None:
     )
 
 
+async def _v10_rooms(db: aiosqlite.Connection) -> None:
+    # Many station rooms ([[rooms]]): each request belongs to one, and each room has its own timeline
+    # (plain answers bind within their room). Everything before belongs to the default room.
+    for table in ("requests", "timeline"):
+        if "room" not in await _columns(db, table):
+            await db.execute(f"ALTER TABLE {table} ADD COLUMN room TEXT NOT NULL DEFAULT 'default'")
+    await db.execute("CREATE INDEX IF NOT EXISTS timeline_room ON timeline (room, kind, pos)")
+
+
 STEPS: list[Step] = [
     _v1_first_release,
     _v2_posted_at_and_parking,
@@ -160,6 +169,7 @@ STEPS: list[Step] = [
     _v7_session_rules,
     _v8_post_skipped,
     _v9_unedited_index,
+    _v10_rooms,
 ]
 LATEST = len(STEPS)
 
