@@ -243,7 +243,8 @@ class Daemon:
         return [
             asyncio.create_task(self.matrix.sync_forever(handler_for("default"), self.stop, handler_for), name="sync"),
             *self.outbox.tasks(),
-            asyncio.create_task(self.notices.run(self.stop), name="notices"),
+            *(asyncio.create_task(r.notices.run(self.stop), name=f"notices:{name}")
+              for name, r in self.matrix.rooms.items()),
             *self.harnesses.tasks(self.stop),
         ]
 
