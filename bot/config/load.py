@@ -55,6 +55,9 @@ class Config(Section):
         check_rooms(self.rooms, self.matrix.room, roles, {h.name for h in self.harnesses})
         names = {DEFAULT_ROOM, *(r.name for r in self.rooms)}
         for i, t in enumerate(self.api.tokens):
+            if t.rooms is not None and t.role != "decider":
+                raise ValueError(f"api.tokens.{i}.rooms: only a decider token has rooms (an agent token's room: "
+                                 "the [[rooms]] entry that lists it in tokens)")
             for n in t.rooms or []:
                 if n not in names:
                     raise ValueError(f'api.tokens.{i}.rooms: "{n}" is not a room (names: {", ".join(sorted(names))})')

@@ -48,8 +48,6 @@ class ApiTokenConfig(BaseModel):
     def _has_secret(self) -> ApiTokenConfig:
         if self.secret is None:
             raise ValueError("secret or secret_env = \"VAR\" is required")
-        if self.rooms is not None and self.role != "decider":
-            raise ValueError("rooms: only a decider token has rooms (an agent token's room: the [[rooms]] listing it)")
         return self
 
 
