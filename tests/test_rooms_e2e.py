@@ -7,7 +7,9 @@ member there, no answerer). Every cross-room attempt is an attack that must sett
 
 from __future__ import annotations
 
+import asyncio
 import json
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -159,3 +161,19 @@ async def test_a_restart_keeps_each_records_room(rooms: RoomsStation, sid: str) 
     by_name = {r["name"]: r for r in health["rooms"]}
     assert by_name["infra"]["joined"] and by_name["default"]["joined"], health
     assert by_name["infra"]["answerers_present"] and not by_name["infra"]["encrypted"]
+
+
+async def test_doctor_and_metrics_report_each_room(rooms: RoomsStation) -> None:
+    out = await asyncio.to_thread(rooms.cli, "doctor", "--config", str(rooms.config_path))
+    lines = out.stdout.splitlines()
+    assert any(x.startswith("ok   [infra] room:") and "is joined to" in x for x in lines), out.stdout
+    assert any(x.startswith(f"ok   [infra] answerers: {rooms.dave.user_id} exists, has joined") for x in lines)
+    code, text = await asyncio.to_thread(_get_text, rooms.api_url + "/metrics")
+    assert code == 200
+    assert 'permission_bot_room_joined{room="infra"} 1.0' in text
+    assert 'permission_bot_room_answerers_present{room="default"} 1.0' in text
+
+
+def _get_text(url: str) -> tuple[int, str]:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return r.status, r.read().decode()

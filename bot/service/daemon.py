@@ -31,7 +31,7 @@ from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
 from bot.service.metrics import Metrics, export_figures
-from bot.service.rooms import Rooms
+from bot.service.rooms import RoomFigures, Rooms
 from bot.service.webhooks import Webhooks
 from bot.util.aio import wait_any
 from bot.util.statedir import secure_state_dir
@@ -62,6 +62,7 @@ class Daemon:
         self.rooms = Rooms(cfg, self.inbox, self.matrix, self.now, self.outbox.wake_post.set,
                            self.outbox.wake_settle.set)  # each station room's answers (bot/service/rooms.py)
         self.room_answers: RoomAnswers = self.rooms.answers["default"]
+        self.metrics.registry.register(RoomFigures(self.rooms))
         self.session_rules = self.room_answers.session_rules
         self.rules: list[Any] = []
         if cfg.rules:

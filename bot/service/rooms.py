@@ -7,8 +7,11 @@ room. Each room's events go to its own answer handling, which settles only that 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from bot.config import DEFAULT_ROOM, Config
 from bot.inbox.store import Inbox
@@ -69,3 +72,27 @@ class Rooms:
                 "answerers_present": present,
             })
         return out
+
+
+ROOM_FIGURES = {
+    "joined": "Whether the bot is in the station room.",
+    "encrypted": "Whether the station room is encrypted.",
+    "can_post": "Whether the bot's power level lets it post prompts there.",
+    "answerers_present": "Whether anyone who may answer is a member of the station room.",
+}
+
+
+class RoomFigures(Collector):
+    """``/metrics`` per room, read when scraped: ``permission_bot_room_joined{room}``, ``..._encrypted``,
+    ``..._can_post``, ``..._answerers_present`` (1 or 0)."""
+
+    def __init__(self, rooms: Rooms) -> None:
+        self.rooms = rooms
+
+    def collect(self) -> Iterable[Metric]:
+        health = self.rooms.health()
+        for key, doc in ROOM_FIGURES.items():
+            family = GaugeMetricFamily(f"permission_bot_room_{key}", doc, labels=["room"])
+            for r in health:
+                family.add_metric([r["name"]], 1.0 if r[key] else 0.0)
+            yield family
