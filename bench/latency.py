@@ -391,11 +391,15 @@ async def main() -> int:
                           "all_syncing": a.all_syncing}))
         return 0
     finally:
-        for p in peers:
-            await p.close()
-        await st.teardown()
-        hs.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        await _clean_up(peers, st, hs, work)
+
+
+async def _clean_up(peers: list[Peer], st: Station, hs: Homeserver, work: Path) -> None:
+    for p in peers:
+        await p.close()
+    await st.teardown()
+    hs.stop()
+    shutil.rmtree(work, ignore_errors=True)
 
 
 async def many_rooms(n: int, rounds: int, blocks: int) -> int:
@@ -416,11 +420,7 @@ async def many_rooms(n: int, rounds: int, blocks: int) -> int:
         print(json.dumps({"rooms": n, **report(one, many, pct, n)}))
         return 0
     finally:
-        for p in peers:
-            await p.close()
-        await st.teardown()
-        hs.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        await _clean_up(peers, st, hs, work)
 
 
 if __name__ == "__main__":

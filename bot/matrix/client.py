@@ -199,11 +199,18 @@ class Matrix:
         self, content: dict[str, Any], txn: str, event_type: str = "m.room.message", *, room: str = "default"
     ) -> str:
         """Send into the station room named ``room`` with ``txn``; returns the event id or raises SendFailed."""
-        return await self.rooms[room].send(content, txn, event_type)
+        return await self._room(room).send(content, txn, event_type)
 
     async def redact(self, event_id: str, txn: str, reason: str | None = None, *, room: str = "default") -> None:
         """Redact one of the bot's own events in the station room ``room`` (redactions are never encrypted)."""
-        await self.rooms[room].redact(event_id, txn, reason)
+        await self._room(room).redact(event_id, txn, reason)
+
+    def _room(self, name: str) -> StationRoom:
+        """The station room ``name``; SendFailed when the config no longer has it (a record kept from before)."""
+        found = self.rooms.get(name)
+        if found is None:
+            raise SendFailed(f"room {name!r} is not in the config ([[rooms]]): nothing is sent there")
+        return found
 
     async def close(self) -> None:
         await key_upload.finish()
