@@ -1,6 +1,11 @@
 """Latency: what the bot adds to the homeserver's own two hops.
 
     .venv/bin/python bench/latency.py [--rounds 90] [--blocks 3] [--plain] [--like-element] [--all-syncing]
+    .venv/bin/python bench/latency.py --rooms 5 [--rounds 90] [--blocks 3]
+
+``--rooms N``: one bot serving N station rooms; requests over the HTTP API, spread round-robin over the N
+rooms, against the same requests all in one room, in alternating blocks of the same run; prints both and
+their ratios (median, p90). See bench/rooms.py.
 
 Real Synapse on loopback. Baseline: two plain matrix-nio clients play ping-pong
 (A sends, B sees it by sync and replies, A sees the reply). Product, the
@@ -316,7 +321,11 @@ async def main() -> int:
                     help="keep every client syncing in both phases (the baseline's pair parses the prompts too)")
     ap.add_argument("--like-element", action="store_true",
                     help="the answerer sends a read receipt and a typing notice before each answer, as Element does")
+    ap.add_argument("--rooms", type=int, default=1, help="N station rooms: requests spread over them, compared "
+                    "with the same requests in one room (ratios of median and p90)")
     a = ap.parse_args()
+    if a.rooms > 1:
+        return await many_rooms(a.rooms, a.rounds, a.blocks)
     work = Path(tempfile.mkdtemp(prefix="pb-latency-"))
     hs = Homeserver(work / "synapse")
     hs.start()
@@ -382,11 +391,36 @@ async def main() -> int:
                           "all_syncing": a.all_syncing}))
         return 0
     finally:
+        await _clean_up(peers, st, hs, work)
+
+
+async def _clean_up(peers: list[Peer], st: Station, hs: Homeserver, work: Path) -> None:
+    for p in peers:
+        await p.close()
+    await st.teardown()
+    hs.stop()
+    shutil.rmtree(work, ignore_errors=True)
+
+
+async def many_rooms(n: int, rounds: int, blocks: int) -> int:
+    """``--rooms N`` (bench/rooms.py): N rooms against one room, in the same run."""
+    from bench.rooms import ManyRooms, compare, report
+
+    work = Path(tempfile.mkdtemp(prefix="pb-latency-rooms-"))
+    hs = Homeserver(work / "synapse")
+    hs.start()
+    st = ManyRooms(hs, work / "station", n)
+    peers: list[Peer] = []
+    try:
+        await st.setup()
+        peers = [Peer(hs.url, st.alice.user_id, st.alice.token, rid) for rid in st.room_ids]
         for p in peers:
-            await p.close()
-        await st.teardown()
-        hs.stop()
-        shutil.rmtree(work, ignore_errors=True)
+            await p.start()
+        one, many = await compare(st, peers, rounds, blocks)
+        print(json.dumps({"rooms": n, **report(one, many, pct, n)}))
+        return 0
+    finally:
+        await _clean_up(peers, st, hs, work)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Scale: 10,000 requests across 1,000 sessions, submitted concurrently, all answered from the room.
 
-    .venv/bin/python bench/scale.py [--requests 10000] [--sessions 1000]
+    .venv/bin/python bench/scale.py [--requests 10000] [--sessions 1000] [--rooms 10]
 
 Real Synapse on loopback. Baseline, in the same run: a plain matrix-nio client
 sending prompt-sized messages to the same server with the same concurrency the
@@ -13,7 +13,9 @@ process used, so a slow phase says whose work it was.
 
 Answering: a few people (--answerers, default 4 replies in flight) reply `1` to
 every prompt as fast as the homeserver takes their messages, each reply costing
-the homeserver two events (the reply and the bot's settled edit). With 16 in
+the homeserver two events (the reply and the bot's settled edit). ``--rooms N``: one bot serving N
+station rooms (bench/rooms.py), request i submitted with room i mod N's agent token and answered in that
+room; lost and doubled are counted over every room (compare the peak RSS with a run without --rooms). With 16 in
 flight (earlier runs) the room's DAG forks into thousands of forward
 extremities on Synapse, and every event persisted checks all of them: the run
 then measures that, not the bot.
@@ -174,13 +176,16 @@ async def main() -> int:
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--baseline", type=int, default=0, help="plain nio sends in all (default: --requests)")
     ap.add_argument("--answerers", type=int, default=4, help="replies in flight at once (default 4)")
+    ap.add_argument("--rooms", type=int, default=1, help="station rooms the requests are spread over (default 1)")
     a = ap.parse_args()
     n, sessions = a.requests, a.sessions
     nb = a.baseline or n
     work = Path(tempfile.mkdtemp(prefix="pb-scale-"))
     hs = Homeserver(work / "synapse")
     hs.start()
-    st = Station(hs, work / "station")
+    from bench.rooms import ManyRooms, room_token
+
+    st = ManyRooms(hs, work / "station", a.rooms)
     st.prompts["timeout"] = "6h"  # no request may expire while the bench runs
     try:
         await st.setup()
@@ -198,7 +203,8 @@ async def main() -> int:
             async def submit(i: int) -> None:
                 body = request_body(f"scale{i % sessions}", key=f"k{i}", tool_call_id=f"call{i}",
                                     command=f"echo {i}")
-                async with sem, http.post(st.api_url + "/permissions", json=body) as r:
+                auth = {"Authorization": f"Bearer {room_token(i % a.rooms)[1]}"} if a.rooms > 1 else None
+                async with sem, http.post(st.api_url + "/permissions", json=body, headers=auth) as r:
                     assert r.status == 201, await r.text()
                     ids.append((await r.json())["id"])
 
@@ -224,21 +230,26 @@ async def main() -> int:
             # Answer every prompt from the room by a reply, concurrently.
             asem = asyncio.Semaphore(a.answerers)
 
-            async def answer(pid: str) -> None:
-                async with asem:
-                    await st.alice.text("1", reply_to=pid)
+            room_index = {"default": 0, **{f"room{k}": k for k in range(1, a.rooms)}}
 
-            prompts: dict[str, str] = {}
+            async def answer(pid: str, room: str) -> None:
+                c = {"msgtype": "m.text", "body": "1", "m.relates_to": {"m.in_reply_to": {"event_id": pid}}}
+                async with asem:
+                    r = await st.alice.client.room_send(st.room_ids[room_index[room]], "m.room.message", c)
+                    assert hasattr(r, "event_id"), r
+
+            prompts: dict[str, tuple[str, str]] = {}
 
             async def prompt_of(rid: str) -> None:
                 async with sem, http.get(f"{st.api_url}/permissions/{rid}") as r:
-                    prompts[rid] = (await r.json())["prompt_event_id"]
+                    got = await r.json()
+                    prompts[rid] = (got["prompt_event_id"], got.get("room", "default"))
 
             await asyncio.gather(*(prompt_of(rid) for rid in ids))
             phases.end("prompt ids fetched")
             t1 = time.perf_counter()
             progress = asyncio.create_task(report_progress(http, st.api_url, t1))
-            await asyncio.gather(*(answer(pid) for pid in prompts.values()))
+            await asyncio.gather(*(answer(pid, room) for pid, room in prompts.values()))
             progress.cancel()
 
             async def outcome(rid: str) -> dict[str, Any]:
@@ -263,7 +274,7 @@ async def main() -> int:
         base_s += await baseline(hs, st.room_id, st.carol.token, st.carol.user_id, nb - nb // 2, "b")
         phases.end(f"baseline, {nb - nb // 2} sends")
         print(f"baseline: plain nio, {nb} sends x{SEND_CONCURRENCY}: {base_s:.2f}s = {nb / base_s:.1f} msg/s")
-        events = await room_events(st.alice.client, st.room_id)
+        events = [e for rid in st.room_ids for e in await room_events(st.alice.client, rid)]
         posted = Counter(content(e).get("request_id") for e in events if st.is_prompt(e))
         edits = Counter(rel(e).get("event_id") for e in events
                         if e.get("sender") == st.bot_id and rel(e).get("rel_type") == "m.replace")
@@ -281,7 +292,8 @@ async def main() -> int:
         print(f"lost: {lost}  doubled: {doubled}  (both must be 0)")
         print(f"posting throughput ratio product/baseline: {ratio:.2f} (target >= 0.9)")
         print(f"daemon peak RSS: {rss:.1f} MB (target < 150 MB)")
-        print(json.dumps({"requests": n, "sessions": sessions, "baseline_msgs_per_s": round(nb / base_s, 1),
+        print(json.dumps({"requests": n, "sessions": sessions, "rooms": a.rooms,
+                          "baseline_msgs_per_s": round(nb / base_s, 1),
                           "prompts_per_s": round(n / post_s, 1), "ratio": round(ratio, 2), "lost": lost,
                           "doubled": doubled, "peak_rss_mb": round(rss, 1)}))
         return 0 if lost == 0 and doubled == 0 else 1

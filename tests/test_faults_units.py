@@ -99,7 +99,7 @@ class FlakyDisk:
 
 def _syncer(kv: FlakyDisk) -> Syncer:
     st = SimpleNamespace(kv=kv)
-    return Syncer(cast(Any, st), cast(Any, None), cast(Any, None), cast(Any, None), cast(Any, None))
+    return Syncer(cast(Any, st), [])
 
 
 async def test_sync_token_save_is_retried_through_a_failing_disk(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -384,3 +384,21 @@ async def test_an_event_from_the_harness_polls_it_at_once(tmp_path: Path, fake: 
     await asyncio.gather(*tasks)
     await hs.close()
     await ib.close()
+
+
+async def test_a_watched_harness_posts_to_its_room_and_a_new_revision_stays_there(
+    tmp_path: Path, fake: FakeHarness, client: Client
+) -> None:
+    """[[rooms]] harnesses = ["laptop"]: its requests are that room's, whatever the harness's record says."""
+    ib = await _inbox(tmp_path)
+    pid = fake.hold(raw_input={"command": "ls"})
+    fake.held[pid]["room"] = "default"  # the harness's own words choose nothing
+    w = _watcher(ib, fake, room="infra")
+    await w.step(client)
+    (first,) = await ib.pending(room="infra")
+    assert first.room == "infra" and await ib.pending(room="default") == []
+    fake.held[pid]["rawInput"] = {"command": "ls -la"}
+    await w.step(client)
+    (again,) = await ib.pending()
+    assert again.revision == 2 and again.room == "infra"
+    await ib.close()

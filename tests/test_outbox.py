@@ -221,7 +221,7 @@ async def test_sends_in_flight_never_exceed_the_send_concurrency(rig: Any) -> No
     flying, most = 0, 0
     real = matrix.send
 
-    async def counted(content: dict[str, Any], txn: str, event_type: str = "m.room.message") -> str:
+    async def counted(content: dict[str, Any], txn: str, event_type: str = "m.room.message", **kw: Any) -> str:
         nonlocal flying, most
         flying += 1
         most = max(most, flying)

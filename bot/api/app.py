@@ -85,17 +85,18 @@ async def list_pending(request: web.Request) -> web.Response:
     if isinstance(denied := caller(request, "read"), web.Response):
         return denied
     session = request.query.get("session") or None
+    room = request.query.get("room") or None  # a room's name: only its requests
     inbox = request.app[DAEMON].inbox
     limit_s, cursor = request.query.get("limit"), request.query.get("cursor")
     if limit_s is None and cursor is None:  # the unpaged list, as before pagination
-        body, _ = await inbox.pending_json(session=session)
+        body, _ = await inbox.pending_json(session=session, room=room)
         return web.Response(body=body, content_type="application/json")
     try:
         limit = pages.parse_limit(limit_s) if limit_s is not None else pages.DEFAULT_LIMIT
         after = pages.decode(cursor) if cursor else None
     except ValueError as e:
         return error(422, "invalid_request", str(e))
-    body, nxt = await inbox.pending_json(limit, after, session)
+    body, nxt = await inbox.pending_json(limit, after, session, room)
     resp = web.Response(body=body, content_type="application/json")
     if nxt is not None:
         url = request.rel_url.update_query(limit=str(limit), cursor=pages.encode(nxt))
@@ -190,7 +191,8 @@ async def decide(request: web.Request) -> web.Response:
         return refuse(denied)
     try:
         rec = await request.app[DAEMON].decide(
-            rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=who.answered_by, via=via
+            rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=who.answered_by, via=via,
+            rooms=who.rooms,  # a decider limited to some rooms: any other room's request is unknown to it
         )
     except NotFound:
         return error(404, "not_found", f"no pending request {rid!r} (unknown or already resolved)")

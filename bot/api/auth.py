@@ -27,6 +27,7 @@ class Caller:
 
     name: str
     roles: frozenset[str]
+    rooms: frozenset[str] | None = None  # a decider's rooms ([[api.tokens]] rooms); None: every room
 
     @property
     def answered_by(self) -> str:
@@ -56,7 +57,10 @@ class Tokens:
 
     @classmethod
     def from_config(cls, api: ApiConfig) -> Tokens:
-        entries = [(Caller(t.name, frozenset({t.role})), t.secret) for t in api.tokens if t.secret]
+        entries = [
+            (Caller(t.name, frozenset({t.role}), None if t.rooms is None else frozenset(t.rooms)), t.secret)
+            for t in api.tokens if t.secret
+        ]
         if api.token:
             entries.append((Caller(LEGACY_NAME, frozenset({AGENT, DECIDER})), api.token))
         return cls(entries)

@@ -47,11 +47,11 @@ def withdrawn_by(cli: str) -> str:
     return f"{cli} hook"
 
 
-async def _twin(daemon: Daemon, inp: HookInput) -> Record | None:
-    """A pending request of the same session and tool input that came by another door."""
+async def _twin(daemon: Daemon, inp: HookInput, room: str = "default") -> Record | None:
+    """A pending request of the same session and tool input that came by another door (into the same room)."""
     if inp.hook_event_name != "PermissionRequest":
         return None
-    for rec in await daemon.inbox.pending(inp.session_id):
+    for rec in await daemon.inbox.pending(inp.session_id, room=room):
         if (
             rec.session_id == inp.session_id
             and not (rec.key or "").startswith(KEY_PREFIX)
@@ -81,7 +81,8 @@ async def hold(
     inbox refuses. ``gone()`` says whether the hook stopped waiting.
     """
     inp = parse_hook_input(cli, data)
-    if (twin := await _twin(daemon, inp)) is not None:
+    room = daemon.rooms.room_of_token(submitted_by)
+    if (twin := await _twin(daemon, inp, room)) is not None:
         log.info("hook_defers_to_other_door", request_id=twin.id, session_id=inp.session_id)
         return None, None
     body = build_submission(cli, inp, key=KEY_PREFIX + secrets.token_hex(16))
@@ -91,7 +92,7 @@ async def hold(
             if gone():
                 await _withdraw(daemon, rec, withdrawn_by(cli), GONE)
                 return None, None
-            if await _twin(daemon, inp) is not None:
+            if await _twin(daemon, inp, room) is not None:
                 await _withdraw(daemon, rec, withdrawn_by(cli), TWIN)
                 return None, None
             rec = await daemon.inbox.wait_settled(rec.id, TICK) or rec

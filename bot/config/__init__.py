@@ -6,7 +6,8 @@ never a value (it may be a secret).
 Parts: base.py (ConfigError, the section base, duration and URL field types), matrix.py ([matrix]
 with trust and pinned devices, [answerers]), api.py ([api]), tokens.py ([[api.tokens]] and their
 secrets from the environment), service.py ([state], [prompts], [log], [[webhooks]]), harnesses.py
-([[harnesses]]), env.py (secrets from the environment), messages.py (a validation error as one line),
+([[harnesses]]), rooms.py ([[rooms]]: more station rooms, checked across tables), env.py (secrets from the
+environment), messages.py (a validation error as one line),
 load.py (the whole Config, parse_config, load_config; [[rules]] are checked by bot.inbox.rules).
 """
 
@@ -18,10 +19,12 @@ from bot.config.env import ENV_ACCESS_TOKEN, ENV_API_TOKEN, ENV_PASSWORD, ENV_RE
 from bot.config.harnesses import HarnessConfig
 from bot.config.load import Config, load_config, parse_config
 from bot.config.matrix import AnswerersConfig, MatrixConfig, VerifiedDevice
+from bot.config.rooms import DEFAULT_ROOM, RoomConfig
 from bot.config.service import LogConfig, PromptsConfig, StateConfig, WebhookConfig
 from bot.config.tokens import ApiTokenConfig
 
 __all__ = [
+    "DEFAULT_ROOM",
     "ENV_ACCESS_TOKEN",
     "ENV_API_TOKEN",
     "ENV_PASSWORD",
@@ -35,6 +38,7 @@ __all__ = [
     "LogConfig",
     "MatrixConfig",
     "PromptsConfig",
+    "RoomConfig",
     "StateConfig",
     "VerifiedDevice",
     "WebhookConfig",

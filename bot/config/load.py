@@ -15,6 +15,7 @@ from bot.config.env import ENV_ACCESS_TOKEN, ENV_PASSWORD, with_env
 from bot.config.harnesses import HarnessConfig
 from bot.config.matrix import AnswerersConfig, MatrixConfig
 from bot.config.messages import one_line
+from bot.config.rooms import DEFAULT_ROOM, RoomConfig, check_rooms
 from bot.config.service import LogConfig, PromptsConfig, StateConfig, WebhookConfig
 
 
@@ -30,6 +31,7 @@ class Config(Section):
     rules: list[dict[str, Any]] = Field(default_factory=list)
     webhooks: list[WebhookConfig] = Field(default_factory=list)
     harnesses: list[HarnessConfig] = Field(default_factory=list)
+    rooms: list[RoomConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _credentials(self) -> Config:
@@ -46,6 +48,37 @@ class Config(Section):
             if n in names[:i]:
                 raise ValueError(f"harnesses.{i}.name: {n!r} is used twice")
         return self
+
+    @model_validator(mode="after")
+    def _rooms(self) -> Config:
+        roles = {t.name: t.role for t in self.api.tokens}
+        check_rooms(self.rooms, self.matrix.room, roles, {h.name for h in self.harnesses})
+        names = {DEFAULT_ROOM, *(r.name for r in self.rooms)}
+        for i, t in enumerate(self.api.tokens):
+            if t.rooms is not None and t.role != "decider":
+                raise ValueError(f"api.tokens.{i}.rooms: only a decider token has rooms (an agent token's room: "
+                                 "the [[rooms]] entry that lists it in tokens)")
+            for n in t.rooms or []:
+                if n not in names:
+                    raise ValueError(f'api.tokens.{i}.rooms: "{n}" is not a room (names: {", ".join(sorted(names))})')
+        return self
+
+    @property
+    def room_names(self) -> list[str]:
+        """Every station room's name, the default room first."""
+        return [DEFAULT_ROOM, *(r.name for r in self.rooms)]
+
+    def room_of_token(self, token_name: str | None) -> str:
+        """The room an agent token's requests go to (the default room unless a [[rooms]] lists it)."""
+        return next((r.name for r in self.rooms if token_name in r.tokens), DEFAULT_ROOM)
+
+    def room_of_harness(self, harness: str) -> str:
+        """The room a watched harness's requests go to."""
+        return next((r.name for r in self.rooms if harness in r.harnesses), DEFAULT_ROOM)
+
+    def answerers_of(self, room: str) -> AnswerersConfig:
+        """A room's answerers (``default``: [answerers])."""
+        return next((r.answerers for r in self.rooms if r.name == room), self.answerers)
 
     @property
     def state_dir(self) -> Path:

@@ -9,6 +9,13 @@ from pydantic import Field, ValidationInfo, field_validator
 from bot.config.base import HttpUrl, Seconds, Section
 
 
+def check_room_ref(v: str) -> str:
+    """A room id (``!abc:example.org``) or an alias (``#room:example.org``)."""
+    if not (v.startswith("!") and len(v) > 1) and not (v.startswith("#") and ":" in v):
+        raise ValueError("must be a room id (!abc:example.org) or an alias (#room:example.org)")
+    return v
+
+
 class VerifiedDevice(Section):
     """One entry of [matrix] verified_devices: a device the operator checked out of band."""
 
@@ -63,9 +70,7 @@ class MatrixConfig(Section):
     @field_validator("room")
     @classmethod
     def _room(cls, v: str) -> str:
-        if not (v.startswith("!") and len(v) > 1) and not (v.startswith("#") and ":" in v):
-            raise ValueError("must be a room id (!abc:example.org) or an alias (#room:example.org)")
-        return v
+        return check_room_ref(v)
 
 
 class AnswerersConfig(Section):

@@ -28,6 +28,7 @@ class ApiTokenConfig(BaseModel):
     role: Literal["agent", "decider"]
     secret: str | None = Field(default=None, repr=False)
     secret_env: str | None = None
+    rooms: list[str] | None = None  # a decider's rooms ([[rooms]] names, "default"); None: every room
 
     @field_validator("name")
     @classmethod

@@ -35,10 +35,12 @@ class Harnesses:
         timeout: float,
         after_new: Callable[[Record], Awaitable[Record]] | None = None,
         env: Mapping[str, str] | None = None,
+        room_of: Callable[[str], str] = lambda name: "default",
     ) -> None:
+        """``room_of``: a harness's name -> the station room its requests go to."""
         env = os.environ if env is None else env
         self.watchers = [
-            Watcher(c, inbox, now=now, timeout=timeout, env=env, after_new=after_new)
+            Watcher(c, inbox, now=now, timeout=timeout, env=env, after_new=after_new, room=room_of(c.name))
             for c in cfgs
         ]
         self._session: aiohttp.ClientSession | None = None

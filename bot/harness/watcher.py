@@ -62,8 +62,10 @@ class Watcher:
         timeout: float,
         env: Mapping[str, str],
         after_new: Callable[[Record], Awaitable[Record]] | None = None,
+        room: str = "default",
     ) -> None:
         self.cfg = cfg
+        self.room = room  # the station room its requests go to ([[rooms]] harnesses)
         self.name = cfg.name
         self.inbox = inbox
         self.links = Links(inbox)
@@ -160,6 +162,7 @@ class Watcher:
                 rec, created = await self.links.submit(
                     self.name, h.harness_id, h.fingerprint, h.submission, self.now(), self.timeout,
                     hold_post=self.after_new is not None,  # after_new releases it
+                    room=self.room,
                 )
             except Squatted as e:
                 if h.harness_id not in self._refused:

@@ -67,6 +67,7 @@ def row_to_record(r: Row) -> Record:
         outcome=outcome,
         cwd=r["cwd"],
         submitted_by=r["submitted_by"],
+        room=r["room"],
     )
 
 

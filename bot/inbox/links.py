@@ -57,13 +57,13 @@ class Links:
 
     async def submit(
         self, harness: str, harness_id: str, fingerprint: str, sub: Submission, now: float, timeout: float,
-        *, hold_post: bool = False,
+        *, hold_post: bool = False, room: str = "default",
     ) -> tuple[Record, bool]:
         """Store a held request and its link in one transaction; idempotent (the submission's ``key``).
-        ``hold_post`` as for ``Inbox.submit``."""
+        ``hold_post`` and ``room`` as for ``Inbox.submit``."""
         async with self.inbox.transaction() as db:
             try:
-                rec, created = await self.inbox.insert(db, sub, now, timeout)
+                rec, created = await self.inbox.insert(db, sub, now, timeout, room=room)
             except KeyConflict as e:
                 raise Squatted(f"{sub.key}: {e}") from None
             if created and hold_post:
@@ -147,7 +147,7 @@ class Links:
                 return None
             old = row_to_record(row)
             try:
-                new, created = await self.inbox.insert(db, sub, now, timeout)
+                new, created = await self.inbox.insert(db, sub, now, timeout, room=old.room)
             except KeyConflict as e:
                 raise Squatted(f"{sub.key}: {e}") from None
             if not created:

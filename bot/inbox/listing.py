@@ -11,43 +11,51 @@ from bot.inbox.pages import Key
 from bot.inbox.record import PENDING, Record
 
 
+def _where(session: str | None, room: str | None, first: int) -> tuple[str, tuple[Any, ...]]:
+    """The filters as SQL (`` AND ...``, placeholders numbered from ``$first``) and their arguments."""
+    where: str = ""
+    args: tuple[Any, ...] = ()
+    if session is not None:
+        where, args = f" AND (session_id=${first} OR label=${first})", (session,)
+    if room is not None:
+        where, args = f"{where} AND room=${first + len(args)}", (*args, room)
+    return where, args
+
+
 class Listing(InboxBase):
     """Pending records, oldest first."""
 
-    async def pending(self, session: str | None = None) -> list[Record]:
-        """Pending records, oldest first; ``session`` matches the id or the label."""
-        if session is None:
-            return await self._records("SELECT * FROM requests WHERE state=$1 ORDER BY requested_at, rowid", PENDING)
+    async def pending(self, session: str | None = None, room: str | None = None) -> list[Record]:
+        """Pending records, oldest first; ``session`` matches the id or the label; ``room`` the station room."""
+        where, args = _where(session, room, 2)
         return await self._records(
-            "SELECT * FROM requests WHERE state=$1 AND (session_id=$2 OR label=$2) ORDER BY requested_at, rowid",
-            PENDING, session,
+            f"SELECT * FROM requests WHERE state=$1{where} ORDER BY requested_at, rowid", PENDING, *args
         )
 
     async def pending_page(
-        self, limit: int, after: Key | None = None, session: str | None = None
+        self, limit: int, after: Key | None = None, session: str | None = None, room: str | None = None
     ) -> tuple[list[Record], Key | None]:
         """Up to ``limit`` pending records after the key ``after`` (oldest first) and the key to continue
         from (None on the last page): a keyset query over the ``requests_state`` index (bot/inbox/pages.py)."""
-        rows, nxt = await self._pending_rows(limit, after, session)
+        rows, nxt = await self._pending_rows(limit, after, session, room)
         return [row_to_record(r) for r in rows], nxt
 
     async def pending_json(
-        self, limit: int | None = None, after: Key | None = None, session: str | None = None
+        self, limit: int | None = None, after: Key | None = None, session: str | None = None,
+        room: str | None = None,
     ) -> tuple[bytes, Key | None]:
         """As ``pending_page`` (all of them without ``limit``), as the API's JSON array: each record's JSON is
         kept while its row is unchanged, so a listing encodes only what changed since the last one."""
-        rows, nxt = await self._pending_rows(limit, after, session)
+        rows, nxt = await self._pending_rows(limit, after, session, room)
         return self._json.array(rows, lambda r: json.dumps(row_to_record(r).to_api())), nxt  # ASCII, as before
 
     async def _pending_rows(
-        self, limit: int | None, after: Key | None, session: str | None
+        self, limit: int | None, after: Key | None, session: str | None, room: str | None = None
     ) -> tuple[list[Any], Key | None]:
         at, rowid = after if after is not None else (float("-inf"), -1)
-        where = "state=$1 AND (requested_at, rowid) > ($2, $3)"
-        args: tuple[Any, ...] = (PENDING, float(at), int(rowid))
-        if session is not None:
-            where += " AND (session_id=$4 OR label=$4)"
-            args += (session,)
+        filters, more = _where(session, room, 4)
+        where = "state=$1 AND (requested_at, rowid) > ($2, $3)" + filters
+        args: tuple[Any, ...] = (PENDING, float(at), int(rowid), *more)
         sql = f"SELECT rowid AS _key, * FROM requests WHERE {where} ORDER BY requested_at, rowid"
         if limit is not None:  # no LIMIT at all without one (LIMIT -1 is an error on PostgreSQL)
             sql, args = sql + f" LIMIT ${len(args) + 1}", (*args, limit + 1)

@@ -29,13 +29,15 @@ async def mark_settled_at(db: Connection, event_id: str, request_id: str) -> Non
     """The answer ``event_id`` settled ``request_id``: its place marks it settled (the place it was given, or,
     never placed, the next one: events are handled in sync order, so that is where it sits)."""
     changed = await db.execute(
-        "INSERT INTO timeline (event_id, kind, request_id) VALUES ($1, 'settled', $2) ON CONFLICT(event_id)"
-        " DO UPDATE SET kind='settled', request_id=excluded.request_id WHERE timeline.kind='answer'",
+        "INSERT INTO timeline (event_id, kind, request_id, room) SELECT $1, 'settled', id, room FROM requests"
+        " WHERE id=$2 ON CONFLICT(event_id) DO UPDATE SET kind='settled', request_id=excluded.request_id"
+        " WHERE timeline.kind='answer'",
         event_id, request_id,
     )
     if changed == 0:  # its place holds something else (a look-alike): the next place (never looser)
         await db.execute(
-            "INSERT OR IGNORE INTO timeline (event_id, kind, request_id) VALUES ($1, 'settled', $2)",
+            "INSERT OR IGNORE INTO timeline (event_id, kind, request_id, room)"
+            " SELECT $1, 'settled', id, room FROM requests WHERE id=$2",
             f"{event_id}#settled", request_id,
         )
 
@@ -45,16 +47,17 @@ class Marks(InboxBase):
 
     _answers_cleaned: int | None = None  # the thousand of positions the last clean-up of old answers ran at
 
-    async def place(self, event_id: str, kind: str, request_id: str | None = None) -> int:
-        """The event's position in the room timeline: a new one, or the one it got when first seen.
+    async def place(self, event_id: str, kind: str, request_id: str | None = None, room: str = "default") -> int:
+        """The event's position in ``room``'s timeline: a new one, or the one it got when first seen.
 
         A position reserved as ``answer`` (an event not decrypted yet) takes the kind it turns out to have.
+        Positions are shared by every room (one counter) and compared only within one room.
         """
         async with self._tx() as db:
             await db.execute(
-                "INSERT INTO timeline (event_id, kind, request_id) VALUES ($1, $2, $3) ON CONFLICT(event_id)"
+                "INSERT INTO timeline (event_id, kind, request_id, room) VALUES ($1, $2, $3, $4) ON CONFLICT(event_id)"
                 " DO UPDATE SET kind=excluded.kind, request_id=excluded.request_id WHERE timeline.kind='answer'",
-                event_id, kind, request_id,
+                event_id, kind, request_id, room,
             )
             pos = int(await db.fetchval("SELECT pos FROM timeline WHERE event_id=$1", event_id))
             # chat need not be kept long: only a redelivery reads it. Once per thousand positions (PostgreSQL's
@@ -94,26 +97,26 @@ class Marks(InboxBase):
                 return None
             await db.execute("UPDATE timeline SET kind='answer' WHERE event_id IN ($1, $2) AND kind='settled'", *ids)
             await db.execute(
-                "INSERT INTO timeline (event_id, kind) VALUES ($1, 'lookalike') ON CONFLICT(event_id)"
-                " DO UPDATE SET kind='lookalike', request_id=NULL WHERE timeline.kind='answer'",
-                event_id,
+                "INSERT INTO timeline (event_id, kind, room) SELECT $1, 'lookalike', room FROM requests WHERE id=$2"
+                " ON CONFLICT(event_id) DO UPDATE SET kind='lookalike', request_id=NULL WHERE timeline.kind='answer'",
+                event_id, row[0],
             )
         return str(row[0])
 
-    async def marks_before(self, at: int) -> list[Mark]:
-        """What :func:`bot.answers.timeline.bind` needs at ``at``: the postings not settled before it, the last mark
-        that counts (and its request's settles)."""
+    async def marks_before(self, at: int, room: str = "default") -> list[Mark]:
+        """What :func:`bot.answers.timeline.bind` needs at ``at`` in ``room``: the postings not settled before
+        it, the last mark that counts (and its request's settles). Another room's marks never count."""
         last = (  # the last mark that counts (bot.answers.timeline.effective: a request's second settle does not)
-            "SELECT pos, kind, request_id FROM timeline t WHERE kind!='answer' AND pos<$1 AND NOT (kind='settled'"
-            " AND EXISTS (SELECT 1 FROM timeline e WHERE e.kind='settled' AND e.request_id=t.request_id"
-            " AND e.pos<t.pos)) ORDER BY pos DESC LIMIT 1"
+            "SELECT pos, kind, request_id FROM timeline t WHERE room=$1 AND kind!='answer' AND pos<$2 AND NOT"
+            " (kind='settled' AND EXISTS (SELECT 1 FROM timeline e WHERE e.kind='settled'"
+            " AND e.request_id=t.request_id AND e.pos<t.pos)) ORDER BY pos DESC LIMIT 1"
         )
         rows = await self.database.fetch(
-            "SELECT pos, kind, request_id FROM timeline p WHERE kind='posted' AND pos<$1 AND NOT EXISTS"
-            " (SELECT 1 FROM timeline s WHERE s.kind='settled' AND s.request_id=p.request_id AND s.pos<$1)"
+            "SELECT pos, kind, request_id FROM timeline p WHERE room=$1 AND kind='posted' AND pos<$2 AND NOT EXISTS"
+            " (SELECT 1 FROM timeline s WHERE s.kind='settled' AND s.request_id=p.request_id AND s.pos<$2)"
             f" UNION SELECT * FROM ({last}) AS l1"
-            " UNION SELECT pos, kind, request_id FROM timeline WHERE kind='settled' AND pos<$1 AND request_id ="
-            f" (SELECT request_id FROM ({last}) AS l2)",
-            at,
+            " UNION SELECT pos, kind, request_id FROM timeline WHERE room=$1 AND kind='settled' AND pos<$2"
+            f" AND request_id = (SELECT request_id FROM ({last}) AS l2)",
+            room, at,
         )
         return [Mark(int(r[0]), r[1], r[2]) for r in rows]

@@ -53,6 +53,7 @@ class Record:
     outcome: Outcome | None
     cwd: str | None = None  # the asking session's working directory, when the submitter said
     submitted_by: str | None = None  # the API token's name
+    room: str = "default"  # the station room's name ([[rooms]]; "default": [matrix] room)
 
     @property
     def pending(self) -> bool:
@@ -103,6 +104,7 @@ class Record:
             "prompt_event_id": self.prompt_event_id,
             "outcome": out,
             "submitted_by": self.submitted_by,
+            "room": self.room,
             "params": self.params,
             "sessionId": self.session_id,
             "toolCallId": self.tool_call_id,

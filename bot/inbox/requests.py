@@ -19,15 +19,17 @@ class Requests(InboxBase):
     """Submit, get, settle, wait, due."""
 
     async def submit(
-        self, sub: Submission, now: float, timeout: float, submitted_by: str | None = None, *, hold_post: bool = False
+        self, sub: Submission, now: float, timeout: float, submitted_by: str | None = None, *, hold_post: bool = False,
+        room: str = "default",
     ) -> tuple[Record, bool]:
         """Store a new request with the next seq of its session; idempotent on (session, key): the same
         body again gives the stored record, another body :class:`KeyConflict`.
 
         ``submitted_by`` names the API token that submitted it. ``hold_post``: a new request is not posted
-        until ``release_post`` (its rules are applied first, so a rule-settled one is never posted early)."""
+        until ``release_post`` (its rules are applied first, so a rule-settled one is never posted early).
+        ``room``: the station room it goes to (chosen by the caller from the submitting credential)."""
         async with self._tx() as db:
-            rec, created = await self.insert(db, sub, now, timeout, submitted_by)
+            rec, created = await self.insert(db, sub, now, timeout, submitted_by, room=room)
             if created and hold_post:
                 self.hold_post(rec.id)
             if created:
@@ -37,7 +39,8 @@ class Requests(InboxBase):
         return rec, created
 
     async def insert(
-        self, db: Connection, sub: Submission, now: float, timeout: float, submitted_by: str | None = None
+        self, db: Connection, sub: Submission, now: float, timeout: float, submitted_by: str | None = None,
+        *, room: str = "default",
     ) -> tuple[Record, bool]:
         """``submit``'s work inside an open transaction: (record, created); nothing emitted.
 
@@ -64,13 +67,13 @@ class Requests(InboxBase):
         await db.execute(
             "INSERT INTO requests (id, session_id, request_seq, key, label, tool_call_id, title, tool_kind,"
             " tool_name, options, raw_input, locations, content, params, digest, revision, state,"
-            " requested_at, expires_at, cwd, submitted_by) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,"
-            "$14,$15,$16,$17,$18,$19,$20,$21)",
+            " requested_at, expires_at, cwd, submitted_by, room) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,"
+            "$14,$15,$16,$17,$18,$19,$20,$21,$22)",
             rid, sub.session_id, seq, sub.key, sub.label, sub.tool_call_id, sub.title, sub.tool_kind,
             sub.tool_name, dumps(sub.options),
             None if sub.raw_input is None else dumps(sub.raw_input),
             dumps(sub.locations), dumps(sub.content), dumps(sub.params), sub.digest, revision,
-            PENDING, float(now), float(now + timeout), sub.cwd, submitted_by,
+            PENDING, float(now), float(now + timeout), sub.cwd, submitted_by, room,
         )
         row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", rid)
         assert row is not None

@@ -78,6 +78,14 @@ async def _v2_sqlite(db: Connection) -> None:
     )
 
 
+async def _v10_sqlite(db: Connection) -> None:
+    # A folder whose version was set back by hand (or by an older release) may have the columns already.
+    for table in ("requests", "timeline"):
+        if "room" not in await _columns(db, table):
+            await db.execute(f"ALTER TABLE {table} ADD COLUMN room TEXT NOT NULL DEFAULT 'default'")
+    await db.execute("CREATE INDEX IF NOT EXISTS timeline_room ON timeline (room, kind, pos)")
+
+
 STEPS: list[Step] = [
     both("first release", V1_DDL),
     Step(
@@ -133,6 +141,15 @@ STEPS: list[Step] = [
         "unedited index",
         "CREATE INDEX IF NOT EXISTS requests_unedited ON requests (decided_at)"
         " WHERE prompt_edited=0 AND decided_at IS NOT NULL AND prompt_event_id IS NOT NULL",
+    ),
+    # Many station rooms ([[rooms]]): each request belongs to one, and each room has its own timeline
+    # (plain answers bind within their room). Everything before belongs to the default room.
+    Step(
+        "rooms",
+        _v10_sqlite,
+        "ALTER TABLE requests ADD COLUMN IF NOT EXISTS room TEXT NOT NULL DEFAULT 'default';"
+        " ALTER TABLE timeline ADD COLUMN IF NOT EXISTS room TEXT NOT NULL DEFAULT 'default';"
+        " CREATE INDEX IF NOT EXISTS timeline_room ON timeline (room, kind, pos)",
     ),
 ]
 LATEST = len(STEPS)

@@ -9,7 +9,9 @@ transient, ``retry()``, ``MatrixBackoff``), ``key_upload`` (shielded upload), ``
 ``undecryptable`` / ``refusal`` (encrypted rooms), ``crypto``, ``identities``, ``signing``,
 ``cross_signing`` (the bot's identity: published, imported from secret storage, devices signed) over
 ``secret_storage`` (the SSSS crypto, pure), ``room`` (power levels, who may answer), ``station`` (the
-room and its settings), ``notices`` (the bot's m.notice chatter, threaded under the prompt it
-concerns), ``store`` (nio's crypto store without its write on every sync), ``txn`` (txn ids),
+room and its settings), ``station_room`` (one station room's parts: trust, encryption, sends, notices; one
+per ``[[rooms]]`` entry and the default room, over the one client and sync), ``notices`` (the bot's
+m.notice chatter, threaded under the prompt it concerns), ``store`` (nio's crypto store without its
+write on every sync), ``txn`` (txn ids),
 ``errors``.
 """

@@ -22,29 +22,28 @@ parts post through).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import structlog
-from nio import AsyncClient, AsyncClientConfig, JoinError, RoomResolveAliasResponse
+from nio import AsyncClient, AsyncClientConfig
 from nio.crypto import ENCRYPTION_ENABLED
 
 from bot.config import MatrixConfig
 from bot.matrix import key_upload
-from bot.matrix.e2ee import E2EE, UNREACHABLE_RETRY
+from bot.matrix.e2ee import UNREACHABLE_RETRY
 from bot.matrix.errors import MatrixFatal, SendFailed
-from bot.matrix.notices import Notices
-from bot.matrix.refusal import REFUSAL_KEY, Refusal
-from bot.matrix.retry import retry
+from bot.matrix.refusal import REFUSAL_KEY
 from bot.matrix.room import RoomState
-from bot.matrix.sender import FIRST_SYNC_WAIT, Sender
+from bot.matrix.sender import FIRST_SYNC_WAIT
 from bot.matrix.session import CRYPTO_KEY, SESSION_KEY, Session
-from bot.matrix.station import EventHandler, KeyValue, Say, Station
+from bot.matrix.station import EventHandler, KeyValue, Say
+from bot.matrix.station_room import StationRoom
 from bot.matrix.store import STORE
 from bot.matrix.sync import SYNC_KEY, Syncer
 from bot.matrix.sync_filter import SyncFilter
-from bot.matrix.trust import Trust
 from bot.matrix.txn import txn_id
-from bot.matrix.undecryptable import WAITING_KEEP, WAITING_KEY, WAITING_MAX, Undecryptable
+from bot.matrix.undecryptable import WAITING_KEEP, WAITING_KEY, WAITING_MAX
 
 __all__ = [  # the names importable from here before the split stay importable
     "CRYPTO_KEY",
@@ -72,9 +71,13 @@ class Matrix:
     """One logged-in bot account and its station room."""
 
     def __init__(
-        self, cfg: MatrixConfig, kv: KeyValue, store_path: str, on_refused: EventHandler | None = None
+        self, cfg: MatrixConfig, kv: KeyValue, store_path: str, on_refused: EventHandler | None = None,
+        *, rooms: list[tuple[str, str]] | None = None,
+        refused_for: Callable[[str], EventHandler] | None = None,
     ) -> None:
-        """``on_refused`` sees each event the trust policy keeps from the handler (never an answer)."""
+        """``on_refused`` sees each event the trust policy keeps from the handler (never an answer);
+        ``rooms``: more station rooms as (name, id or alias), beside ``cfg.room`` (``default``);
+        ``refused_for``: a room's name -> its ``on_refused`` (instead of the one for all)."""
         self.cfg = cfg
         self.kv = kv
         self.encryption = cfg.encryption
@@ -91,18 +94,25 @@ class Matrix:
                 store=STORE,  # no store write on a sync that found no room newly encrypted
             ),
         )
-        self.station = Station(self.client, cfg, kv)
+        synced, lock = asyncio.Event(), asyncio.Lock()
+        self.rooms: dict[str, StationRoom] = {}
+        for name, ref in [("default", cfg.room), *(rooms or [])]:
+            refused = refused_for(name) if refused_for is not None else on_refused
+            self.rooms[name] = StationRoom(
+                name, self.client, cfg.model_copy(update={"room": ref}), kv, synced=synced, lock=lock,
+                on_refused=refused,
+            )
+        default = self.rooms["default"]  # the parts of [matrix] room, as before there were more
+        self.station, self.notices, self.trust = default.station, default.notices, default.trust
+        self.e2ee, self.undecryptable, self.refusal = default.e2ee, default.undecryptable, default.refusal
+        self.sender = default.sender
         self.session = Session(self.station, store_path)
-        self.notices = Notices(self.send)  # the bot's m.notice chatter; the parts below post through it
-        self.trust = Trust(self.station, self.notices.post, on_refused)
-        self.e2ee = E2EE(self.station, self.trust)
-        self.undecryptable = Undecryptable(self.station, self.trust, self.notices.post)
-        self.refusal = Refusal(self.station)
+        ids = lambda: [r.room_id for r in self.rooms.values()]  # noqa: E731
         self.syncer = Syncer(
-            self.station, self.e2ee, self.trust, self.undecryptable, self.refusal,
-            sync_filter=SyncFilter(self.station), on_token_revoked=self.session.relogin,
+            self.station, list(self.rooms.values()),
+            sync_filter=SyncFilter(self.station, ids), on_token_revoked=self.session.relogin,
         )
-        self.sender = Sender(self.station, self.e2ee, self.refusal, self.syncer.synced)
+        self.syncer.synced = synced
 
     @property
     def user_id(self) -> str:
@@ -162,38 +172,45 @@ class Matrix:
     # -- the station room --------------------------------------------------
     async def resolve_room(self) -> str:
         """The configured room as a room id (an alias is resolved)."""
-        room = self.cfg.room
-        if room.startswith("#"):
-            r = await retry("resolve_alias", lambda: self.client.room_resolve_alias(room))
-            if not isinstance(r, RoomResolveAliasResponse):
-                raise MatrixFatal(f"matrix.room: cannot resolve {room}: {getattr(r, 'message', r)}")
-            room = r.room_id
-        self.station.room_id = room
-        return room
+        return await self.rooms["default"].resolve()
 
     async def join_room(self) -> str:
-        """Resolve the configured room and join it (accepting its invite)."""
-        room = await self.resolve_room()
-        r = await retry("join", lambda: self.client.join(room))
-        if isinstance(r, JoinError):
-            raise MatrixFatal(
-                f"matrix.room: cannot join {room} ({r.status_code}: {r.message}); invite {self.cfg.user_id} first"
-            )
-        log.info("matrix_joined", room_id=room)
-        return room
+        """Resolve every station room and join it (accepting its invite); the default room's id.
+        Two entries that name one room (an alias and its id) stop the bot: a room has one set of answerers."""
+        seen: dict[str, str] = {}
+        for r in self.rooms.values():
+            rid = await r.join()
+            if rid in seen:
+                raise MatrixFatal(f'rooms.{r.name}.room: {rid} is already room "{seen[rid]}"')
+            seen[rid] = r.name
+        return self.station.room_id
 
-    async def sync_forever(self, handler: EventHandler, stop: asyncio.Event) -> None:
-        """Our own sync loop (see sync.py) until ``stop`` is set."""
+    async def sync_forever(
+        self, handler: EventHandler, stop: asyncio.Event, handler_for: Callable[[str], EventHandler] | None = None
+    ) -> None:
+        """Our own sync loop (see sync.py) until ``stop`` is set; ``handler_for``: a room's name -> the
+        handler of its events (else ``handler`` takes every room's)."""
+        for r in self.rooms.values():
+            r.handler = handler_for(r.name) if handler_for is not None else None
         await self.syncer.run(handler, stop)
 
     # -- sending (sender.py) ---------------------------------------------------
-    async def send(self, content: dict[str, Any], txn: str, event_type: str = "m.room.message") -> str:
-        """Send into the station room with ``txn``; returns the event id or raises SendFailed."""
-        return await self.sender.send(content, txn, event_type)
+    async def send(
+        self, content: dict[str, Any], txn: str, event_type: str = "m.room.message", *, room: str = "default"
+    ) -> str:
+        """Send into the station room named ``room`` with ``txn``; returns the event id or raises SendFailed."""
+        return await self._room(room).send(content, txn, event_type)
 
-    async def redact(self, event_id: str, txn: str, reason: str | None = None) -> None:
-        """Redact one of the bot's own events in the station room (redactions are never encrypted)."""
-        await self.sender.redact(event_id, txn, reason)
+    async def redact(self, event_id: str, txn: str, reason: str | None = None, *, room: str = "default") -> None:
+        """Redact one of the bot's own events in the station room ``room`` (redactions are never encrypted)."""
+        await self._room(room).redact(event_id, txn, reason)
+
+    def _room(self, name: str) -> StationRoom:
+        """The station room ``name``; SendFailed when the config no longer has it (a record kept from before)."""
+        found = self.rooms.get(name)
+        if found is None:
+            raise SendFailed(f"room {name!r} is not in the config ([[rooms]]): nothing is sent there")
+        return found
 
     async def close(self) -> None:
         await key_upload.finish()

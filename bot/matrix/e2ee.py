@@ -23,10 +23,11 @@ UNREACHABLE_RETRY = 300.0  # a device the bot could not open an Olm session with
 class E2EE:
     """The Megolm session of the station room: shared with the devices the trust policy allows."""
 
-    def __init__(self, st: Station, trust: Trust) -> None:
+    def __init__(self, st: Station, trust: Trust, lock: asyncio.Lock | None = None) -> None:
+        """``lock``: shared by every room's E2EE of one client (one Olm account, one key query at a time)."""
         self.st = st
         self.trust = trust
-        self._lock = asyncio.Lock()
+        self._lock = lock or asyncio.Lock()
         self._unreachable: dict[tuple[str, str], float] = {}
 
     async def housekeeping(self) -> None:

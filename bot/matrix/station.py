@@ -32,6 +32,11 @@ class Station:
     kv: KeyValue
     room_id: str = ""
     room: RoomState = field(default_factory=RoomState)
+    name: str = "default"  # the room's name in the config ([[rooms]]; "default": [matrix] room)
+
+    def key(self, k: str) -> str:
+        """A key/value key of this room's own (the default room keeps the names it always had)."""
+        return k if self.name == "default" else f"{k}@{self.name}"
 
     @property
     def user_id(self) -> str:

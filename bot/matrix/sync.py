@@ -1,7 +1,8 @@
 """The sync loop: long-poll, back off on errors, hand the station room's events over in order.
 
 ``next_batch`` is saved only after its batch is handled. Syncs use the station-room filter
-(sync_filter.py). Invites to other rooms are refused; a limited timeline is backfilled
+(sync_filter.py). Each station room (station_room.py) is handled in turn, its events to its own handler.
+Invites to a station room are accepted, to other rooms refused; a limited timeline is backfilled
 (backfill.py); encrypted events that cannot be decrypted
 yet go to the undecryptable queue (the handler sees them first, still encrypted, so it
 can keep their place in the timeline for when they are decrypted).
@@ -19,14 +20,11 @@ import structlog
 from nio import MegolmEvent, SyncResponse
 
 from bot.matrix.backfill import backfill
-from bot.matrix.e2ee import E2EE
 from bot.matrix.errors import REVOKED, MatrixFatal
-from bot.matrix.refusal import Refusal
 from bot.matrix.retry import STORAGE_ERRORS, MatrixBackoff, describe, retry
 from bot.matrix.station import EventHandler, Station
+from bot.matrix.station_room import StationRoom
 from bot.matrix.sync_filter import SyncFilter
-from bot.matrix.trust import Trust
-from bot.matrix.undecryptable import Undecryptable
 from bot.util.aio import sleep_unless_stopped
 from bot.util.backoff import Backoff
 
@@ -43,32 +41,37 @@ class Syncer:
     """Our own sync loop, and what it tells: connected, the last good sync, the lag, the first sync."""
 
     def __init__(
-        self, st: Station, e2ee: E2EE, trust: Trust, undecryptable: Undecryptable, refusal: Refusal,
+        self, st: Station, rooms: list[StationRoom],
         *, sync_filter: SyncFilter | None = None,
         on_token_revoked: Callable[[str], Awaitable[None]] = _no_relogin,
     ) -> None:
+        """``st``: the client, store and config every room shares; ``rooms``: the station rooms, each
+        with its ``handler`` (else ``run``'s) for its events."""
         self.st = st
-        self.e2ee = e2ee
-        self.trust = trust
-        self.undecryptable = undecryptable
-        self.refusal = refusal
+        self.rooms = rooms
         self.sync_lag = 0.0
         self.last_sync_ok = 0.0
         self.connected = False
         self.synced = asyncio.Event()  # set after the first sync is handled
-        self.joined = True  # False after the bot left or was removed from the station room
         self.filter = sync_filter  # None: sync everything
         # the token was revoked: log in again (MatrixFatal when no password is configured)
         self.on_token_revoked = on_token_revoked
 
+    @property
+    def joined(self) -> bool:
+        """Is the bot in every station room? (False after it left or was removed from one.)"""
+        return all(r.joined for r in self.rooms)
+
     async def run(self, handler: EventHandler, stop: asyncio.Event) -> None:
-        """Long-poll until ``stop``; a batch that fails is fetched and handled again after a back-off."""
+        """Long-poll until ``stop``; a batch that fails is fetched and handled again after a back-off.
+        ``handler`` takes the events of every room without a handler of its own."""
         since = await self.st.kv.get_json(SYNC_KEY)
-        await self.undecryptable.load()
+        for room in self.rooms:
+            await room.undecryptable.load()
         first = True
         backoff = MatrixBackoff()
         timeout_ms = int(self.st.cfg.sync_timeout * 1000)
-        deliver = partial(self._deliver, handler)
+        delivers = [(room, partial(self._deliver, room.handler or handler)) for room in self.rooms]
         while not stop.is_set():
             started = time.monotonic()
             try:
@@ -94,11 +97,13 @@ class Syncer:
                 continue
             self.connected = True
             try:
-                await self.e2ee.housekeeping()
-                await self.undecryptable.retry(deliver)
-                await self._handle_batch(r, since, deliver)
-                await self.refusal.check()
-                await self.undecryptable.check()
+                await self._invites(r)
+                for room, deliver in delivers:
+                    await room.e2ee.housekeeping()
+                    await room.undecryptable.retry(deliver)
+                    await self._handle_batch(room, r, since, deliver)
+                    await room.refusal.check()
+                    await room.undecryptable.check()
             except (asyncio.CancelledError, MatrixFatal):
                 raise
             except Exception as e:  # the same batch comes again: since is not moved
@@ -130,24 +135,33 @@ class Syncer:
                     return False
                 await self._pause(stop, backoff, "sync_token_save_failed", error=describe(e))
 
-    async def _handle_batch(self, r: SyncResponse, since: str | None, deliver: EventHandler) -> None:
-        st = self.st
+    async def _invites(self, r: SyncResponse) -> None:
+        """An invite to a station room is accepted (after a kick, say); to any other room, declined."""
+        client = self.st.client
+        ours = {room.room_id: room.name for room in self.rooms}
         for rid in r.rooms.invite:
-            if rid == st.room_id:
-                await retry("join", partial(st.client.join, rid), attempts=3)
+            if rid in ours:
+                log.info("invite_accepted", room_id=rid, room=ours[rid])
+                await retry("join", partial(client.join, rid), attempts=3)
             else:
-                log.info("invite_refused", room_id=rid, reason="not the station room")
+                log.info("invite_refused", room_id=rid, reason="not a station room")
                 try:
-                    await st.client.room_leave(rid)
+                    await client.room_leave(rid)
                 except Exception as e:
                     log.warning("invite_refuse_failed", room_id=rid, error=str(e))
+
+    async def _handle_batch(
+        self, station: StationRoom, r: SyncResponse, since: str | None, deliver: EventHandler
+    ) -> None:
+        st = station.station
         if st.room_id in r.rooms.leave:
-            self.joined = False
-            log.error("station_room_left", room_id=st.room_id, hint="invite the bot back into the room")
+            station.joined = False
+            log.error("station_room_left", room_id=st.room_id, room=station.name,
+                      hint="invite the bot back into the room")
         room = r.rooms.join.get(st.room_id)
         if room is None:
             return
-        self.joined = True
+        station.joined = True
         for ev in room.state:
             st.room.apply(ev.source)
         events: list[Any] = list(room.timeline.events)
@@ -162,11 +176,11 @@ class Syncer:
             st.room.apply(source)
             if isinstance(ev, MegolmEvent):
                 await deliver(source)  # still encrypted: the handler keeps its place in the timeline
-                await self.undecryptable.keep_aside(ev, initial=since is None)
+                await station.undecryptable.keep_aside(ev, initial=since is None)
                 continue
             if source.get("type") == "m.room.redaction":
-                self.undecryptable.forget_redacted(source)
-            plain = await self.trust.admit(ev)
+                station.undecryptable.forget_redacted(source)
+            plain = await station.trust.admit(ev)
             if plain is not None:
                 await deliver(plain)
 

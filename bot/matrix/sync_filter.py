@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -46,13 +47,13 @@ STATE_TYPES = ["m.room.member", "m.room.power_levels", "m.room.create", "m.room.
 NOTHING: dict[str, Any] = {"not_types": ["*"]}
 
 
-def station_filter(room_id: str) -> dict[str, Any]:
-    """The filter definition: only what the bot reads of ``room_id``."""
+def station_filter(room_id: str | list[str]) -> dict[str, Any]:
+    """The filter definition: only what the bot reads of the station rooms ``room_id``."""
     return {
         "presence": NOTHING,
         "account_data": NOTHING,
         "room": {
-            "rooms": [room_id],
+            "rooms": [room_id] if isinstance(room_id, str) else sorted(room_id),
             "timeline": {"types": TIMELINE_TYPES},
             "state": {"types": STATE_TYPES, "lazy_load_members": False},
             "ephemeral": NOTHING,
@@ -68,15 +69,17 @@ def _digest(definition: dict[str, Any]) -> str:
 class SyncFilter:
     """The filter the sync loop passes: the kept id, else a new one, else the definition inline."""
 
-    def __init__(self, st: Station) -> None:
+    def __init__(self, st: Station, room_ids: Callable[[], list[str]] | None = None) -> None:
+        """``room_ids``: every station room's id (default: ``st``'s alone)."""
         self.st = st
+        self.room_ids = room_ids or (lambda: [st.room_id])
         self._current: str | dict[str, Any] | None = None
 
     async def get(self) -> str | dict[str, Any]:
         """The filter id to sync with (created and kept once), or the definition inline."""
         if self._current is not None:
             return self._current
-        definition = station_filter(self.st.room_id)
+        definition = station_filter(self.room_ids())
         want = {"user_id": self.st.user_id, "hash": _digest(definition)}
         kept = await self.st.kv.get_json(FILTER_KEY)
         if isinstance(kept, dict) and {k: kept.get(k) for k in want} == want and isinstance(kept.get("filter_id"), str):

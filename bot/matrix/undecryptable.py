@@ -159,7 +159,7 @@ class Undecryptable:
             log.info("undecryptable_redacted", event_id=redacts)
 
     async def load(self) -> None:
-        saved = await self.st.kv.get_json(WAITING_KEY)
+        saved = await self.st.kv.get_json(self.st.key(WAITING_KEY))
         for d in saved if isinstance(saved, list) else []:
             w = Waiting.from_json(d)
             if w is not None:
@@ -168,4 +168,4 @@ class Undecryptable:
             log.info("undecryptable_restored", events=len(self.waiting))
 
     async def save(self) -> None:
-        await self.st.kv.set_json(WAITING_KEY, [w.to_json() for w in self.waiting.values()])
+        await self.st.kv.set_json(self.st.key(WAITING_KEY), [w.to_json() for w in self.waiting.values()])

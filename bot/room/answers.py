@@ -69,8 +69,16 @@ def rule_notice(rule: SessionRule) -> str:
     )
 
 
+PARKED_ROOM = "_permission_bot_room"
+"""Set (always, overwriting) on a parked event's stored copy: the room it came from, for its re-reading."""
+
+
 class RoomAnswers:
-    """Handles one station-room event at a time, in timeline order."""
+    """Handles one station room's events, one at a time, in timeline order.
+
+    A prompt is answered only in its own room: every lookup (a reply's or reaction's prompt, a structured
+    answer's request id, the timeline a plain answer binds in, the pending prompts it may mean) is
+    limited to ``room``'s requests, and only ``room``'s answerers (power levels in that room) count."""
 
     def __init__(
         self,
@@ -81,11 +89,14 @@ class RoomAnswers:
         now: Callable[[], float],
         wake_post: Callable[[], None],
         wake_edits: Callable[[], None] = lambda: None,
+        room: str = "default",
     ) -> None:
         self.inbox = inbox
         self.matrix = matrix
         self.notices = notices
         self.answerers = answerers
+        self.room = room
+        self.room_state = matrix.rooms[room].station.room  # power levels and members of this room
         self.now = now
         self.wake_post = wake_post
         self.wake_edits = wake_edits  # an edit that only it can show now is due at once
@@ -101,7 +112,7 @@ class RoomAnswers:
             if kind == "answer" and source.get("sender") == self.matrix.user_id:
                 # The bot's own event it cannot decrypt (sent by an earlier device): known by its event id.
                 kind, rid = await self.inbox.own_event(seen.event_id) or (kind, rid)
-            await self.inbox.place(seen.event_id, kind, rid)
+            await self.inbox.place(seen.event_id, kind, rid, room=self.room)
             if kind != "lookalike":
                 return  # the bot's own events and still-encrypted ones are never answers
         cand = answers.classify(source, bot_user_id=self.matrix.user_id)  # pure: most events stop here
@@ -112,20 +123,20 @@ class RoomAnswers:
             # It may answer a prompt that reached the room before a crash kept its event id:
             # keep it until the outbox has (re)posted, which recovers that id. It keeps its place
             # in the timeline (the settled mark, if it settles one; bot.answers.timeline).
-            await self.inbox.place(cand.event_id, "answer")
-            await self.inbox.park(cand.event_id, source, self.now())
+            await self.inbox.place(cand.event_id, "answer", room=self.room)
+            await self.inbox.park(cand.event_id, {**source, PARKED_ROOM: self.room}, self.now())
             self.wake_post()
             return
         pending: list[Record] = []
         if not cand.explicit:  # a plain message: only the prompt its sender could have meant
-            pos = await self.inbox.place(cand.event_id, "answer")
-            bound = timeline.bind(await self.inbox.marks_before(pos), pos)
+            pos = await self.inbox.place(cand.event_id, "answer", room=self.room)
+            bound = timeline.bind(await self.inbox.marks_before(pos, self.room), pos)
             if isinstance(bound, timeline.Bound):
-                target_rec = await self.inbox.get(bound.request_id)
+                target_rec = self._ours(await self.inbox.get(bound.request_id))
             else:
                 log.debug("plain_answer_unbound", event_id=cand.event_id, reason=bound.reason)
             if target_rec is None:  # the bot asks which, if the text answers any of them
-                pending = await self.inbox.pending()
+                pending = await self.inbox.pending(room=self.room)
         verdict = answers.resolve(cand, as_target(target_rec) if target_rec else None, [as_target(r) for r in pending])
         if verdict is not None:
             await self._act(cand, verdict, target_rec, in_view=timeline.in_view(source))
@@ -137,7 +148,7 @@ class RoomAnswers:
             return
         seen = timeline.sighting(source, bot_user_id=self.matrix.user_id)
         if seen is not None and seen.kind == "lookalike":
-            await self.inbox.place(seen.event_id, seen.kind)
+            await self.inbox.place(seen.event_id, seen.kind, room=self.room)
 
     async def _withdrawn(self, source: dict[str, Any]) -> bool:
         """A redaction or an edit: when an answerer takes back the answer that showed a prompt settled, the prompt
@@ -152,12 +163,17 @@ class RoomAnswers:
         return source.get("type") == "m.room.redaction"
 
     async def _addressed(self, cand: answers.Candidate) -> Record | None:
-        """The prompt a reply, thread message, reaction or structured answer addresses."""
+        """The prompt of this room a reply, thread message, reaction or structured answer addresses
+        (another room's prompt is unknown here: ``None``)."""
         if cand.prompt_event_id:  # a structured answer too: it must reply to its own prompt
-            return await self.inbox.by_prompt_event(cand.prompt_event_id)
+            return self._ours(await self.inbox.by_prompt_event(cand.prompt_event_id))
         if cand.request_id:
-            return await self.inbox.get(cand.request_id)
+            return self._ours(await self.inbox.get(cand.request_id))
         return None
+
+    def _ours(self, rec: Record | None) -> Record | None:
+        """``rec`` when it belongs to this room, else None: another room's request is never answered here."""
+        return rec if rec is not None and rec.room == self.room else None
 
     async def _act(
         self,
@@ -172,7 +188,7 @@ class RoomAnswers:
             cand.sender,
             users=self.answerers.users,
             min_power_level=self.answerers.min_power_level,
-            room=self.matrix.room,
+            room=self.room_state,
         ):
             await self.inbox.mark_handled(event_id, now)
             await self._tell_not_answerer(cand.sender, event_id, thread_root)
@@ -198,7 +214,7 @@ class RoomAnswers:
         )
         if settled is None:
             await self.inbox.mark_handled(event_id, now)
-            late = await self.inbox.get(verdict.request_id)
+            late = self._ours(await self.inbox.get(verdict.request_id))
             if late is not None:
                 self.notices.post(
                     f"Already settled: {describe_outcome(late)}. Your answer changed nothing.",
@@ -223,6 +239,7 @@ class RoomAnswers:
 
     async def _tell_not_answerer(self, user: str, event_id: str, thread_root: str | None) -> None:
         key = f"told.not_answerer.{user}.{thread_root or '-'}"  # once per person and prompt, never a flood
+        key += "" if self.room == "default" else f"@{self.room}"
         if await self.inbox.get_kv(key):
             return
         await self.inbox.set_kv(key, iso_ms(self.now()))

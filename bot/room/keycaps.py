@@ -67,7 +67,9 @@ class Keycaps:
             for rid, key, ev in todo:
                 if not await self.background_turn():
                     return 10.0
-                await self.matrix.redact(ev, txn_id("x", self.install_id, rid, key), reason="settled")
+                owner = await self.inbox.get(rid)
+                room = owner.room if owner is not None else "default"
+                await self.matrix.redact(ev, txn_id("x", self.install_id, rid, key), reason="settled", room=room)
                 await self.inbox.mark_reaction_redacted(rid, key)
         return 30.0
 
@@ -92,6 +94,7 @@ class Keycaps:
                     },
                     txn_id("r", self.install_id, rec.id, str(i)),
                     "m.reaction",
+                    room=rec.room,
                 )
                 await self.inbox.add_reaction(rec.id, key, ev)
             await self.inbox.mark_seeded(rec.id)

@@ -251,12 +251,14 @@ class Outbox:
         content = prompt_content(rec)
         self.timings.mark(rec.id, "sending", self.now())
         try:
-            event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id))
+            event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id), room=rec.room)
         except SendFailed as e:
             if not e.too_large:
                 raise
             log.warning("prompt_too_large", request_id=rec.id, fallback="short prompt")
-            event_id = await self.matrix.send(short_prompt_content(rec), txn_id("ps", self.install_id, rec.id))
+            event_id = await self.matrix.send(
+                short_prompt_content(rec), txn_id("ps", self.install_id, rec.id), room=rec.room
+            )
         self.quiet.posted(rec.id, self.now())
         self.timings.mark(rec.id, "posted", self.now())
         if self.pacer.holding:  # overdue edits go while the person reads this prompt
@@ -267,7 +269,9 @@ class Outbox:
         log.info("prompt_posted", request_id=rec.id, event_id=event_id)
         if not remember_complete(rec, content):  # shortened: the full text goes in its thread
             try:
-                await self.matrix.send(full_text_notice(rec, event_id), txn_id("f", self.install_id, rec.id))
+                await self.matrix.send(
+                    full_text_notice(rec, event_id), txn_id("f", self.install_id, rec.id), room=rec.room
+                )
             except SendFailed as e:  # best effort: the prompt still says it was cut, and needs a reply
                 log.warning("full_text_not_posted", request_id=rec.id, error=str(e))
 
@@ -284,13 +288,15 @@ class Outbox:
         o = rec.outcome
         amended = () if o is None or not o.answered_by.startswith("harness:") else (o.answered_by, o.via, rec.state)
         try:
-            event_id = await self.matrix.send(settled_content(rec), txn_id("e", self.install_id, rec.id, *amended))
+            event_id = await self.matrix.send(
+                settled_content(rec), txn_id("e", self.install_id, rec.id, *amended), room=rec.room
+            )
         except SendFailed as e:
             if not e.too_large:
                 raise
             log.warning("edit_too_large", request_id=rec.id, fallback="outcome line only")
             short = short_settled_content(rec)
-            event_id = await self.matrix.send(short, txn_id("es", self.install_id, rec.id, *amended))
+            event_id = await self.matrix.send(short, txn_id("es", self.install_id, rec.id, *amended), room=rec.room)
         self.timings.edited(rec.id, self.now(), via=o.via if o else None)
         await self.inbox.mark_edited(rec.id, event_id)
         log.info("prompt_edited", request_id=rec.id, state=rec.state)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from functools import partial
 from typing import Any
 
 import structlog
@@ -25,11 +26,13 @@ from bot.inbox.session_rules import facts, scope_of
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
+from bot.matrix.station import EventHandler
 from bot.room.answers import RoomAnswers
 from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
 from bot.service.metrics import Metrics, export_figures
+from bot.service.rooms import RoomFigures, Rooms
 from bot.service.state_db import new_holder, state_database
 from bot.service.webhooks import Webhooks
 from bot.util.aio import wait_any
@@ -51,15 +54,18 @@ class Daemon:
         secure_state_dir(state)
         self.holder = new_holder()
         self.inbox = Inbox(state_database(cfg, self.holder))  # SQLite under state, or [state] database
-        self.matrix = Matrix(cfg.matrix, self.inbox, str(state), on_refused=self.on_refused_event)
+        self.matrix = Matrix(cfg.matrix, self.inbox, str(state), rooms=[(r.name, r.room) for r in cfg.rooms],
+                             refused_for=lambda name: partial(self.on_refused_event, room=name))
         self.metrics = Metrics(pending=self.inbox.count_pending)
         self.notices = self.matrix.notices  # the bot's m.notice chatter (the Matrix side posts its own too)
         self.stop = asyncio.Event()
         self.wake_timer = asyncio.Event()
         self.outbox = Outbox(self.inbox, self.matrix, self.metrics, cfg.prompts, self.stop, self.now,
                              self.on_room_event)
-        self.room_answers = RoomAnswers(self.inbox, self.matrix, self.notices, cfg.answerers, self.now,
-                                        self.outbox.wake_post.set, self.outbox.wake_settle.set)
+        self.rooms = Rooms(cfg, self.inbox, self.matrix, self.now, self.outbox.wake_post.set,
+                           self.outbox.wake_settle.set)  # each station room's answers (bot/service/rooms.py)
+        self.room_answers: RoomAnswers = self.rooms.answers["default"]
+        self.metrics.registry.register(RoomFigures(self.rooms))
         self.session_rules = self.room_answers.session_rules
         self.rules: list[Any] = []
         if cfg.rules:
@@ -74,7 +80,7 @@ class Daemon:
         self.inbox.listen(self.metrics.on_change)
         export_figures(self.metrics, self.matrix, self.webhooks)
         self.harnesses = Harnesses(cfg.harnesses, self.inbox, now=self.now, timeout=cfg.prompts.timeout,
-                                   after_new=self._apply_rules)
+                                   after_new=self._apply_rules, room_of=cfg.room_of_harness)
         self.inbox.listen(self.harnesses.on_change, every_daemon=True)
         self.across = Across(self.inbox)  # LISTEN for other daemons' changes (PostgreSQL only)
         self.ready = False
@@ -87,7 +93,10 @@ class Daemon:
             ready=self.ready, joined=m.syncer.joined, last_sync_ok=m.last_sync_ok, ready_at=self.ready_at,
             sync_timeout=self.cfg.matrix.sync_timeout, send_failing=m.send_failing,
         )
-        return health.body(facts, self.now(), m.connected, self.harnesses.health())
+        out = health.body(facts, self.now(), m.connected, self.harnesses.health())
+        if self.cfg.rooms:  # more than one station room: each one's state
+            out["rooms"] = self.rooms.health()
+        return out
 
     # -- inbox events ------------------------------------------------------
     def _on_change(self, kind: str, rec: Record) -> None:
@@ -101,12 +110,15 @@ class Daemon:
         sub = parse_submission(body)
         self.harnesses.refuse_reserved(sub.session_id)
         now = self.now()
+        room = self.rooms.room_of_token(submitted_by)  # by the credential alone, never by the body
         m = self.matrix  # before the first sync, whether the room is encrypted is not known yet
-        encrypted = m.room_encrypted or (self.cfg.matrix.encryption and not m.syncer.synced.is_set())
+        encrypted = m.rooms[room].encrypted or (self.cfg.matrix.encryption and not m.syncer.synced.is_set())
         check_submission(sub, now, self.cfg.prompts.timeout, encrypted=encrypted)
-        rec, created = await self.inbox.submit(sub, now, self.cfg.prompts.timeout, submitted_by, hold_post=True)
+        rec, created = await self.inbox.submit(
+            sub, now, self.cfg.prompts.timeout, submitted_by, hold_post=True, room=room
+        )
         if created:
-            log.info("request_submitted", request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind)
+            log.info("request_submitted", request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind, room=room)
             rec = await self._apply_rules(rec)
         return rec, created
 
@@ -140,6 +152,9 @@ class Daemon:
         rule = await self.session_rules.match(scope, self.now())  # also: the session is active
         if rule is None or not once:
             return rec
+        origin = await self.inbox.get(rule.request_id)
+        if origin is None or origin.room != rec.room:  # a rule stays in its room: another room's answerers
+            return rec
         log.info("session_rule_matched", rule_id=rule.id, request_id=rec.id)
         return await self._settle_by_rule(rec, once[0], f"session rule (set by {rule.set_by})")
 
@@ -162,10 +177,12 @@ class Daemon:
         feedback: str | None = None,
         by: str = "api",
         via: str = "api",
+        rooms: Collection[str] | None = None,
     ) -> Record:
-        """Settle from the HTTP API. NotFound when unknown or no longer pending; NoFittingOption."""
+        """Settle from the HTTP API. NotFound when unknown, no longer pending, or (``rooms``: the
+        decider's rooms) in another room; NoFittingOption."""
         rec = await self.inbox.get(request_id)
-        if rec is None or not rec.pending:
+        if rec is None or not rec.pending or (rooms is not None and rec.room not in rooms):
             raise NotFound(request_id)
         chosen = choose(rec.options, decision, scope=scope, option_id=option_id)
         how = Via.CANCEL if decision == "cancel" else Via(via)
@@ -179,12 +196,12 @@ class Daemon:
 
     # -- room events ----------------------------------------------------------
     async def on_room_event(self, source: dict[str, Any]) -> None:
-        """One station-room event, in timeline order: maybe an answer (bot.room.answers)."""
-        await self.room_answers.handle(source)
+        """A parked station-room event, read again in its own room (bot.service.rooms)."""
+        await self.rooms.reprocess(source)
 
-    async def on_refused_event(self, source: dict[str, Any]) -> None:
+    async def on_refused_event(self, source: dict[str, Any], room: str = "default") -> None:
         """An event the trust policy refused: never an answer, but a refused look-alike prompt still counts."""
-        await self.room_answers.refused(source)
+        await self.rooms.answers[room].refused(source)
 
     # -- timeouts ------------------------------------------------------------
     async def timer_loop(self) -> None:
@@ -217,7 +234,7 @@ class Daemon:
         await self.across.start()
 
     async def connect(self) -> None:
-        """Log in and join the station room; then the daemon is ready."""
+        """Log in and join every station room; then the daemon is ready."""
         await self.matrix.login()
         await self.matrix.join_room()
         self.ready = True
@@ -226,11 +243,14 @@ class Daemon:
     def matrix_tasks(self) -> list[asyncio.Task[None]]:
         """The Matrix-side tasks, started (sync, outbox workers, notices, harness watchers); run by
         :class:`bot.service.supervisor.Supervisor`, which stops them."""
-        handler = self.outbox.timings.room_handler(self.on_room_event, self.now)  # stamps when answers are seen
+        def handler_for(name: str) -> EventHandler:  # stamps when answers are seen
+            return self.outbox.timings.room_handler(self.rooms.handler(name), self.now)
+
         return [
-            asyncio.create_task(self.matrix.sync_forever(handler, self.stop), name="sync"),
+            asyncio.create_task(self.matrix.sync_forever(handler_for("default"), self.stop, handler_for), name="sync"),
             *self.outbox.tasks(),
-            asyncio.create_task(self.notices.run(self.stop), name="notices"),
+            *(asyncio.create_task(r.notices.run(self.stop), name=f"notices:{name}")
+              for name, r in self.matrix.rooms.items()),
             *self.harnesses.tasks(self.stop),
         ]
 

@@ -31,7 +31,9 @@ class FakeMatrix:
         self._n = 0
         self._room = asyncio.Lock()
 
-    async def send(self, content: dict[str, Any], txn: str, event_type: str = "m.room.message") -> str:
+    async def send(
+        self, content: dict[str, Any], txn: str, event_type: str = "m.room.message", *, room: str = "default"
+    ) -> str:
         async with self._room:
             await asyncio.sleep(self.latency)
         rel = content.get("m.relates_to", {})
@@ -40,7 +42,7 @@ class FakeMatrix:
         self._n += 1
         return f"$ev{self._n}"
 
-    async def redact(self, event_id: str, txn: str, reason: str | None = None) -> None:
+    async def redact(self, event_id: str, txn: str, reason: str | None = None, *, room: str = "default") -> None:
         async with self._room:
             await asyncio.sleep(self.latency)
         self.sent.append(("redact", txn))

@@ -8,7 +8,8 @@ failed, 1 otherwise. Uses the daemon's saved session when there is one (no new d
 with the password and logs that device out again. Secrets are never printed.
 
 Modules: report (the printer), state (the inbox read-only), config (config, state folder, API
-address), homeserver (reachable, login), e2ee, room, answerers; harnesses in bot/harness/check.py.
+address), homeserver (reachable, login), e2ee, room, answerers, rooms ([[rooms]]: each
+room checked as the default one); harnesses in bot/harness/check.py.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from bot.cli.doctor.e2ee import check_cross_signing, check_encryption_support
 from bot.cli.doctor.homeserver import Login, check_homeserver, check_login, logout
 from bot.cli.doctor.report import Report
 from bot.cli.doctor.room import Room, check_room
+from bot.cli.doctor.rooms import check_rooms
 from bot.cli.doctor.state import read_saved
 from bot.util.jsonhttp import Unreachable
 
@@ -47,6 +49,7 @@ def run(config_path: str) -> int:
             else:
                 rep.warn("room: not checked (no working login)")
         check_answerers(cfg, login, room, rep)
+        check_rooms(cfg, login, rep)  # every [[rooms]] entry the same way, its lines marked with its name
     except Unreachable as e:
         rep.fail(f"homeserver: stopped answering ({e})", "check the homeserver and run doctor again")
     finally:

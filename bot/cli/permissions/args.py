@@ -55,6 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     ls.add_argument("--json", action="store_true", help="print the full records as a JSON array")
     ls.add_argument("--session", metavar="ID", help="only this session (its id or label)")
+    ls.add_argument("--room", metavar="NAME", help="only this station room's requests ([[rooms]] name, or default)")
 
     for verb in ("approve", "deny"):
         what = (
@@ -95,6 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     w.add_argument("--session", metavar="ID", help="restrict every rule to this session id (chosen by the agent)")
     w.add_argument("--label", metavar="NAME", help="restrict every rule to requests with this label (set by the proxy)")
+    w.add_argument("--room", metavar="NAME", help="restrict every rule to this station room's requests")
     w.add_argument("--rules-json", metavar="JSON|@FILE", help="a JSON list of rules, or @FILE holding one")
     w.add_argument("--always", action="store_true", help="approve rules pick allow-always (if offered)")
     w.add_argument("--interval", type=_interval, default=2.0, metavar="DUR", help="poll period (default 2s)")

@@ -22,7 +22,8 @@ LS_PAGE = "1000"  # records per GET /permissions page (a daemon without pages an
 
 def ls(args: argparse.Namespace, client: Client) -> int:
     """Print every pending request (optionally of one session), oldest first: a table, or JSON."""
-    query: dict[str, str] | None = {"limit": LS_PAGE, **({"session": args.session} if args.session else {})}
+    query: dict[str, str] | None = {"limit": LS_PAGE, **({"session": args.session} if args.session else {}),
+                                    **({"room": args.room} if args.room else {})}
     records: list[dict[str, Any]] = []
     path = "/permissions"
     while True:
@@ -38,6 +39,8 @@ def ls(args: argparse.Namespace, client: Client) -> int:
         path, query = nxt, None
     if args.session:
         records = [r for r in records if matches_session(r, args.session)]
+    if args.room:  # a daemon that knows no rooms answers them all
+        records = [r for r in records if (r.get("room") or "default") == args.room]
     if args.json:
         out(dumps(records, indent=2 if sys.stdout.isatty() else None))  # the C encoder has no indent
         return 0

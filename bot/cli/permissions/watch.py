@@ -110,7 +110,8 @@ def watch(args: argparse.Namespace, client: Client) -> int:
 
     try:
         rules = build_rules(
-            args.tool_rules or [], args.rules_json, session=args.session, label=args.label, always=args.always
+            args.tool_rules or [], args.rules_json, session=args.session, label=args.label, room=args.room,
+            always=args.always,
         )
     except RuleError as err:
         raise Fail(str(err), 2) from None
@@ -121,7 +122,7 @@ def watch(args: argparse.Namespace, client: Client) -> int:
     start = time.monotonic()
     deadline = None if args.timeout is None else start + args.timeout
     listed = args.session or args.label
-    query = {"session": listed} if listed else None
+    query = {**({"session": listed} if listed else {}), **({"room": args.room} if args.room else {})} or None
     answered_once = False
     lost = False
     if sys.stderr.isatty():

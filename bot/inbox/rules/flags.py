@@ -29,8 +29,11 @@ def flag_rule(decision: Decision, pattern: str, *, session: str | None = None, a
         raise RuleError(f"{flag} {pattern}: {describe(err)}") from None
 
 
-def restrict_to_session(rules: Sequence[Rule], session: str | None = None, *, label: str | None = None) -> list[Rule]:
-    """``--session ID`` / ``--label NAME``: rules without their own get it; rules with their own keep it.
+def restrict_to_session(
+    rules: Sequence[Rule], session: str | None = None, *, label: str | None = None, room: str | None = None
+) -> list[Rule]:
+    """``--session ID`` / ``--label NAME`` / ``--room NAME``: rules without their own get it; rules with
+    their own keep it.
 
     A rule naming a different session (or label) then matches nothing the restriction lets through
     (the watch also asks the daemon for that session's requests only).
@@ -39,6 +42,8 @@ def restrict_to_session(rules: Sequence[Rule], session: str | None = None, *, la
         raise RuleError("--session: the session id is empty")
     if label is not None and not label:
         raise RuleError("--label: the label is empty")
+    if room is not None and not room:
+        raise RuleError("--room: the room name is empty")
     out: list[Rule] = []
     for r in rules:
         update: dict[str, str] = {}
@@ -46,6 +51,8 @@ def restrict_to_session(rules: Sequence[Rule], session: str | None = None, *, la
             update["session_id"] = session
         if label is not None and r.match.label is None:
             update["label"] = label
+        if room is not None and r.match.room is None:
+            update["room"] = room
         if update:
             r = r.model_copy(update={"match": r.match.model_copy(update=update)})
         out.append(r)
@@ -58,12 +65,14 @@ def build_rules(
     *,
     session: str | None = None,
     label: str | None = None,
+    room: str | None = None,
     always: bool = False,
 ) -> list[Rule]:
     """All of ``watch``'s rules: the tool flags in command-line order, then the ``--rules-json`` ones.
 
     ``always`` (``--always``) gives scope ``always`` to approve rules that set no scope of their own;
-    ``session`` (``--session``) and ``label`` (``--label``) restrict every rule (see :func:`restrict_to_session`).
+    ``session`` (``--session``), ``label`` (``--label``) and ``room`` (``--room``) restrict every rule
+    (see :func:`restrict_to_session`).
     """
     rules = [flag_rule(d, p, always=always) for d, p in tool_flags]
     if rules_json is not None:
@@ -71,6 +80,6 @@ def build_rules(
             if always and r.decision == "approve" and r.scope is None:
                 r = r.model_copy(update={"scope": "always"})
             rules.append(r)
-    if session is not None or label is not None:
-        rules = restrict_to_session(rules, session, label=label)
+    if session is not None or label is not None or room is not None:
+        rules = restrict_to_session(rules, session, label=label, room=room)
     return rules

@@ -16,7 +16,7 @@ Scope = Literal["once", "always"]
 
 
 class RuleMatch(BaseModel):
-    """What a rule matches: globs over the tool name, kind and command; a session id; a label."""
+    """What a rule matches: globs over the tool name, kind and command; a session id; a label; a station room."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, populate_by_name=True)
 
@@ -25,11 +25,12 @@ class RuleMatch(BaseModel):
     command: str | None = Field(default=None, min_length=1)
     session_id: str | None = Field(default=None, alias="sessionId", min_length=1)
     label: str | None = Field(default=None, min_length=1)
+    room: str | None = Field(default=None, min_length=1)  # a station room's name (the daemon chose it)
 
     @model_validator(mode="after")
     def _needs_one(self) -> RuleMatch:
-        if all(v is None for v in (self.tool_name, self.kind, self.command, self.session_id, self.label)):
-            raise ValueError("needs at least one of toolName, kind, command, sessionId or label")
+        if all(v is None for v in (self.tool_name, self.kind, self.command, self.session_id, self.label, self.room)):
+            raise ValueError("needs at least one of toolName, kind, command, sessionId, label or room")
         return self
 
 
@@ -55,6 +56,8 @@ class Rule(BaseModel):
         if m.session_id is not None and m.session_id != _first(record, "session_id", "sessionId"):
             return False
         if m.label is not None and m.label != _first(record, "label"):
+            return False
+        if m.room is not None and m.room != (record.get("room") or "default"):
             return False
         if m.tool_name is not None and not fnmatch.fnmatchcase(_first(record, "tool_name", "toolName"), m.tool_name):
             return False

@@ -17,7 +17,7 @@ class RuleError(ValueError):
     """A rule (or a list of rules) that cannot be used; the message is one line."""
 
 
-_KEYS = {(): "match, decision, scope, optionId", ("match",): "toolName, kind, command, sessionId, label"}
+_KEYS = {(): "match, decision, scope, optionId", ("match",): "toolName, kind, command, sessionId, label, room"}
 
 
 def describe(err: ValidationError) -> str:
