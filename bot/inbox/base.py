@@ -78,7 +78,6 @@ class InboxBase:
     _remote: list[Listener]  # also told of changes committed by another daemon on the same database
     _changed: dict[str, Settled]
     _json: JsonKept  # pending records' API JSON, for GET /permissions
-    _post_held: set[str]  # new requests whose rules are being applied: not to be posted yet
 
     @property
     def db(self) -> Database:

@@ -134,6 +134,9 @@ STEPS: list[Step] = [
         "CREATE INDEX IF NOT EXISTS requests_unedited ON requests (decided_at)"
         " WHERE prompt_edited=0 AND decided_at IS NOT NULL AND prompt_event_id IS NOT NULL",
     ),
+    # A new request held back from posting while its rules are applied (Inbox.hold_post), kept in the
+    # database: on a shared PostgreSQL database the leader posts what a standby's API took.
+    both("post_held", "ALTER TABLE requests ADD COLUMN post_held INTEGER NOT NULL DEFAULT 0"),
 ]
 LATEST = len(STEPS)
 

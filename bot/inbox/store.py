@@ -40,7 +40,6 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
         self._remote = []
         self._changed = {}
         self._json = JsonKept()
-        self._post_held = set()
         self.install_id = ""  # set by open: part of every txn id, so a wiped state never reuses an old one
 
     @property

@@ -29,6 +29,7 @@ from bot.room.answers import RoomAnswers
 from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
+from bot.service.leadership import Leadership
 from bot.service.metrics import Metrics, export_figures
 from bot.service.state_db import new_holder, state_database
 from bot.service.webhooks import Webhooks
@@ -77,6 +78,7 @@ class Daemon:
                                    after_new=self._apply_rules)
         self.inbox.listen(self.harnesses.on_change, every_daemon=True)
         self.across = Across(self.inbox)  # LISTEN for other daemons' changes (PostgreSQL only)
+        self.leadership = Leadership(self.inbox.database, self.matrix.sender)  # leader or standby
         self.ready = False
         self.ready_at = 0.0
 
@@ -87,7 +89,7 @@ class Daemon:
             ready=self.ready, joined=m.syncer.joined, last_sync_ok=m.last_sync_ok, ready_at=self.ready_at,
             sync_timeout=self.cfg.matrix.sync_timeout, send_failing=m.send_failing,
         )
-        return health.body(facts, self.now(), m.connected, self.harnesses.health())
+        return health.body(facts, self.now(), m.connected, self.harnesses.health(), role=self.leadership.role)
 
     # -- inbox events ------------------------------------------------------
     def _on_change(self, kind: str, rec: Record) -> None:
@@ -116,7 +118,7 @@ class Daemon:
         try:
             return await self._apply_rules_held(rec)
         finally:
-            self.inbox.release_post(rec.id)
+            await self.inbox.release_post(rec.id)
             self.outbox.wake_post.set()
 
     async def _apply_rules_held(self, rec: Record) -> Record:
@@ -235,6 +237,7 @@ class Daemon:
         ]
 
     async def close(self) -> None:
+        await self.leadership.resign()
         await self.harnesses.close()
         await self.matrix.close()
         await self.across.stop()
