@@ -1,6 +1,10 @@
 """Latency: what the bot adds to the homeserver's own two hops.
 
     .venv/bin/python bench/latency.py [--rounds 90] [--blocks 3] [--plain] [--like-element] [--all-syncing]
+                                      [--postgres]
+
+``--postgres``: the daemon's state in a PostgreSQL cluster started for the run (tests/support/postgres.py)
+instead of SQLite under its state folder.
 
 Real Synapse on loopback. Baseline: two plain matrix-nio clients play ping-pong
 (A sends, B sees it by sync and replies, A sees the reply). Product, the
@@ -316,11 +320,21 @@ async def main() -> int:
                     help="keep every client syncing in both phases (the baseline's pair parses the prompts too)")
     ap.add_argument("--like-element", action="store_true",
                     help="the answerer sends a read receipt and a typing notice before each answer, as Element does")
+    ap.add_argument("--postgres", action="store_true", help="the daemon's state in PostgreSQL, not SQLite")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pb-latency-"))
     hs = Homeserver(work / "synapse")
     hs.start()
     st = Station(hs, work / "station")
+    pg = None
+    if a.postgres:
+        from tests.support.postgres import PgCluster
+
+        pg = PgCluster()
+        pg.init()
+        pg.start()
+        pg.setup_roles()
+        st.env["PERMISSION_BOT_DATABASE_URL"] = await pg.create_database()
     if a.no_seed_reactions:
         st.prompts["seed_reactions"] = False
     peers: list[Peer] = []
@@ -379,13 +393,15 @@ async def main() -> int:
                           "ratio_median": round(pm / bm, 2), "ratio_p90": round(p90 / b90, 2),
                           "bimodal": two, "rounds": a.rounds, "blocks": a.blocks,
                           "answer": "plain" if a.plain else "reply", "like_element": a.like_element,
-                          "all_syncing": a.all_syncing}))
+                          "all_syncing": a.all_syncing, "state": "postgresql" if a.postgres else "sqlite"}))
         return 0
     finally:
         for p in peers:
             await p.close()
         await st.teardown()
         hs.stop()
+        if pg is not None:
+            pg.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import asyncpg
 import pytest
 
 from bot.demo.homeserver import Homeserver
+from bot.matrix.txn import txn_id
 from bot.service.leadership import DEPOSED_EXIT
 from tests.support.ha import HaStation, peer_of, role_of, until_role
 from tests.support.human import rel
@@ -158,3 +160,48 @@ async def test_a_paused_leader_acts_on_nothing_after_the_take_over(pair: list[St
     assert '"resolved"' in states
     leader.start_daemon()
     await until_role(leader, "standby")
+
+
+async def test_a_prompt_the_old_leader_posted_but_never_recorded_is_not_posted_again(pair: list[Station]) -> None:
+    """The leader sends a prompt and stops before recording it (here: the send made with its access token and
+    the prompt's deterministic txn id, then the leader paused): the new leader's post of that request is
+    the same event, so the room shows one prompt."""
+    leader, standby = leader_and_standby(pair)
+    sid = "ha-unrecorded"
+    assert leader.daemon is not None
+    os.kill(leader.daemon.pid, signal.SIGSTOP)  # from here the request is posted only after the take-over
+    try:
+        code, rec = await standby.ahttp("POST", "/permissions", request_body(sid), token=AGENT)
+        assert code == 201
+        conn = await asyncpg.connect(standby.env["PERMISSION_BOT_DATABASE_URL"])
+        try:
+            kv = dict(await conn.fetch("SELECT k, v FROM kv WHERE k IN ('install_id', 'matrix.session')"))
+        finally:
+            await conn.close()
+        session = json.loads(kv["matrix.session"])
+        txn = txn_id("p", kv["install_id"], rec["id"])
+        url = f"{leader.hs.url}/_matrix/client/v3/rooms/{leader.room_id}/send/m.room.message/{txn}"
+        body = {"msgtype": "m.notice", "body": "the old leader's prompt, sent but not recorded"}
+        async with aiohttp.ClientSession() as http, http.put(
+            url, json=body, headers={"Authorization": f"Bearer {session['access_token']}"}
+        ) as r:
+            assert r.status == 200
+            sent = (await r.json())["event_id"]
+        await until_role(standby, "leader")
+        got: dict[str, Any] = {}
+        deadline = time.monotonic() + 30
+        while not got.get("prompt_event_id") and time.monotonic() < deadline:
+            _, got = await standby.ahttp("GET", f"/permissions/{rec['id']}")
+            await asyncio.sleep(0.2)
+        assert got["prompt_event_id"] == sent  # the homeserver answered the repeated txn with the first event
+    finally:
+        os.kill(leader.daemon.pid, signal.SIGCONT)
+    assert await asyncio.to_thread(leader.daemon.wait, 60) == DEPOSED_EXIT
+    await asyncio.sleep(1)
+    assert not standby.alice.find(lambda e: st_prompt(standby, e, sid)), "a second prompt was posted"
+    leader.start_daemon()
+    await until_role(leader, "standby")
+
+
+def st_prompt(st: Station, e: dict[str, Any], sid: str) -> bool:
+    return st.is_prompt(e) and e["content"].get("session_id") == sid
