@@ -84,11 +84,19 @@ async def test_a_request_held_on_one_daemon_is_not_posted_by_another_until_relea
     """The standby's API takes a request and applies its rules: the leader (another daemon) must not post it
     meanwhile; once released, it does. A hold whose daemon died lapses after HOLD_LAPSE."""
     standby, leader = two
-    held, _ = await standby.submit(parse_submission(request_body("held")), 100.0, 600, hold_post=True)
-    assert await leader.needing_post() == []
-    assert [r.id for r in await leader.needing_post(held_before=100.5)] == [held.id]  # lapsed (its daemon died)
-    await standby.release_post(held.id)
-    assert [r.id for r in await leader.needing_post()] == [held.id]
+    across, woken = Across(leader), asyncio.Event()
+    leader.on_release(woken.set)
+    await across.start()
+    try:
+        held, _ = await standby.submit(parse_submission(request_body("held")), 100.0, 600, hold_post=True)
+        assert await leader.needing_post() == []
+        assert [r.id for r in await leader.needing_post(held_before=100.5)] == [held.id]  # lapsed: its daemon died
+        await standby.release_post(held.id)
+        async with asyncio.timeout(30):  # a guard only: the release wakes the leader's poster
+            await woken.wait()
+        assert [r.id for r in await leader.needing_post()] == [held.id]
+    finally:
+        await across.stop()
 
 
 async def test_a_deposed_leaders_fenced_writes_are_refused_and_the_apis_are_not(two: tuple[Inbox, Inbox]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from bot.events.states import State, Via
-from bot.inbox.base import InboxBase, Settled, row_to_record
+from bot.inbox.base import RELEASED, InboxBase, Settled, row_to_record
 from bot.inbox.db import Connection
 from bot.inbox.marks import mark_settled_at
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record, dumps
@@ -85,7 +85,8 @@ class Requests(InboxBase):
     async def release_post(self, request_id: str) -> None:
         """The request may be posted now (wake the poster after this)."""
         async with self._tx() as db:
-            await db.execute("UPDATE requests SET post_held=0 WHERE id=$1 AND post_held=1", request_id)
+            if await db.execute("UPDATE requests SET post_held=0 WHERE id=$1 AND post_held=1", request_id):
+                await self._notify(db, RELEASED, request_id)  # the leader may be another daemon: wake its poster
 
     async def get(self, request_id: str) -> Record | None:
         found = await self._records("SELECT * FROM requests WHERE id=$1", request_id)

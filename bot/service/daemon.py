@@ -69,6 +69,7 @@ class Daemon:
             self.rules = parse_rules(list(cfg.rules))
         self.inbox.listen(self._on_change, every_daemon=True)
         self.inbox.listen(self.outbox.on_change, every_daemon=True)  # PostgreSQL: another daemon's too
+        self.inbox.on_release(self.outbox.wake_post.set)  # a held request another daemon released
         self.inbox.listen(self.outbox.timings.on_change)
         self.webhooks = Webhooks(cfg.webhooks)
         self.inbox.listen(self.webhooks.on_change)
