@@ -2,10 +2,14 @@
 
     .venv/bin/python bench/latency.py [--rounds 90] [--blocks 3] [--plain] [--like-element] [--all-syncing]
     .venv/bin/python bench/latency.py --rooms 5 [--rounds 90] [--blocks 3]
+                                      [--postgres]
 
 ``--rooms N``: one bot serving N station rooms; requests over the HTTP API, spread round-robin over the N
 rooms, against the same requests all in one room, in alternating blocks of the same run; prints both and
 their ratios (median, p90). See bench/rooms.py.
+
+``--postgres``: the daemon's state in a PostgreSQL cluster started for the run (tests/support/postgres.py)
+instead of SQLite under its state folder.
 
 Real Synapse on loopback. Baseline: two plain matrix-nio clients play ping-pong
 (A sends, B sees it by sync and replies, A sees the reply). Product, the
@@ -323,6 +327,7 @@ async def main() -> int:
                     help="the answerer sends a read receipt and a typing notice before each answer, as Element does")
     ap.add_argument("--rooms", type=int, default=1, help="N station rooms: requests spread over them, compared "
                     "with the same requests in one room (ratios of median and p90)")
+    ap.add_argument("--postgres", action="store_true", help="the daemon's state in PostgreSQL, not SQLite")
     a = ap.parse_args()
     if a.rooms > 1:
         return await many_rooms(a.rooms, a.rounds, a.blocks)
@@ -330,6 +335,15 @@ async def main() -> int:
     hs = Homeserver(work / "synapse")
     hs.start()
     st = Station(hs, work / "station")
+    pg = None
+    if a.postgres:
+        from tests.support.postgres import PgCluster
+
+        pg = PgCluster()
+        pg.init()
+        pg.start()
+        pg.setup_roles()
+        st.env["PERMISSION_BOT_DATABASE_URL"] = await pg.create_database()
     if a.no_seed_reactions:
         st.prompts["seed_reactions"] = False
     peers: list[Peer] = []
@@ -388,10 +402,12 @@ async def main() -> int:
                           "ratio_median": round(pm / bm, 2), "ratio_p90": round(p90 / b90, 2),
                           "bimodal": two, "rounds": a.rounds, "blocks": a.blocks,
                           "answer": "plain" if a.plain else "reply", "like_element": a.like_element,
-                          "all_syncing": a.all_syncing}))
+                          "all_syncing": a.all_syncing, "state": "postgresql" if a.postgres else "sqlite"}))
         return 0
     finally:
         await _clean_up(peers, st, hs, work)
+        if pg is not None:
+            pg.stop()
 
 
 async def _clean_up(peers: list[Peer], st: Station, hs: Homeserver, work: Path) -> None:

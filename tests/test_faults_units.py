@@ -12,10 +12,12 @@ import aiohttp
 import pytest
 
 from bot.acp.daemon_client import DaemonBackoff
+from bot.inbox.db.fence import Deposed
 from bot.matrix.errors import MatrixFatal
 from bot.matrix.retry import MatrixBackoff, retry
 from bot.matrix.sync import SYNC_KEY, Syncer
 from bot.service import health
+from bot.service.leadership import DEPOSED_EXIT
 from bot.service.supervisor import Supervisor
 from bot.util.backoff import NO_JITTER, Backoff, KeyedBackoff
 
@@ -125,16 +127,47 @@ class StandIn:
         self.stop = asyncio.Event()
         self.ready = ready
         self._run = run
+        self.leadership = AlwaysLeader()
 
     async def connect(self) -> None:
         await self._run()
+
+    async def timer_loop(self) -> None:
+        await self.stop.wait()
 
     def matrix_tasks(self) -> list[asyncio.Task[None]]:
         return []
 
 
+class AlwaysLeader:
+    """A daemon's leadership on SQLite: elected at once, never deposed."""
+
+    async def elect(self) -> None:
+        pass
+
+    async def while_leading(self, body: Any) -> None:
+        await body()
+
+
+class DeposedAfterLogIn(AlwaysLeader):
+    """The term ends under the running Matrix side (another daemon took over)."""
+
+    async def while_leading(self, body: Any) -> None:
+        main = asyncio.create_task(body())
+        await asyncio.sleep(0.05)
+        main.cancel()
+        await asyncio.gather(main, return_exceptions=True)
+        raise Deposed("term 1 is over (now 2)")
+
+
 def _run_until_stopped(d: Any) -> Any:
     return Supervisor(d)._matrix_until_stopped()
+
+
+async def test_a_deposed_leader_stops_its_matrix_side_and_exits_3() -> None:
+    d = StandIn(lambda: asyncio.sleep(0), ready=True)
+    d.leadership = DeposedAfterLogIn()
+    assert await asyncio.wait_for(_run_until_stopped(cast(Any, d)), 5) == DEPOSED_EXIT
 
 
 async def test_stop_while_login_waits_on_an_unreachable_homeserver_ends_at_once() -> None:
@@ -311,3 +344,10 @@ async def test_one_failing_task_stops_every_task_and_exits_1() -> None:
     assert await asyncio.wait_for(Supervisor(cast(Any, d)).run(), 5) == 1
     assert d.stop.is_set() and d.tasks and all(t.done() for t in d.tasks)
     assert not [t for t in asyncio.all_tasks() - before if t is not asyncio.current_task()]
+
+
+def test_healthz_says_the_role_and_a_standby_has_no_matrix_reasons() -> None:
+    assert health.body(_facts(), 105.0, True)["role"] == "leader"
+    standby = health.body(_facts(ready=False, ready_at=0.0), 105.0, False, role="standby")
+    assert standby["role"] == "standby" and standby["status"] == "ok" and standby["reasons"] == []
+    assert health.body(_facts(ready=False, ready_at=0.0), 105.0, False)["status"] == "degraded"

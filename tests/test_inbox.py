@@ -126,10 +126,10 @@ async def test_a_request_held_while_its_rules_apply_is_not_posted_until_released
     assert [r.id for r in await inbox.needing_post()] == [other.id]  # only the held one waits
     await inbox.settle(rec.id, option_id="allow_once", by="rule", via="rule", feedback=None, now=3.0)
     await inbox.skip_post(rec.id)
-    inbox.release_post(rec.id)
+    await inbox.release_post(rec.id)
     assert [r.id for r in await inbox.needing_post()] == [other.id]  # skipped: never posted
     held, _ = await inbox.submit(parse_submission(request_body("u")), 4.0, 60, hold_post=True)
-    inbox.release_post(held.id)  # no rule settled it: posted as usual
+    await inbox.release_post(held.id)  # no rule settled it: posted as usual
     assert [r.id for r in await inbox.needing_post()] == [other.id, held.id]
 
 
@@ -281,6 +281,7 @@ async def test_an_older_folder_gets_the_index(tmp_path: Path) -> None:
     await ib.open()
     rid = await _request(ib, "s", 1.0, "$p", settle=True)
     await ib.db.execute("DROP INDEX requests_unedited")
+    await ib.db.execute("ALTER TABLE requests DROP COLUMN post_held")  # a later step's
     await ib.db.execute("PRAGMA user_version = 8")
     await ib.db.execute("DROP TABLE schema_versions")  # as an older permission-bot left it
     await ib.close()

@@ -11,6 +11,8 @@ import pytest
 from bot.events.states import Via
 from bot.inbox.across import Across
 from bot.inbox.db import create
+from bot.inbox.db.fence import FENCE, Deposed, Fence, confirm
+from bot.inbox.db.leader import LEADERSHIP
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from tests.support.station import request_body
@@ -76,3 +78,64 @@ async def test_a_settlement_on_one_daemon_answers_a_long_poll_on_another(two: tu
         assert heard == [("request", rec.id), ("resolved", rec.id), ("request", own.id), ("resolved", own.id)]
     finally:
         await across.stop()
+
+
+async def test_a_request_held_on_one_daemon_is_not_posted_by_another_until_released(two: tuple[Inbox, Inbox]) -> None:
+    """The standby's API takes a request and applies its rules: the leader (another daemon) must not post it
+    meanwhile; once released, it does. A hold whose daemon died lapses after HOLD_LAPSE."""
+    standby, leader = two
+    across, woken = Across(leader), asyncio.Event()
+    leader.on_release(woken.set)
+    await across.start()
+    try:
+        held, _ = await standby.submit(parse_submission(request_body("held")), 100.0, 600, hold_post=True)
+        assert await leader.needing_post() == []
+        assert [r.id for r in await leader.needing_post(held_before=100.5)] == [held.id]  # lapsed: its daemon died
+        await standby.release_post(held.id)
+        async with asyncio.timeout(30):  # a guard only: the release wakes the leader's poster
+            await woken.wait()
+        assert [r.id for r in await leader.needing_post()] == [held.id]
+    finally:
+        await across.stop()
+
+
+async def test_a_deposed_leaders_fenced_writes_are_refused_and_the_apis_are_not(two: tuple[Inbox, Inbox]) -> None:
+    """The Matrix side's context carries the term: after another daemon took over, its settle is refused
+    (and its term marked lost) while the same daemon's API writes (no fence) still go through."""
+    a, b = two
+    await LEADERSHIP.upgrade(a.database)
+    rec, _ = await a.submit(parse_submission(request_body("fenced")), 1.0, 600)
+    other, _ = await a.submit(parse_submission(request_body("fenced", tool_call_id="c2")), 1.0, 600)
+    await a.database.execute("UPDATE leadership SET term=2 WHERE id=1")  # another daemon took over (term 2)
+    fence = Fence(1)
+
+    async def matrix_side() -> None:
+        FENCE.set(fence)
+        await a.settle(rec.id, option_id="allow_once", by="@alice:hs", via=Via.MATRIX, feedback=None, now=2.0)
+
+    with pytest.raises(Deposed):
+        await asyncio.create_task(matrix_side())
+    assert fence.lost.is_set()
+    with pytest.raises(Deposed):
+        await confirm_in(a, fence)  # and so is a send (Sender.guard)
+    got = await b.get(rec.id)
+    assert got is not None and got.pending
+    settled = await a.settle(other.id, option_id="allow_once", by="api:d", via=Via.API, feedback=None, now=2.0)
+    assert settled is not None and not settled.pending
+    current = Fence(2)
+
+    async def new_leader() -> None:
+        FENCE.set(current)
+        await b.settle(rec.id, option_id="allow_once", by="@alice:hs", via=Via.MATRIX, feedback=None, now=3.0)
+
+    await asyncio.create_task(new_leader())
+    got = await a.get(rec.id)
+    assert got is not None and got.outcome is not None and got.outcome.answered_by == "@alice:hs"
+
+
+async def confirm_in(inbox: Inbox, fence: Fence) -> None:
+    async def check() -> None:
+        FENCE.set(fence)
+        await confirm(inbox.database)
+
+    await asyncio.create_task(check())

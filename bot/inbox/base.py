@@ -22,6 +22,8 @@ from bot.inbox.record import Outcome, Record
 Listener = Callable[[str, Record], None]
 CHANGED = "pb_changed"
 """The NOTIFY channel of committed changes on PostgreSQL: ``kind<TAB>holder<TAB>request id`` (bot.inbox.across)."""
+RELEASED = "released"
+"""The kind of a NOTIFY that a held request may be posted now: only ``on_release`` callbacks hear it."""
 
 
 class Settled(asyncio.Event):
@@ -78,8 +80,8 @@ class InboxBase:
     _listeners: list[Listener]
     _remote: list[Listener]  # also told of changes committed by another daemon on the same database
     _changed: dict[str, Settled]
+    _released: list[Callable[[], None]]  # told when another daemon released a held request (wake the poster)
     _json: JsonKept  # pending records' API JSON, for GET /permissions
-    _post_held: set[str]  # new requests whose rules are being applied: not to be posted yet
 
     @property
     def db(self) -> Database:
@@ -112,6 +114,10 @@ class InboxBase:
     def heard(self, kind: str, rec: Record) -> None:
         """A change another daemon committed (bot.inbox.across): wake this daemon's waiters and the listeners
         that follow every daemon's changes (not webhooks or counters: the committing daemon tells those)."""
+        if kind == RELEASED:
+            for wake in self._released:
+                wake()
+            return
         ev = self._changed.get(rec.id)
         if ev is not None and kind == "resolved" and not rec.pending:
             del self._changed[rec.id]

@@ -67,7 +67,7 @@ class Links:
             except KeyConflict as e:
                 raise Squatted(f"{sub.key}: {e}") from None
             if created and hold_post:
-                self.inbox.hold_post(rec.id)
+                await self.inbox.hold_post(db, rec.id)
             if not created:
                 if await db.fetchrow(
                     "SELECT 1 FROM harness_links WHERE request_id=$1 AND harness=$2 AND harness_id=$3"
@@ -153,7 +153,7 @@ class Links:
             if not created:
                 raise Squatted(f"{new.id}: the inbox holds this key already")
             if hold_post:
-                self.inbox.hold_post(new.id)
+                await self.inbox.hold_post(db, new.id)
             why = note(old, new)
             if old.pending:
                 await db.execute(

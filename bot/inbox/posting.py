@@ -14,6 +14,10 @@ NEEDING_EDIT = (
 ``{which}`` (whether the room shows it settled, or nothing)."""
 
 
+HOLD_LAPSE = 30.0
+"""Seconds after which a request's hold (its rules being applied) lapses: its daemon died before releasing it."""
+
+
 def needing_edit_sql(shown: bool | None) -> str:
     """``NEEDING_EDIT`` for ``needing_edit(shown=...)``."""
     which = "" if shown is None else (" AND" + ("" if shown else " NOT") + " EXISTS (SELECT 1 FROM timeline t"
@@ -43,14 +47,14 @@ class Posting(InboxBase):
                 event_id, request_id,
             )
 
-    async def needing_post(self, limit: int = 100) -> list[Record]:
-        """Records whose prompt is not in the room yet (and is to be posted, not held), oldest first."""
-        found = await self._records(
+    async def needing_post(self, limit: int = 100, held_before: float = float("-inf")) -> list[Record]:
+        """Records whose prompt is not in the room yet (and is to be posted, not held), oldest first; a
+        request still held but submitted before ``held_before`` too (its daemon died applying its rules)."""
+        return await self._records(
             "SELECT * FROM requests WHERE prompt_event_id IS NULL AND post_skipped=0"
-            " ORDER BY requested_at, rowid LIMIT $1",
-            limit,
+            " AND (post_held=0 OR requested_at < $2) ORDER BY requested_at, rowid LIMIT $1",
+            limit, held_before,
         )
-        return [r for r in found if r.id not in self._post_held]
 
     async def needing_edit(self, limit: int = 100, shown: bool | None = None) -> list[Record]:
         """Settled records whose prompt is in the room and still shows them pending; with ``shown``, only

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from bot.events.states import State, Via
-from bot.inbox.base import InboxBase, Settled, row_to_record
+from bot.inbox.base import RELEASED, InboxBase, Settled, row_to_record
 from bot.inbox.db import Connection
 from bot.inbox.marks import mark_settled_at
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record, dumps
@@ -31,7 +31,7 @@ class Requests(InboxBase):
         async with self._tx() as db:
             rec, created = await self.insert(db, sub, now, timeout, submitted_by, room=room)
             if created and hold_post:
-                self.hold_post(rec.id)
+                await self.hold_post(db, rec.id)
             if created:
                 await self._notify(db, "request", rec.id)
         if created:
@@ -79,13 +79,17 @@ class Requests(InboxBase):
         assert row is not None
         return row_to_record(row), True
 
-    def hold_post(self, request_id: str) -> None:
-        """Keep a new request out of ``needing_post`` until ``release_post`` (call inside its transaction)."""
-        self._post_held.add(request_id)
+    async def hold_post(self, db: Connection, request_id: str) -> None:
+        """Keep a new request out of ``needing_post`` until ``release_post``, in its submit transaction
+        (durable: the leader may be another daemon; a hold its daemon never released lapses, see
+        ``needing_post``)."""
+        await db.execute("UPDATE requests SET post_held=1 WHERE id=$1", request_id)
 
-    def release_post(self, request_id: str) -> None:
+    async def release_post(self, request_id: str) -> None:
         """The request may be posted now (wake the poster after this)."""
-        self._post_held.discard(request_id)
+        async with self._tx() as db:
+            if await db.execute("UPDATE requests SET post_held=0 WHERE id=$1 AND post_held=1", request_id):
+                await self._notify(db, RELEASED, request_id)  # the leader may be another daemon: wake its poster
 
     async def get(self, request_id: str) -> Record | None:
         found = await self._records("SELECT * FROM requests WHERE id=$1", request_id)

@@ -151,6 +151,9 @@ STEPS: list[Step] = [
         " ALTER TABLE timeline ADD COLUMN IF NOT EXISTS room TEXT NOT NULL DEFAULT 'default';"
         " CREATE INDEX IF NOT EXISTS timeline_room ON timeline (room, kind, pos)",
     ),
+    # A new request held back from posting while its rules are applied (Inbox.hold_post), kept in the
+    # database: on a shared PostgreSQL database the leader posts what a standby's API took.
+    both("post_held", "ALTER TABLE requests ADD COLUMN post_held INTEGER NOT NULL DEFAULT 0"),
 ]
 LATEST = len(STEPS)
 

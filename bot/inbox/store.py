@@ -12,6 +12,7 @@ listeners); its parts, one job each, share it as mixins:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -39,8 +40,8 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
         self._listeners = []
         self._remote = []
         self._changed = {}
+        self._released = []
         self._json = JsonKept()
-        self._post_held = set()
         self.install_id = ""  # set by open: part of every txn id, so a wiped state never reuses an old one
 
     @property
@@ -72,6 +73,10 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
         self._listeners.append(fn)
         if every_daemon:
             self._remote.append(fn)
+
+    def on_release(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` when another daemon released a held request (``release_post``): it may be posted now."""
+        self._released.append(fn)
 
     def waited(self) -> list[str]:
         """The ids long-polls of this daemon wait on."""

@@ -2,12 +2,14 @@
 
 Into an encrypted room an event is encrypted (reactions too) for the devices the trust policy
 allows. Sends wait for the first sync, which tells whether the room is encrypted. What failed last is
-kept (``send_failing``, for /healthz) with a count (``send_errors``, for /metrics).
+kept (``send_failing``, for /healthz) with a count (``send_errors``, for /metrics). A ``guard`` (the
+leader's fence, bot.service.leadership) may refuse every send of a daemon whose term is over.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from nio import ErrorResponse, RoomSendResponse
@@ -31,9 +33,15 @@ class Sender:
         self.synced = synced
         self.send_errors = 0
         self.send_failing: str | None = None  # why the last send failed, until one succeeds
+        self.guard: Callable[[], Awaitable[None]] | None = None  # raises when this daemon may no longer send
+
+    async def _guard(self) -> None:
+        if self.guard is not None:
+            await self.guard()  # not a SendFailed: a deposed leader's send is refused, not retried
 
     async def send(self, content: dict[str, Any], txn: str, event_type: str = "m.room.message") -> str:
         """Send into the station room with ``txn``; returns the event id or raises SendFailed."""
+        await self._guard()
         try:
             await self._wait_synced()
             if self.refusal.refused:
@@ -64,6 +72,7 @@ class Sender:
 
     async def redact(self, event_id: str, txn: str, reason: str | None = None) -> None:
         """Redact one of the bot's own events in the station room (redactions are never encrypted)."""
+        await self._guard()
         try:
             r = await self.st.client.room_redact(self.st.room_id, event_id, reason=reason, tx_id=txn)
         except Exception as e:

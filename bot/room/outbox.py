@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import structlog
 
 from bot.config import PromptsConfig
+from bot.inbox.posting import HOLD_LAPSE
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix, SendFailed, txn_id
@@ -176,7 +177,8 @@ class Outbox:
 
     async def _post_step(self) -> float:
         """Post every prompt not in the room yet; then re-read answers parked for them."""
-        while batch := self._ready("post", await self.inbox.needing_post(limit=256 + self.retries.waiting())):
+        while batch := self._ready("post", await self.inbox.needing_post(
+            limit=256 + self.retries.waiting(), held_before=self.now() - HOLD_LAPSE)):
             if not self.edits_idle.is_set():  # the edits nothing else shows go first (see the module docstring)
                 await wait_any(self.stop, self.edits_idle, EDITS_FIRST_WAIT)
             self._posting = True

@@ -31,6 +31,7 @@ from bot.room.answers import RoomAnswers
 from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
+from bot.service.leadership import Leadership
 from bot.service.metrics import Metrics, export_figures
 from bot.service.rooms import RoomFigures, Rooms
 from bot.service.state_db import new_holder, state_database
@@ -74,6 +75,7 @@ class Daemon:
             self.rules = parse_rules(list(cfg.rules))
         self.inbox.listen(self._on_change, every_daemon=True)
         self.inbox.listen(self.outbox.on_change, every_daemon=True)  # PostgreSQL: another daemon's too
+        self.inbox.on_release(self.outbox.wake_post.set)  # a held request another daemon released
         self.inbox.listen(self.outbox.timings.on_change)
         self.webhooks = Webhooks(cfg.webhooks)
         self.inbox.listen(self.webhooks.on_change)
@@ -83,6 +85,8 @@ class Daemon:
                                    after_new=self._apply_rules, room_of=cfg.room_of_harness)
         self.inbox.listen(self.harnesses.on_change, every_daemon=True)
         self.across = Across(self.inbox)  # LISTEN for other daemons' changes (PostgreSQL only)
+        senders = [r.sender for r in self.matrix.rooms.values()]  # every station room's sends are fenced
+        self.leadership = Leadership(self.inbox.database, senders)  # leader or standby
         self.ready = False
         self.ready_at = 0.0
 
@@ -93,7 +97,7 @@ class Daemon:
             ready=self.ready, joined=m.syncer.joined, last_sync_ok=m.last_sync_ok, ready_at=self.ready_at,
             sync_timeout=self.cfg.matrix.sync_timeout, send_failing=m.send_failing,
         )
-        out = health.body(facts, self.now(), m.connected, self.harnesses.health())
+        out = health.body(facts, self.now(), m.connected, self.harnesses.health(), role=self.leadership.role)
         if self.cfg.rooms:  # more than one station room: each one's state
             out["rooms"] = self.rooms.health()
         return out
@@ -128,7 +132,7 @@ class Daemon:
         try:
             return await self._apply_rules_held(rec)
         finally:
-            self.inbox.release_post(rec.id)
+            await self.inbox.release_post(rec.id)
             self.outbox.wake_post.set()
 
     async def _apply_rules_held(self, rec: Record) -> Record:
@@ -255,6 +259,7 @@ class Daemon:
         ]
 
     async def close(self) -> None:
+        await self.leadership.resign()
         await self.harnesses.close()
         await self.matrix.close()
         await self.across.stop()

@@ -1,10 +1,12 @@
 """The one place that starts and stops every task of the daemon.
 
-At once: the expiry timer and the webhook sender. Once logged in and joined: the sync loop, the
-outbox workers, the notices and the harness watchers. SIGTERM/SIGINT (from :meth:`Supervisor.catch_signals`,
-called before start-up so a stop at any stage counts) set the daemon's ``stop``; the first task that
-fails stops the rest. :meth:`Supervisor.run` answers the exit code: 0 after a stop, 1 after a failure
-(one clear line: ``matrix_fatal`` or ``daemon_failed``).
+At once: the webhook sender. While this daemon leads (at once on SQLite; on a shared PostgreSQL
+database once elected, bot.service.leadership): the expiry timer, and once logged in and joined the
+sync loop, the outbox workers, the notices and the harness watchers. SIGTERM/SIGINT (from
+:meth:`Supervisor.catch_signals`, called before start-up so a stop at any stage counts) set the
+daemon's ``stop``; the first task that fails stops the rest. :meth:`Supervisor.run` answers the exit
+code: 0 after a stop, 1 after a failure (one clear line: ``matrix_fatal`` or ``daemon_failed``), 3 when
+another daemon took the leadership over (``leader_deposed_exit``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from bot.inbox.db.fence import Deposed
 from bot.matrix.errors import MatrixFatal
+from bot.service.leadership import DEPOSED_EXIT
 from bot.util.aio import on_signals
 
 if TYPE_CHECKING:
@@ -40,16 +44,12 @@ class Supervisor:
     async def run(self) -> int:
         """Every task until a stop or a failure; all of them have ended when this returns."""
         d = self.daemon
-        always = [
-            asyncio.create_task(d.timer_loop(), name="timer"),
-            asyncio.create_task(d.webhooks.run(d.stop), name="webhooks"),
-        ]
+        webhooks = asyncio.create_task(d.webhooks.run(d.stop), name="webhooks")
         try:
             return await self._matrix_until_stopped()
         finally:
             d.stop.set()
-            always[0].cancel()  # the webhook sender ends on its own once stopped
-            await asyncio.gather(*always, return_exceptions=True)
+            await asyncio.gather(webhooks, return_exceptions=True)  # it ends on its own once stopped
 
     async def _matrix_until_stopped(self) -> int:
         """The Matrix side until a stop (at any stage) or a failure: 0, or 1 with one clear line."""
@@ -70,18 +70,27 @@ class Supervisor:
         except MatrixFatal as e:
             log.error("matrix_fatal", error=str(e))
             return 1
+        except Deposed as e:  # another daemon leads now: exit, the manager restarts this one as a standby
+            log.error("leader_deposed_exit", reason=str(e), code=DEPOSED_EXIT)
+            return DEPOSED_EXIT
         except Exception as e:
             log.exception("daemon_failed", error=f"{type(e).__name__}: {e}")
             return 1
         return 0
 
     async def _matrix_side(self) -> None:
-        """Log in and join, then run sync, outbox, notices and watchers until a stop or the first failure."""
+        """A standby until elected (bot.service.leadership), then the Matrix side while leading."""
+        await self.daemon.leadership.elect()
+        await self.daemon.leadership.while_leading(self._leading)
+
+    async def _leading(self) -> None:
+        """Log in and join, then run sync, outbox, notices, timer and watchers until a stop or the first failure."""
         d = self.daemon
-        await d.connect()
-        tasks = d.matrix_tasks()
+        tasks = [asyncio.create_task(d.timer_loop(), name="timer")]  # expiry goes on while logging in
         waiter = asyncio.create_task(d.stop.wait())
         try:
+            await d.connect()
+            tasks += d.matrix_tasks()
             done, _ = await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
             for t in done:
                 if t in tasks and t.exception() is not None:

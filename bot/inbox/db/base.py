@@ -4,7 +4,8 @@
 (``$1`` placeholders, :mod:`bot.inbox.db.dialect`). Rows are read by column name (or index).
 ``Database``: the same calls outside a transaction (reads see only what is committed; a lone write is
 its own transaction), and ``transaction()``, one write transaction on one connection, which a nested
-``transaction()`` in the same task joins.
+``transaction()`` in the same task joins. A transaction opened by a Matrix-side task first checks the
+leader's fencing term (:mod:`bot.inbox.db.fence`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Protocol
 
+from bot.inbox.db import fence
 from bot.inbox.db.dialect import Dialect, split_statements
 from bot.inbox.db.url import Target
 
@@ -107,6 +109,7 @@ class Database(ABC):
         async with self._begin() as conn:
             token = self._current.set((asyncio.current_task(), conn))
             try:
+                await fence.check(conn)  # the Matrix side's writes: still this daemon's term (PostgreSQL)
                 yield conn
             finally:
                 self._current.reset(token)

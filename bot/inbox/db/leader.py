@@ -22,11 +22,12 @@ from typing import Any
 import asyncpg
 import structlog
 
-from bot.inbox.db.base import Connection
+from bot.inbox.db.fence import Deposed, check_term
 from bot.inbox.db.postgres import CONNECT_ERRORS, PostgresDatabase, rows_changed, tag_of
 from bot.inbox.db.upgrade import UpgradeTable, both
 
 log = structlog.get_logger("leader")
+__all__ = ["LEADERSHIP", "Deposed", "Leader", "check_term"]
 
 LOCK = (0x70626F74, 1)  # the advisory lock's two int4 keys ("pbot", 1); pg_locks shows them as classid, objid
 LEADERSHIP = UpgradeTable(
@@ -52,10 +53,6 @@ HOLDER = (
 LOST = (*CONNECT_ERRORS, asyncpg.InternalClientError)  # a connection the server ended may show as the latter
 
 
-class Deposed(Exception):
-    """This daemon's term is over: another daemon took over (or its leadership connection is gone)."""
-
-
 @dataclass(frozen=True)
 class Holder:
     """The backend holding the lock, as a standby sees it: ``recorded`` when it is the leader the row
@@ -70,13 +67,6 @@ class Holder:
 def is_stale(h: Holder | None, stale_after: float) -> bool:
     """Whether the lock holder stopped beating (or a take-over stalled) for longer than ``stale_after``."""
     return h is not None and h.age is not None and h.age > stale_after
-
-
-async def check_term(conn: Connection, term: int) -> None:
-    """Inside a writing transaction: raise Deposed unless ``term`` is still the current one."""
-    current = await conn.fetchval("SELECT term FROM leadership WHERE id=1" + conn.dialect.fence_lock())
-    if current != term:
-        raise Deposed(f"term {term} is over (now {current})")
 
 
 class Leader:

@@ -1,0 +1,78 @@
+"""The fencing term of the Matrix side's writes: a leader deposed while it was paused can never act again.
+
+The supervisor sets :data:`FENCE` (this daemon's :class:`Fence`: its term) in the context the Matrix-side
+tasks (sync, outbox, timer, harness watchers) are created in, so they inherit it. Every write
+transaction such a task opens then reads the term in ``leadership`` first (``FOR KEY SHARE`` on
+PostgreSQL: a take-over waits for it to commit) and refuses to go on with :class:`Deposed` when
+another daemon took over since (:func:`check_term`); :func:`confirm` does the same check without a
+write, before each send. The API's writes carry no fence: every daemon serves the API. On SQLite no
+fence is ever set (one daemon, always the leader), so the hot path costs one ContextVar read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class Connection(Protocol):
+    """What a check needs of ``bot.inbox.db.base.Connection`` (named here: base imports this module)."""
+
+    dialect: Any
+
+    async def fetchval(self, sql: str, *args: Any, column: int = 0) -> Any: ...
+
+
+class Database(Protocol):
+    """What :func:`confirm` needs of ``bot.inbox.db.base.Database``."""
+
+    def transaction(self) -> AbstractAsyncContextManager[Any]: ...
+
+
+class Deposed(Exception):
+    """This daemon's term is over: another daemon took over (or its leadership connection is gone)."""
+
+
+@dataclass
+class Fence:
+    """One term of leadership; ``lost`` is set as soon as a check finds it over."""
+
+    term: int
+    lost: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def depose(self, why: str) -> Deposed:
+        self.lost.set()
+        return Deposed(why)
+
+
+FENCE: contextvars.ContextVar[Fence | None] = contextvars.ContextVar("pb_fence", default=None)
+
+
+async def check_term(conn: Connection, term: int) -> None:
+    """Inside a writing transaction: raise Deposed unless ``term`` is still the current one."""
+    current = await conn.fetchval("SELECT term FROM leadership WHERE id=1" + conn.dialect.fence_lock())
+    if current != term:
+        raise Deposed(f"term {term} is over (now {current})")
+
+
+async def check(conn: Connection) -> None:
+    """The fence of this context, if any, checked in ``conn``'s transaction (``Database.transaction`` calls it)."""
+    fence = FENCE.get()
+    if fence is None:
+        return
+    if fence.lost.is_set():
+        raise Deposed(f"term {fence.term} is over")
+    try:
+        await check_term(conn, fence.term)
+    except Deposed as e:
+        raise fence.depose(str(e)) from None
+
+
+async def confirm(db: Database) -> None:
+    """Before an action outside the database (a send): Deposed unless this context's term is still current."""
+    if FENCE.get() is not None:
+        async with db.transaction():
+            pass  # the transaction checks the fence

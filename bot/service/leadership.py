@@ -1,0 +1,101 @@
+"""Leader or standby: which daemon on a shared PostgreSQL database runs the Matrix side.
+
+Every daemon serves the whole HTTP API. Only the leader runs the Matrix side (sync, posts, edits,
+timers, harness watchers): :meth:`Leadership.elect` waits until this daemon leads (a standby waits
+there) and sets its :class:`bot.inbox.db.fence.Fence` in the caller's context, so the Matrix-side
+tasks created afterwards carry the term into every write transaction and before every send.
+:meth:`Leadership.while_leading` runs the Matrix side beside the heartbeat and raises
+:class:`Deposed` the moment the term is found over (a failed beat, or a fenced write or send that saw
+a newer term): the supervisor then ends the Matrix side at once and the process exits non-zero
+(:data:`DEPOSED_EXIT`) for its manager to restart it as a standby; nothing of the old term's Matrix
+state (nio client, sync position, outbox queues) is reused. On SQLite the daemon is always the leader
+and nothing is checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Iterable
+from functools import partial
+from typing import Any
+
+import structlog
+
+from bot.inbox.db import Database
+from bot.inbox.db.fence import FENCE, Deposed, Fence, confirm
+from bot.inbox.db.leader import LEADERSHIP, Leader
+from bot.inbox.db.postgres import PostgresDatabase
+from bot.matrix.sender import Sender
+
+log = structlog.get_logger("leader")
+
+DEPOSED_EXIT = 3  # the exit code of a daemon whose term ended under it
+STALE_AFTER = 5.0  # a leader's heartbeat older than this (seconds) is taken over
+POLL = 1.0  # a standby's wait for the lock, and the leader's beat
+
+
+class Leadership:
+    """This daemon's role (``leader`` or ``standby``) and, while it leads, its fence."""
+
+    def __init__(
+        self, db: Database, senders: Iterable[Sender], *, stale_after: float = STALE_AFTER, poll: float = POLL
+    ) -> None:
+        self.fence: Fence | None = None
+        self.poll = poll
+        self.leader: Leader | None = None
+        if db.dialect.is_postgres:
+            assert isinstance(db, PostgresDatabase)
+            self.leader = Leader(db, stale_after=stale_after, poll=poll)
+            for sender in senders:  # every station room's: a send from a deposed term never leaves
+                sender.guard = partial(confirm, db)
+
+    @property
+    def role(self) -> str:
+        if self.leader is None:
+            return "leader"
+        return "leader" if self.fence is not None and not self.fence.lost.is_set() else "standby"
+
+    async def elect(self) -> None:
+        """Wait until this daemon leads (at once on SQLite); the term is fenced from here on in this context."""
+        if self.leader is None:
+            return
+        await LEADERSHIP.upgrade(self.leader.db)  # once, whichever daemon comes first
+        term = await self.leader.campaign()
+        self.fence = Fence(term)
+        FENCE.set(self.fence)
+
+    async def while_leading(self, body: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """``body`` (the Matrix side) beside the heartbeat: its result, or Deposed the moment the term ends."""
+        if self.leader is None or self.fence is None:
+            await body()
+            return
+        main = asyncio.create_task(body(), name="leading")
+        beat = asyncio.create_task(self._beat(self.fence), name="heartbeat")
+        try:
+            await asyncio.wait([main, beat], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not main.done():
+                main.cancel()
+            beat.cancel()
+            await asyncio.gather(main, beat, return_exceptions=True)
+        if self.fence.lost.is_set():
+            raise Deposed(f"term {self.fence.term} is over")
+        main.result()
+
+    async def _beat(self, fence: Fence) -> None:
+        assert self.leader is not None
+        try:
+            while not fence.lost.is_set():
+                await self.leader.beat()
+                try:
+                    await asyncio.wait_for(fence.lost.wait(), self.poll)
+                except TimeoutError:
+                    pass
+        except Deposed as e:
+            fence.depose(str(e))
+        log.error("leader_deposed", term=fence.term, action="stopping the Matrix side at once")
+
+    async def resign(self) -> None:
+        """Stopping: hand the leadership over at once (a standby need not wait for a stale beat)."""
+        if self.leader is not None and self.fence is not None and not self.fence.lost.is_set():
+            await self.leader.resign()

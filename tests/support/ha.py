@@ -1,0 +1,64 @@
+"""Two daemons on one PostgreSQL database (issue 27): the first one's station, a peer daemon for the same
+account and room, and waiting for a role in /healthz."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from tests.support.human import Human
+from tests.support.station import BOT_PASSWORD, Station
+
+
+def without_e2ee(text: str) -> str:
+    """The device's crypto store and cross-signing keys are still per state folder (not in the database):
+    two daemons share the device only with encryption off."""
+    return text.replace("sync_timeout = 5.0", "sync_timeout = 5.0\nencryption = false")
+
+
+class HaStation(Station):
+    """The first daemon, with accounts of its own (``...ha``)."""
+
+    def make_people_and_room(self) -> None:
+        self.bot_id = self.hs.register("permbotha", BOT_PASSWORD)["user_id"]
+        self.alice, self.bob, self.carol = (Human(self.hs, f"{n}ha") for n in ("alice", "bob", "carol"))
+        self.room_id = self.hs.create_room(self.alice.token, invite=[self.bot_id, self.bob.user_id, self.carol.user_id])
+
+    def config_text(self) -> str:
+        return without_e2ee(super().config_text())
+
+
+class Peer(Station):
+    def config_text(self) -> str:
+        return without_e2ee(super().config_text())
+
+
+def peer_of(st: Station, workdir: Path) -> Station:
+    """A second daemon for the same bot account, room and database (its own API port and state folder)."""
+    peer = Peer(st.hs, workdir)
+    peer.bot_id, peer.room_id = st.bot_id, st.room_id
+    peer.alice, peer.bob, peer.carol = st.alice, st.bob, st.carol
+    peer.env = dict(st.env)
+    peer.write_config()
+    return peer
+
+
+async def role_of(st: Station) -> str | None:
+    try:
+        code, body = await st.ahttp("GET", "/healthz", timeout=5)
+    except OSError:
+        return None
+    return body.get("role") if code == 200 else None
+
+
+async def until_role(st: Station, role: str, timeout: float = 60) -> float:
+    """Seconds until ``st`` answers /healthz with ``role`` (fails after ``timeout``: only a guard)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if st.daemon is not None and st.daemon.poll() is not None:
+            raise AssertionError(f"daemon exited {st.daemon.returncode}: {st.log_path.read_text()[-1500:]}")
+        if await role_of(st) == role:
+            return time.monotonic() - t0
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"never {role}: {st.log_path.read_text()[-1500:]}")
