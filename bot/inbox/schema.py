@@ -86,6 +86,11 @@ async def _v10_sqlite(db: Connection) -> None:
     await db.execute("CREATE INDEX IF NOT EXISTS timeline_room ON timeline (room, kind, pos)")
 
 
+async def _v11_sqlite(db: Connection) -> None:
+    if "post_held" not in await _columns(db, "requests"):  # a version set back by hand may have it already
+        await db.execute("ALTER TABLE requests ADD COLUMN post_held INTEGER NOT NULL DEFAULT 0")
+
+
 STEPS: list[Step] = [
     both("first release", V1_DDL),
     Step(
@@ -153,7 +158,9 @@ STEPS: list[Step] = [
     ),
     # A new request held back from posting while its rules are applied (Inbox.hold_post), kept in the
     # database: on a shared PostgreSQL database the leader posts what a standby's API took.
-    both("post_held", "ALTER TABLE requests ADD COLUMN post_held INTEGER NOT NULL DEFAULT 0"),
+    Step(
+        "post_held", _v11_sqlite, "ALTER TABLE requests ADD COLUMN IF NOT EXISTS post_held INTEGER NOT NULL DEFAULT 0"
+    ),
 ]
 LATEST = len(STEPS)
 
