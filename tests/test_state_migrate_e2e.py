@@ -6,25 +6,31 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
 
 from bot.demo.homeserver import Homeserver
-from tests.support.human import Human
 from tests.support.postgres import APP_PASSWORD, PgCluster
-from tests.support.station import BOT_PASSWORD, Station, request_body
+from tests.support.station import OwnStation, request_body
 
 pytestmark = pytest.mark.e2e
 
 
-class MigratedStation(Station):
+class MigratedStation(OwnStation):
     """A station of its own (accounts ``...mg``): its daemon starts on SQLite and moves to PostgreSQL."""
 
-    def make_people_and_room(self) -> None:
-        self.bot_id = self.hs.register("permbotmg", BOT_PASSWORD)["user_id"]
-        self.alice, self.bob, self.carol = (Human(self.hs, f"{n}mg") for n in ("alice", "bob", "carol"))
-        self.room_id = self.hs.create_room(self.alice.token, invite=[self.bot_id, self.bob.user_id, self.carol.user_id])
+    suffix = "mg"
+
+
+async def _answer(st: OwnStation, rid: str, prompt: dict[str, Any]) -> dict[str, Any]:
+    """alice answers ``1`` in reply to the prompt: the record, settled from the room."""
+    waiter = asyncio.create_task(st.ahttp("GET", f"/permissions/{rid}?wait=30"))
+    await st.alice.text("1", reply_to=prompt["event_id"])
+    code, got = await asyncio.wait_for(waiter, 30)
+    assert code == 200 and got["state"] == "resolved" and got["outcome"]["via"] == "matrix", got
+    return dict(got)
 
 
 async def test_a_daemon_on_the_migrated_database_goes_on_where_the_sqlite_one_stopped(
@@ -40,10 +46,7 @@ async def test_a_daemon_on_the_migrated_database_goes_on_where_the_sqlite_one_st
         assert code == 201, b
         pb = await st.prompt_for(sid, seq=2)
         assert pa and pb, "no prompts in the room"
-        waiter = asyncio.create_task(st.ahttp("GET", f"/permissions/{b['id']}?wait=30"))
-        await st.alice.text("1", reply_to=pb["event_id"])
-        code, got_b = await asyncio.wait_for(waiter, 30)
-        assert code == 200 and got_b["state"] == "resolved", got_b
+        got_b = await _answer(st, b["id"], pb)
         code, c = await st.ahttp("POST", "/permissions", request_body(sid, tool_call_id="c3"))
         assert code == 201
         code, got_c = await st.ahttp("POST", f"/permissions/{c['id']}", {"decision": "deny"})
@@ -72,10 +75,7 @@ async def test_a_daemon_on_the_migrated_database_goes_on_where_the_sqlite_one_st
         assert code == 200 and [r["id"] for r in pending] == [a["id"]], pending
         code, same = await st.ahttp("POST", "/permissions", request_body(sid, key="k1"))
         assert code == 200 and same["id"] == a["id"]  # the key still binds to the carried record
-        waiter = asyncio.create_task(st.ahttp("GET", f"/permissions/{a['id']}?wait=30"))
-        await st.alice.text("1", reply_to=pa["event_id"])
-        code, got_a = await asyncio.wait_for(waiter, 30)
-        assert code == 200 and got_a["state"] == "resolved" and got_a["outcome"]["via"] == "matrix", got_a
+        await _answer(st, a["id"], pa)
         assert await st.edit_of(pa["event_id"]), "the pending prompt was not edited when settled"
         code, d = await st.ahttp("POST", "/permissions", request_body(sid, tool_call_id="c4"))
         assert code == 201 and d["id"] == f"{sid}:4"  # the session's numbering goes on
