@@ -170,9 +170,9 @@ def test_a_bad_url_is_one_line_naming_it_without_the_password(tmp_path: Path, wh
     assert "pw-very-secret" not in r.stdout + r.stderr and "***" in r.stderr
 
 
-def test_an_unreachable_target_is_one_line_without_the_password(tmp_path: Path) -> None:
+def test_a_folder_without_an_inbox_is_one_line_without_the_password(tmp_path: Path) -> None:
     r = _cli(tmp_path, "--to", "postgresql://permbot:pw-very-secret@127.0.0.1:1/nothing", encryption=False)
-    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr  # no inbox: named before any connection
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr  # no inbox: said before any connection
     assert "pw-very-secret" not in r.stdout + r.stderr
 
 
