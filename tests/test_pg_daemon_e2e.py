@@ -14,20 +14,16 @@ import asyncpg
 import pytest
 
 from bot.demo.homeserver import Homeserver
-from tests.support.human import Human
 from tests.support.postgres import PgCluster
-from tests.support.station import BOT_PASSWORD, Station, request_body
+from tests.support.station import OwnStation, Station, request_body
 
 pytestmark = pytest.mark.e2e
 
 
-class PgStation(Station):
+class PgStation(OwnStation):
     """A station of its own (accounts ``...pg``, so the session's station can register its own)."""
 
-    def make_people_and_room(self) -> None:
-        self.bot_id = self.hs.register("permbotpg", BOT_PASSWORD)["user_id"]
-        self.alice, self.bob, self.carol = (Human(self.hs, f"{n}pg") for n in ("alice", "bob", "carol"))
-        self.room_id = self.hs.create_room(self.alice.token, invite=[self.bot_id, self.bob.user_id, self.carol.user_id])
+    suffix = "pg"
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,9 @@
-"""The command line (argparse): ``permission-bot`` run, acp, hook, permissions, check-event, doctor, e2ee, demo.
+"""The command line (argparse): ``permission-bot`` run, acp, hook, permissions, check-event, doctor, e2ee, state,
+demo.
 
 Parts: ``main`` (the front: the parser, each verb imported when used), ``run_cmd`` (the daemon: config,
-service, API, supervisor), ``acp_cmd``, ``hook_cmd``, ``e2ee_cmd``, ``check_event``, ``config_file``
+service, API, supervisor), ``acp_cmd``, ``hook_cmd``, ``e2ee_cmd``, ``state_cmd`` (state migrate: the
+crypto-store check, then ``bot.inbox.migrate``), ``check_event``, ``config_file``
 (the one "config, or one line naming the key and exit 2"), ``flags`` (duration flags), ``http`` (the
 CLI's client of the daemon's API), ``permissions/`` (ls / approve / deny / watch / rules: args, render
 (terminal-safe text, the ls table), report, verbs, watch (inbox/rules at work), session_rules),

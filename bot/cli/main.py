@@ -51,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
 
     e2ee_cmd.add_arguments(e2ee)
 
+    state = sub.add_parser("state", help="the daemon's state: migrate a SQLite folder into PostgreSQL")
+    from bot.cli import state_cmd
+
+    state_cmd.add_arguments(state)
+
     check = sub.add_parser("check-event", help="validate a dev.agentpod.permission.v2 content object")
     check.add_argument("file", nargs="?", default="-", help="a JSON file, or - for stdin (default)")
     return p
@@ -87,6 +92,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.cli import e2ee_cmd
 
         return e2ee_cmd.run(args)
+    if args.command == "state":
+        from bot.cli import state_cmd
+
+        return state_cmd.run(args)
     if args.command == "check-event":
         from bot.cli import check_event
 

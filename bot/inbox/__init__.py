@@ -13,7 +13,8 @@ steps); ``record`` (the Record), ``submission`` (a body -> a Submission, checked
 request digest a decision and a key are bound to), ``decisions`` (picks options), ``pages`` (the keyset cursor
 of GET /permissions pages); ``session_rules`` ("Allow for this session", ``s`` / 🔁: the exact scope
 a rule covers, pure) beside its store ``session_rule_store`` (add, match, list, revoke, end,
-expire); ``rules/`` (allow/deny rules: ``permissions watch`` and the config's ``[[rules]]``: model,
+expire); ``migrate`` (a SQLite inbox copied into an empty PostgreSQL
+database: ``state migrate``); ``rules/`` (allow/deny rules: ``permissions watch`` and the config's ``[[rules]]``: model,
 parse, flags); ``db/`` (one database interface over SQLite and PostgreSQL, versioned upgrades,
 leadership with a fencing term, LISTEN/NOTIFY of ids: the ground for high availability).
 """

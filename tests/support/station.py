@@ -303,6 +303,18 @@ level = "debug"
         self.stop_daemon()
 
 
+class OwnStation(Station):
+    """A station with accounts of its own (``permbot`` + ``suffix``, ``alice`` + ``suffix``, ...), so that it can
+    run beside the session's station on one homeserver."""
+
+    suffix = "own"
+
+    def make_people_and_room(self) -> None:
+        self.bot_id = self.hs.register(f"permbot{self.suffix}", BOT_PASSWORD)["user_id"]
+        self.alice, self.bob, self.carol = (Human(self.hs, f"{n}{self.suffix}") for n in ("alice", "bob", "carol"))
+        self.room_id = self.hs.create_room(self.alice.token, invite=[self.bot_id, self.bob.user_id, self.carol.user_id])
+
+
 def request_body(
     session_id: str,
     *,
