@@ -48,6 +48,7 @@ async def test_first_release_state_folder_is_upgraded_and_keeps_its_requests(tmp
     try:
         rec = await inbox.get("s:1")
         assert rec is not None and rec.title == "Old" and rec.pending
+        assert rec.room == "default"  # step 10: what was there belongs to the default room
         await inbox.set_prompt_event("s:1", "$new", 5.0)  # failed with "no such column: posted_at" before
         await inbox.park("$e", {"event_id": "$e"}, 1.0)
         assert await inbox.take_parked() == [{"event_id": "$e"}]
@@ -57,6 +58,12 @@ async def test_first_release_state_folder_is_upgraded_and_keeps_its_requests(tmp
         new, created = await inbox.submit(parse_submission(body), 10.0, 60)
         assert created and new.id == "s:2" and new.cwd == "/work"
         assert await inbox.settle(new.id, option_id="allow_once", by="@a:x", via="matrix", feedback=None, now=11.0)
+        # step 10: a request and a timeline mark of another room; step 11: a durable hold on posting
+        held, _ = await inbox.submit(parse_submission(request_body("t")), 12.0, 60, hold_post=True, room="infra")
+        assert held.room == "infra" and held.id not in [r.id for r in await inbox.needing_post()]
+        await inbox.release_post(held.id)
+        assert held.id in [r.id for r in await inbox.needing_post()]
+        assert await inbox.place("$infra", "posted", held.id, room="infra") > 0
     finally:
         await inbox.close()
     assert _user_version(path) == schema.LATEST
