@@ -10,20 +10,11 @@ import pytest
 
 from bot.events.states import Via
 from bot.inbox import schema
-from bot.inbox.db import create
 from bot.inbox.posting import needing_edit_sql
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED
 from bot.inbox.store import Inbox
 from bot.inbox.submission import SubmissionError, parse_submission
 from tests.support.station import request_body
-
-
-@pytest.fixture
-async def inbox(engine_url: str):
-    ib = Inbox(create(engine_url))
-    await ib.open()
-    yield ib
-    await ib.close()
 
 
 async def test_seq_counts_per_session_from_one(inbox: Inbox) -> None:

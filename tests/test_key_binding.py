@@ -4,7 +4,6 @@ ending a run's rules needs a key that run used; a client takes only the record i
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -12,7 +11,6 @@ import pytest
 from bot.acp.config import ProxyConfig
 from bot.acp.daemon_client import WrongRecord, _checked
 from bot.acp.proxy import Proxy
-from bot.inbox.db import create
 from bot.inbox.session_rule_store import SessionRules
 from bot.inbox.session_rules import origin_of, scope_of
 from bot.inbox.store import Inbox
@@ -27,14 +25,6 @@ def body(**change: Any) -> dict[str, Any]:
     b = request_body("s", key=KEY)
     b.update(change)
     return b
-
-
-@pytest.fixture
-async def inbox(engine_url: str) -> AsyncIterator[Inbox]:
-    ib = Inbox(create(engine_url))
-    await ib.open()
-    yield ib
-    await ib.close()
 
 
 async def test_the_same_body_again_is_the_same_record(inbox: Inbox) -> None:

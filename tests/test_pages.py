@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from bot.cli.http import next_link
 from bot.inbox import pages
-from bot.inbox.db import create
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from tests.support.station import request_body
-
-
-@pytest.fixture
-async def inbox(engine_url: str) -> AsyncIterator[Inbox]:
-    ib = Inbox(create(engine_url))
-    await ib.open()
-    yield ib
-    await ib.close()
 
 
 async def _fill(ib: Inbox, sid: str, n: int, at: float) -> list[str]:

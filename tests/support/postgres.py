@@ -30,6 +30,7 @@ import pytest
 from bot.demo.homeserver import free_port
 from bot.inbox.db import create
 from bot.inbox.db.postgres import PostgresDatabase
+from bot.inbox.store import Inbox
 
 USER = "pbtest"
 ADMIN_PASSWORD = "pg-admin-pw-6d1e"
@@ -203,6 +204,15 @@ async def engine_url(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     else:
         cluster: PgCluster = request.getfixturevalue("pg_cluster")
         yield await cluster.create_database()
+
+
+@pytest.fixture
+async def inbox(engine_url: str) -> AsyncIterator[Inbox]:
+    """An open inbox on each engine in turn (see ``engine_url``)."""
+    ib = Inbox(create(engine_url))
+    await ib.open()
+    yield ib
+    await ib.close()
 
 
 @asynccontextmanager
