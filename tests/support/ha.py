@@ -7,8 +7,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from tests.support.human import Human
-from tests.support.station import BOT_PASSWORD, Station
+from tests.support.station import OwnStation, Station
 
 
 def without_e2ee(text: str) -> str:
@@ -17,13 +16,10 @@ def without_e2ee(text: str) -> str:
     return text.replace("sync_timeout = 5.0", "sync_timeout = 5.0\nencryption = false")
 
 
-class HaStation(Station):
+class HaStation(OwnStation):
     """The first daemon, with accounts of its own (``...ha``)."""
 
-    def make_people_and_room(self) -> None:
-        self.bot_id = self.hs.register("permbotha", BOT_PASSWORD)["user_id"]
-        self.alice, self.bob, self.carol = (Human(self.hs, f"{n}ha") for n in ("alice", "bob", "carol"))
-        self.room_id = self.hs.create_room(self.alice.token, invite=[self.bot_id, self.bob.user_id, self.carol.user_id])
+    suffix = "ha"
 
     def config_text(self) -> str:
         return without_e2ee(super().config_text())
