@@ -87,6 +87,8 @@ async def test_printed_settings_pasted_unchanged_work(station: Station, sid: str
 
 @pytest.mark.parametrize("how", ["s", "session", "\U0001f501"])
 async def test_session_shortcuts_pick_the_hooks_session_option(station: Station, sid: str, how: str) -> None:
+    if how == "session":
+        await station.drain()  # a plain answer binds only to the one open prompt: leave no other test's open
     proc = await start_hook(station, hook_input("claude-code-PermissionRequest-Bash", sid))
     prompt = await station.prompt_for(sid)
     assert prompt and "2. Allow for this session" in content(prompt)["body"]
