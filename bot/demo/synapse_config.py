@@ -25,6 +25,7 @@ OVERRIDES: dict[str, Any] = {
     "rc_admin_redaction": _LIMIT,
     "rc_room_creation": _LIMIT,
     "rc_presence": {"per_user": _LIMIT},
+    "presence": {"enabled": False},  # nobody here reads presence; tracking it costs every sync
 }
 
 
