@@ -4,11 +4,13 @@ database's copy winning over a newer local file, and several key/value entries i
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import stat
 import tarfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from nio.crypto import OlmDevice
 
 from bot.inbox.store import Inbox
 from bot.matrix.store import STORE
+from bot.matrix.sync import SYNC_KEY, Syncer
 from bot.matrix.vault import VAULT_KEY, Vault, VaultError, archive_of, device_files, entry, pack, unpack
 from tests.support.fake_facade import MemoryKV
 
@@ -144,3 +147,33 @@ async def test_several_values_in_one_transaction(inbox: Inbox) -> None:
             await inbox.set_many_json(values)  # joins the outer transaction, which then fails
             raise Boom
     assert await inbox.get_json("matrix.next_batch") == "s1"
+
+
+class Writes(MemoryKV):
+    """A key/value store that records each write (one dict per transaction)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[dict[str, Any]] = []
+
+    async def set_json(self, k: str, v: Any) -> None:
+        self.writes.append({k: v})
+        await super().set_json(k, v)
+
+    async def set_many_json(self, values: dict[str, Any]) -> None:
+        self.writes.append(dict(values))
+        for k, v in values.items():
+            await super().set_json(k, v)
+
+
+async def test_the_sync_token_goes_with_the_changed_device_in_one_write(tmp_path: Path) -> None:
+    kv = Writes()
+    c = client(tmp_path / "a")
+    syncer = Syncer(SimpleNamespace(kv=kv), [], vault=Vault(c, str(tmp_path / "a"), kv))  # type: ignore[arg-type]
+    assert await syncer._save_token("s1", asyncio.Event())
+    assert [sorted(w) for w in kv.writes] == [sorted([SYNC_KEY, VAULT_KEY])]  # one transaction
+    assert await syncer._save_token("s2", asyncio.Event())
+    assert kv.writes[-1] == {SYNC_KEY: "s2"}  # nothing changed: the token alone
+    c.store.save_device_keys({"@alice:hs": {"ALICEDEV": alice()}})  # e.g. a to-device message handled
+    assert await syncer._save_token("s3", asyncio.Event())
+    assert kv.writes[-1][SYNC_KEY] == "s3" and kv.writes[-1][VAULT_KEY]["device_id"] == DEVICE
