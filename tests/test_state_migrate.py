@@ -1,16 +1,20 @@
 """`permission-bot state migrate`: a SQLite inbox copied into an empty PostgreSQL database, every row and id
 kept, the identity sequences set past them; a used target refused and left as it was; a bad URL one line
-without its password; the crypto store not carried (refused unless ``--without-crypto``)."""
+without its password; the saved device's crypto store carried in the same transaction (left behind with
+``--without-crypto``)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 import pytest
+from nio import AsyncClient, AsyncClientConfig
 
 from bot.events.states import Via
 from bot.inbox.db import create
@@ -20,6 +24,9 @@ from bot.inbox.session_rule_store import SessionRules
 from bot.inbox.session_rules import Scope
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
+from bot.matrix.store import STORE
+from bot.matrix.vault import VAULT_KEY, archive_of, unpack
+from tests.support.postgres import PgCluster
 from tests.support.station import request_body
 
 TABLES = ("requests", "seq", "handled", "kv", "reactions", "parked", "harness_links", "timeline", "session_rules")
@@ -176,21 +183,55 @@ def test_a_folder_without_an_inbox_is_one_line_without_the_password(tmp_path: Pa
     assert "pw-very-secret" not in r.stdout + r.stderr
 
 
-async def test_the_crypto_store_is_not_carried_and_says_so(tmp_path: Path, pg_url: str) -> None:
-    await _fill(tmp_path / "state" / "inbox.sqlite3")
-    (tmp_path / "state" / "@b:x_DEV.db").write_bytes(b"nio")
-    (tmp_path / "state" / "cross_signing.json").write_text("{}")
-    r = _cli(tmp_path, "--to", pg_url)
-    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "crypto store" in r.stderr, r.stderr
-    assert "encryption = false" in r.stderr and "--without-crypto" in r.stderr
-    assert "pg-app-pw" not in r.stdout + r.stderr
-    conn = await asyncpg.connect(pg_url)
+def _nio_store(state: Path) -> dict[str, str]:
+    """A real nio crypto store of the saved session's device (``@b:x``'s ``DEV``) under ``state``: its keys."""
+    c = AsyncClient("http://127.0.0.1:9", "@b:x", store_path=str(state),
+                    config=AsyncClientConfig(encryption_enabled=True, store=STORE, store_sync_tokens=False))
+    c.restore_login("@b:x", "DEV", "tok")
+    assert c.olm is not None
+    return dict(c.olm.account.identity_keys)
+
+
+async def _kv(url: str, key: str) -> Any:
+    conn = await asyncpg.connect(url)
     try:
-        assert await conn.fetchval("SELECT to_regclass('requests')") is None  # nothing touched
+        v = await conn.fetchval("SELECT v FROM kv WHERE k=$1", key)
     finally:
         await conn.close()
-    r = _cli(tmp_path, "--to", pg_url, "--without-crypto")
+    return json.loads(v) if v is not None else None
+
+
+async def test_the_crypto_store_is_carried_in_the_same_transaction(
+    tmp_path: Path, pg_url: str, pg_cluster: PgCluster
+) -> None:
+    state = tmp_path / "state"
+    await _fill(state / "inbox.sqlite3")
+    store = state / "@b:x_DEV.db"
+    store.write_bytes(b"nio")  # damaged: refused, one line, nothing written
+    r = _cli(tmp_path, "--to", pg_url)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "crypto store" in r.stderr, r.stderr
+    conn = await asyncpg.connect(pg_url)
+    try:
+        assert await conn.fetchval("SELECT count(*) FROM requests") == 0  # the copy rolled back
+    finally:
+        await conn.close()
+    store.unlink()
+    keys = _nio_store(state)
+    (state / "cross_signing.json").write_text('{"master": "m"}')
+    r = _cli(tmp_path, "--to", pg_url)
     assert r.returncode == 0, r.stderr
-    assert "requests: 3 rows" in r.stdout and "left behind" in r.stdout and "pg-app-pw" not in r.stdout
-    r = _cli(tmp_path, "--to", pg_url, "--without-crypto")
+    assert "requests: 3 rows" in r.stdout and "crypto store of device DEV carried" in r.stdout, r.stdout
+    assert "left behind" not in r.stdout and "pg-app-pw" not in r.stdout
+    saved = await _kv(pg_url, VAULT_KEY)
+    assert (await _kv(pg_url, "matrix.session"))["device_id"] == saved["device_id"] == "DEV"
+    fresh = tmp_path / "fresh"
+    unpack(archive_of(saved, "@b:x", "DEV"), fresh, "@b:x", "DEV")
+    assert _nio_store(fresh) == keys  # the same device, in a folder of its own
+    assert (fresh / "cross_signing.json").read_text() == '{"master": "m"}'
+    other = await pg_cluster.create_database()
+    r = _cli(tmp_path, "--to", other, "--without-crypto")
+    assert r.returncode == 0, r.stderr
+    assert "requests: 3 rows" in r.stdout and "left behind" in r.stdout and "carried" not in r.stdout
+    assert await _kv(other, VAULT_KEY) is None
+    r = _cli(tmp_path, "--to", other)
     assert r.returncode == 1 and "not empty" in r.stderr and r.stderr.count("\n") == 1, r.stderr

@@ -1,30 +1,43 @@
-"""`permission-bot state migrate` on a real daemon's state folder: the daemon stopped, its SQLite inbox copied
-into an empty PostgreSQL database, a daemon started on that database sees the same records, does not post a
-prompt twice, and settles the pending one from an answer in the room."""
+"""`permission-bot state migrate` on a real daemon's state folder, in an encrypted room: the daemon stopped, its
+SQLite inbox and its device's crypto store copied into an empty PostgreSQL database, a daemon started on that
+database in a fresh state folder is the same device (no new login), sees the same records, does not post a
+prompt twice, and settles the pending one from an encrypted answer in the room."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
 import asyncpg
 import pytest
 
-from bot.demo.homeserver import Homeserver
+from bot.demo.homeserver import Homeserver, http
+from tests.support.e2e_human import E2EStation
 from tests.support.postgres import APP_PASSWORD, PgCluster
-from tests.support.station import OwnStation, request_body
+from tests.support.station import Station, request_body
 
 pytestmark = pytest.mark.e2e
 
 
-class MigratedStation(OwnStation):
-    """A station of its own (accounts ``...mg``): its daemon starts on SQLite and moves to PostgreSQL."""
+class MigratedStation(E2EStation):
+    """An encrypted station of its own (accounts ``...mg``): its daemon starts on SQLite, moves to PostgreSQL."""
 
-    suffix = "mg"
+    def __init__(self, hs: Homeserver, workdir: Path) -> None:
+        super().__init__(hs, workdir, "mg")
 
 
-async def _answer(st: OwnStation, rid: str, prompt: dict[str, Any]) -> dict[str, Any]:
+async def _pg_kv(url: str, key: str) -> Any:
+    conn = await asyncpg.connect(url)
+    try:
+        v = await conn.fetchval("SELECT v FROM kv WHERE k=$1", key)
+    finally:
+        await conn.close()
+    return json.loads(v) if v is not None else None
+
+
+async def _answer(st: Station, rid: str, prompt: dict[str, Any]) -> dict[str, Any]:
     """alice answers ``1`` in reply to the prompt: the record, settled from the room."""
     waiter = asyncio.create_task(st.ahttp("GET", f"/permissions/{rid}?wait=30"))
     await st.alice.text("1", reply_to=prompt["event_id"])
@@ -52,22 +65,26 @@ async def test_a_daemon_on_the_migrated_database_goes_on_where_the_sqlite_one_st
         code, got_c = await st.ahttp("POST", f"/permissions/{c['id']}", {"decision": "deny"})
         assert code == 200 and got_c["state"] == "resolved"
         assert await st.edit_of(pb["event_id"]), "the answered prompt was not edited"
+        device, devices = st.kv("matrix.session")["device_id"], st.bot_devices()
         st.stop_daemon()
 
         url = await pg_cluster.create_database()
-        refused = st.cli("state", "migrate", "--to", url, "--config", str(st.config_path))
-        assert refused.returncode == 1 and "crypto store" in refused.stderr, refused.stderr
-        assert len(refused.stderr.splitlines()) == 1 and APP_PASSWORD not in refused.stdout + refused.stderr
-        done = st.cli("state", "migrate", "--to", url, "--config", str(st.config_path), "--without-crypto")
+        done = st.cli("state", "migrate", "--to", url, "--config", str(st.config_path))
         assert done.returncode == 0, done.stderr
         assert "requests: 3 rows" in done.stdout and APP_PASSWORD not in done.stdout + done.stderr
-        again = st.cli("state", "migrate", "--to", url, "--config", str(st.config_path), "--without-crypto")
+        assert f"crypto store of device {device} carried" in done.stdout and "cross_signing.json" in done.stdout
+        again = st.cli("state", "migrate", "--to", url, "--config", str(st.config_path))
         assert again.returncode == 1 and "not empty" in again.stderr, again.stderr
 
         st.env["PERMISSION_BOT_DATABASE_URL"] = url
-        (st.state_dir / "inbox.sqlite3").rename(st.state_dir / "inbox.sqlite3.migrated")  # only the database now
+        st.state_dir = st.dir / "state-fresh"  # only the database now: the device comes from it
+        st.write_config()
         st.start_daemon()
         await st.wait_healthy()
+        session = await _pg_kv(url, "matrix.session")
+        assert session["device_id"] == device and "crypto_store_restored" in st.log_text()
+        now = http("GET", st.hs.url + "/_matrix/client/v3/devices", token=session["access_token"])
+        assert sorted(d["device_id"] for d in now["devices"]) == devices  # no new login
         for before in (got_b, got_c):
             code, after = await st.ahttp("GET", f"/permissions/{before['id']}")
             assert code == 200 and after["state"] == "resolved" and after["outcome"] == before["outcome"], after

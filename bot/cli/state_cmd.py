@@ -2,15 +2,17 @@
 (requests, rules, timeline marks, the Matrix session and sync token in ``kv``) copied into an empty
 PostgreSQL database (:mod:`bot.inbox.migrate`).
 
-nio's crypto store and ``cross_signing.json`` are not carried yet: with ``[matrix] encryption`` on and either
-in the folder, the command refuses (exit 1) unless ``--without-crypto`` says to leave them behind (the
-database then serves ``encryption = false`` deployments). Exit 0 done, 1 refused, 2 a bad URL or config.
+The saved device's crypto state (nio's crypto store, its trust files, ``cross_signing.json``) is carried
+too, packed into ``kv`` in the same transaction (:mod:`bot.matrix.vault`): daemons on the database, in any
+state folder, are that device. ``--without-crypto`` leaves it behind (the daemons then log in as a new
+device). Exit 0 done, 1 refused, 2 a bad URL or config.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,16 +30,43 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                      "PERMISSION_BOT_DATABASE_URL)")
     mig.add_argument("--config", default="config.toml")
     mig.add_argument("--without-crypto", action="store_true",
-                     help="leave the crypto store behind (the database serves encryption = false deployments)")
+                     help="leave the crypto store behind (the daemons on the database log in as a new device)")
 
 
 def crypto_files(cfg: Config) -> list[Path]:
-    """The crypto state under ``state.path`` the database does not hold yet: nio's store, cross_signing.json."""
+    """The crypto state under ``state.path``: nio's stores, cross_signing.json."""
     from bot.matrix.cross_signing import FILE_NAME
 
     state = cfg.state_dir
     found = sorted(state.glob(f"{cfg.matrix.user_id}_*.db")) if state.is_dir() else []
     return found + ([state / FILE_NAME] if (state / FILE_NAME).is_file() else [])
+
+
+class CryptoCarrier:
+    """The ``kv`` entry of the saved session's device, packed from the state folder (``state migrate``)."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.carried: list[str] = []  # the files packed
+        self.device = ""
+
+    def __call__(self, kv: Mapping[str, str]) -> dict[str, str]:
+        import json
+
+        from bot.inbox.record import dumps
+        from bot.matrix.session import SESSION_KEY
+        from bot.matrix.vault import VAULT_KEY, device_files, entry, pack
+
+        try:
+            session = json.loads(kv.get(SESSION_KEY) or "null")
+        except ValueError:
+            session = None
+        self.device = str(session.get("device_id") or "") if isinstance(session, dict) else ""
+        state, user = self.cfg.state_dir, self.cfg.matrix.user_id
+        if not self.device or not (state / f"{user}_{self.device}.db").is_file():
+            return {}
+        self.carried = [n for n in device_files(user, self.device) if (state / n).is_file()]
+        return {VAULT_KEY: dumps(entry(user, self.device, pack(state, user, self.device)))}
 
 
 def _fail(message: str, code: int) -> int:
@@ -47,6 +76,7 @@ def _fail(message: str, code: int) -> int:
 
 def migrate(args: argparse.Namespace) -> int:
     import asyncio
+    import sqlite3
 
     from bot.cli.config_file import load_or_exit
     from bot.inbox.db import DatabaseError, DatabaseUrlError, SchemaTooNew, parse
@@ -63,23 +93,21 @@ def migrate(args: argparse.Namespace) -> int:
         return _fail(str(e), EXIT_USAGE)
     if target.engine != "postgresql":
         return _fail(f"{key}: the target must be a postgresql:// URL, not {target.shown}", EXIT_USAGE)
-    crypto = crypto_files(cfg)
-    if crypto and cfg.matrix.encryption and not args.without_crypto:
-        return _fail(
-            f"state migrate: {', '.join(p.name for p in crypto)} (the crypto store) is not carried into the database "
-            "yet; the migrated database serves [matrix] encryption = false deployments: set that, or pass "
-            "--without-crypto to migrate the rest",
-            EXIT_REFUSED,
-        )
+    carrier = None if args.without_crypto else CryptoCarrier(cfg)
     source = cfg.state_dir / "inbox.sqlite3"
     try:
-        copied = asyncio.run(migrate(source, url))
+        copied = asyncio.run(migrate(source, url, carrier))
     except (MigrateError, SchemaTooNew, DatabaseError) as e:
         return _fail(str(e), EXIT_REFUSED)
+    except (OSError, sqlite3.Error) as e:  # the crypto store could not be read: nothing was written
+        return _fail(f"state migrate: cannot read the crypto store under {cfg.state_dir}: {e}", EXIT_REFUSED)
     for line in summary(copied, source, target.shown):
         print(line)
-    if crypto:
-        print(f"left behind (not in the database): {', '.join(p.name for p in crypto)}")
+    if carrier is not None and carrier.carried:
+        print(f"crypto store of device {carrier.device} carried: {', '.join(carrier.carried)}")
+    left = [p.name for p in crypto_files(cfg) if carrier is None or p.name not in carrier.carried]
+    if left:
+        print(f"left behind (not in the database): {', '.join(left)}")
     return 0
 
 

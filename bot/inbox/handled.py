@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from bot.inbox.base import InboxBase
@@ -66,3 +67,11 @@ class Handled(InboxBase):
 
     async def set_json(self, k: str, v: Any) -> None:
         await self.set_kv(k, dumps(v))
+
+    async def set_many_json(self, values: Mapping[str, Any]) -> None:
+        """Several values in one transaction (a sync token and the crypto store it goes with)."""
+        async with self._tx() as db:
+            for k, v in values.items():
+                await db.execute(
+                    "INSERT INTO kv (k, v) VALUES ($1, $2) ON CONFLICT(k) DO UPDATE SET v=excluded.v", k, dumps(v)
+                )

@@ -3,14 +3,14 @@
 The source is read in one read transaction (a consistent snapshot); a folder at an older schema is first
 brought up to date (as ``run`` would), a newer one is refused. The target is brought up to the same schema
 by the same upgrade table, then, in ONE transaction: every inbox table is locked, refused unless empty,
-filled with the source's rows (``rowid`` / ``pos`` / ``id`` kept), and each identity sequence is set past
-the largest id copied (and past SQLite's AUTOINCREMENT high-water mark, so no id is ever reused).
-A failure anywhere leaves the target's tables empty.
+filled with the source's rows (``rowid`` / ``pos`` / ``id`` kept, plus the caller's extra ``kv`` entries:
+the crypto store), and each identity sequence is set past the largest id copied (and past SQLite's
+AUTOINCREMENT high-water mark, so no id is ever reused). A failure anywhere leaves the target's tables empty.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,8 @@ from bot.inbox.db.sqlite import SqliteConnection, SqliteDatabase
 from bot.inbox.schema import LATEST, table, upgrade
 
 VERSIONS = "schema_versions"
+ExtraKv = Callable[[Mapping[str, str]], Mapping[str, str]]
+"""The source's ``kv`` entries -> more entries to write beside them (the same keys replaced)."""
 
 
 class MigrateError(Exception):
@@ -142,7 +144,16 @@ async def _read_source(src: SqliteDatabase, wanted: dict[str, list[tuple[str, st
     return out, high
 
 
-async def _copy(target: Database, src: SqliteDatabase) -> dict[str, int]:
+def _with_extra(rows: list[tuple[Any, ...]], cols: list[str], extra: ExtraKv) -> list[tuple[Any, ...]]:
+    """The ``kv`` rows with the extra entries ``extra`` makes from them."""
+    ki, vi = cols.index("k"), cols.index("v")
+    more = dict(extra({str(r[ki]): str(r[vi]) for r in rows}))
+    return [r for r in rows if r[ki] not in more] + [
+        tuple({"k": k, "v": v}.get(c) for c in cols) for k, v in more.items()
+    ]
+
+
+async def _copy(target: Database, src: SqliteDatabase, extra: ExtraKv | None = None) -> dict[str, int]:
     counts: dict[str, int] = {}
     async with target.transaction() as conn:
         names = await _pg_tables(conn)
@@ -158,6 +169,8 @@ async def _copy(target: Database, src: SqliteDatabase) -> dict[str, int]:
             )
         wanted = {name: await _pg_columns(conn, name) for name in names}
         rows, high = await _read_source(src, wanted)
+        if extra is not None:
+            rows["kv"] = _with_extra(rows["kv"], [c for c, _, _ in wanted["kv"]], extra)
         assert isinstance(conn, PgConnection)
         raw = conn.raw  # asyncpg's COPY: every row in one round trip
         for name, cols in wanted.items():
@@ -173,8 +186,9 @@ async def _copy(target: Database, src: SqliteDatabase) -> dict[str, int]:
     return counts
 
 
-async def migrate(source: Path, url: str) -> Copied:
-    """Copy the SQLite inbox at ``source`` into the empty PostgreSQL database at ``url``.
+async def migrate(source: Path, url: str, extra: ExtraKv | None = None) -> Copied:
+    """Copy the SQLite inbox at ``source`` into the empty PostgreSQL database at ``url`` (with ``extra``'s
+    ``kv`` entries, in the same transaction).
     Raises MigrateError / SchemaTooNew / DatabaseError / DatabaseUrlError (one line each, no password)."""
     target = create(url)
     if target.dialect.name != "postgresql":
@@ -184,7 +198,7 @@ async def migrate(source: Path, url: str) -> Copied:
         await target.start()
         try:
             await upgrade(target, target.target.shown)
-            counts = await _copy(target, src)
+            counts = await _copy(target, src, extra)
         finally:
             await target.stop()
     finally:

@@ -12,6 +12,7 @@ transient, ``retry()``, ``MatrixBackoff``), ``key_upload`` (shielded upload), ``
 room and its settings), ``station_room`` (one station room's parts: trust, encryption, sends, notices; one
 per ``[[rooms]]`` entry and the default room, over the one client and sync), ``notices`` (the bot's
 m.notice chatter, threaded under the prompt it concerns), ``store`` (nio's crypto store without its
-write on every sync), ``txn`` (txn ids),
+write on every sync), ``vault`` (PostgreSQL: the device's crypto store and cross-signing keys packed
+into the key/value store, restored before the store opens), ``txn`` (txn ids),
 ``errors``.
 """

@@ -44,6 +44,7 @@ from bot.matrix.sync import SYNC_KEY, Syncer
 from bot.matrix.sync_filter import SyncFilter
 from bot.matrix.txn import txn_id
 from bot.matrix.undecryptable import WAITING_KEEP, WAITING_KEY, WAITING_MAX
+from bot.matrix.vault import Vault
 
 __all__ = [  # the names importable from here before the split stay importable
     "CRYPTO_KEY",
@@ -73,11 +74,12 @@ class Matrix:
     def __init__(
         self, cfg: MatrixConfig, kv: KeyValue, store_path: str, on_refused: EventHandler | None = None,
         *, rooms: list[tuple[str, str]] | None = None,
-        refused_for: Callable[[str], EventHandler] | None = None,
+        refused_for: Callable[[str], EventHandler] | None = None, durable_device: bool = False,
     ) -> None:
         """``on_refused`` sees each event the trust policy keeps from the handler (never an answer);
         ``rooms``: more station rooms as (name, id or alias), beside ``cfg.room`` (``default``);
-        ``refused_for``: a room's name -> its ``on_refused`` (instead of the one for all)."""
+        ``refused_for``: a room's name -> its ``on_refused`` (instead of the one for all);
+        ``durable_device``: the state is in PostgreSQL, the crypto store's copy too (vault.py)."""
         self.cfg = cfg
         self.kv = kv
         self.encryption = cfg.encryption
@@ -106,11 +108,12 @@ class Matrix:
         self.station, self.notices, self.trust = default.station, default.notices, default.trust
         self.e2ee, self.undecryptable, self.refusal = default.e2ee, default.undecryptable, default.refusal
         self.sender = default.sender
-        self.session = Session(self.station, store_path)
+        self.vault = Vault(self.client, store_path, kv) if durable_device and cfg.encryption else None
+        self.session = Session(self.station, store_path, self.vault)
         ids = lambda: [r.room_id for r in self.rooms.values()]  # noqa: E731
         self.syncer = Syncer(
             self.station, list(self.rooms.values()),
-            sync_filter=SyncFilter(self.station, ids), on_token_revoked=self.session.relogin,
+            sync_filter=SyncFilter(self.station, ids), on_token_revoked=self.session.relogin, vault=self.vault,
         )
         self.syncer.synced = synced
 

@@ -15,6 +15,7 @@ from bot.matrix.crypto import accept_forwards_from_session_owner, fingerprint
 from bot.matrix.errors import REVOKED, MatrixFatal, TokenRevoked
 from bot.matrix.retry import retry
 from bot.matrix.station import Station
+from bot.matrix.vault import VAULT_KEY, Vault
 from bot.util.logs import add_secret
 
 log = structlog.get_logger("matrix")
@@ -26,13 +27,15 @@ CRYPTO_KEY = "matrix.crypto"  # {"device_id", "ed25519", "curve25519"}: for doct
 class Session:
     """Log-in, restore and re-login of one bot account; its device and identity keys."""
 
-    def __init__(self, st: Station, store_path: str) -> None:
+    def __init__(self, st: Station, store_path: str, vault: Vault | None = None) -> None:
+        """``vault``: the device is kept in the database (PostgreSQL), restored before nio opens it."""
         self.st = st
         self.cfg = st.cfg
         self.client = st.client
         self.kv = st.kv
         self.store_path = store_path
         self.encryption = st.cfg.encryption
+        self.vault = vault if self.encryption else None
         self.cross_signing: dict[str, Any] = {}  # what cross_signing.ensure found (doctor shows it)
 
     async def restore(self) -> bool:
@@ -42,6 +45,8 @@ class Session:
             return False
         add_secret(saved["access_token"])
         device_id = str(saved.get("device_id") or "")
+        if self.vault is not None:  # the database's copy of the device wins over the local files
+            await self.vault.restore(self.cfg.user_id, device_id)
         if self.encryption and not os.path.exists(self._store_file(device_id)):
             log.warning(
                 "crypto_store_missing",
@@ -65,6 +70,7 @@ class Session:
             log.info("matrix_session_restored", user_id=c.user_id, device_id=c.device_id)
             await self._save_identity()
             await self._cross_sign()
+            await self._save_device()
             return
         if self.cfg.access_token:
             c.access_token = self.cfg.access_token
@@ -99,12 +105,24 @@ class Session:
         c = self.client
         self._open_crypto()
         add_secret(c.access_token)
-        await self.kv.set_json(
-            SESSION_KEY, {"user_id": c.user_id, "device_id": c.device_id, "access_token": c.access_token}
-        )
+        values: dict[str, Any] = {
+            SESSION_KEY: {"user_id": c.user_id, "device_id": c.device_id, "access_token": c.access_token}
+        }
+        device = await self.vault.pending() if self.vault is not None else None
+        if device is not None:  # the session and its device in one transaction: a session has its keys
+            values[VAULT_KEY] = device[1]
+        await self.kv.set_many_json(values)
+        if device is not None and self.vault is not None:
+            self.vault.done(device[0])
         log.info("matrix_logged_in", user_id=c.user_id, device_id=c.device_id)
         await self._save_identity()
         await self._cross_sign()
+        await self._save_device()
+
+    async def _save_device(self) -> None:
+        """PostgreSQL: the device's keys, its key upload and cross-signing, saved before anything is posted."""
+        if self.vault is not None:
+            await self.vault.save()
 
     async def _cross_sign(self) -> None:
         """Publish the bot's cross-signing identity (once) and sign this device with it (see cross_signing.py)."""

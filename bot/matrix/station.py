@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -16,11 +16,15 @@ Say = Callable[..., None]  # Notices.post(text, *, reply_to=..., thread_root=...
 
 
 class KeyValue(Protocol):
-    """Where the Matrix side keeps its session and sync token."""
+    """Where the Matrix side keeps its session, sync token and (PostgreSQL) its device."""
 
     async def get_json(self, k: str) -> Any: ...
 
     async def set_json(self, k: str, v: Any) -> None: ...
+
+    async def set_many_json(self, values: Mapping[str, Any]) -> None:
+        """Several values in one transaction."""
+        ...
 
 
 @dataclass

@@ -25,6 +25,7 @@ from bot.matrix.retry import STORAGE_ERRORS, MatrixBackoff, describe, retry
 from bot.matrix.station import EventHandler, Station
 from bot.matrix.station_room import StationRoom
 from bot.matrix.sync_filter import SyncFilter
+from bot.matrix.vault import VAULT_KEY, Vault
 from bot.util.aio import sleep_unless_stopped
 from bot.util.backoff import Backoff
 
@@ -43,10 +44,11 @@ class Syncer:
     def __init__(
         self, st: Station, rooms: list[StationRoom],
         *, sync_filter: SyncFilter | None = None,
-        on_token_revoked: Callable[[str], Awaitable[None]] = _no_relogin,
+        on_token_revoked: Callable[[str], Awaitable[None]] = _no_relogin, vault: Vault | None = None,
     ) -> None:
         """``st``: the client, store and config every room shares; ``rooms``: the station rooms, each
-        with its ``handler`` (else ``run``'s) for its events."""
+        with its ``handler`` (else ``run``'s) for its events; ``vault`` (PostgreSQL): the device, saved
+        with the sync token whenever it changed."""
         self.st = st
         self.rooms = rooms
         self.sync_lag = 0.0
@@ -56,6 +58,7 @@ class Syncer:
         self.filter = sync_filter  # None: sync everything
         # the token was revoked: log in again (MatrixFatal when no password is configured)
         self.on_token_revoked = on_token_revoked
+        self.vault = vault
 
     @property
     def joined(self) -> bool:
@@ -124,11 +127,19 @@ class Syncer:
         await sleep_unless_stopped(stop, delay)
 
     async def _save_token(self, token: str, stop: asyncio.Event) -> bool:
-        """Save next_batch, retrying a failing disk until it takes it; False when stopped first."""
+        """Save next_batch, retrying a failing disk until it takes it; False when stopped first. With a
+        vault, a changed device goes in the same (fenced) transaction: a new leader resumes at a token whose
+        to-device messages its Olm state has seen."""
         backoff = MatrixBackoff()
         while True:
             try:
-                await self.st.kv.set_json(SYNC_KEY, token)
+                device = await self.vault.pending() if self.vault is not None else None
+                if device is None:
+                    await self.st.kv.set_json(SYNC_KEY, token)
+                    return True
+                await self.st.kv.set_many_json({SYNC_KEY: token, VAULT_KEY: device[1]})
+                assert self.vault is not None
+                self.vault.done(device[0])
                 return True
             except STORAGE_ERRORS as e:
                 if stop.is_set():

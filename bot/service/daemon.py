@@ -56,7 +56,8 @@ class Daemon:
         self.holder = new_holder()
         self.inbox = Inbox(state_database(cfg, self.holder))  # SQLite under state, or [state] database
         self.matrix = Matrix(cfg.matrix, self.inbox, str(state), rooms=[(r.name, r.room) for r in cfg.rooms],
-                             refused_for=lambda name: partial(self.on_refused_event, room=name))
+                             refused_for=lambda name: partial(self.on_refused_event, room=name),
+                             durable_device=self.inbox.database.dialect.is_postgres)  # the device in the database
         self.metrics = Metrics(pending=self.inbox.count_pending)
         self.notices = self.matrix.notices  # the bot's m.notice chatter (the Matrix side posts its own too)
         self.stop = asyncio.Event()

@@ -20,6 +20,10 @@ class MemoryKV:
     async def set_json(self, k: str, v: Any) -> None:
         self.data[k] = json.loads(json.dumps(v))
 
+    async def set_many_json(self, values: dict[str, Any]) -> None:
+        for k, v in values.items():
+            await self.set_json(k, v)
+
 
 class FakeMatrix:
     """The ``Matrix`` façade's sending surface alone: sends take a little while (as a homeserver persisting

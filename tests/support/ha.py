@@ -11,8 +11,7 @@ from tests.support.station import OwnStation, Station
 
 
 def without_e2ee(text: str) -> str:
-    """The device's crypto store and cross-signing keys are still per state folder (not in the database):
-    two daemons share the device only with encryption off."""
+    """Encryption off: the take-over tests run faster in a plain room (tests/test_ha_e2ee_e2e.py has it on)."""
     return text.replace("sync_timeout = 5.0", "sync_timeout = 5.0\nencryption = false")
 
 
@@ -26,13 +25,21 @@ class HaStation(OwnStation):
 
 
 class Peer(Station):
+    """``source``'s config with its own API port and state folder."""
+
+    def __init__(self, source: Station, workdir: Path) -> None:
+        super().__init__(source.hs, workdir)
+        self.source = source
+
     def config_text(self) -> str:
-        return without_e2ee(super().config_text())
+        src = self.source
+        return (src.config_text().replace(f'path = "{src.state_dir}"', f'path = "{self.state_dir}"')
+                .replace(f'listen = "127.0.0.1:{src.api_port}"', f'listen = "127.0.0.1:{self.api_port}"'))
 
 
 def peer_of(st: Station, workdir: Path) -> Station:
     """A second daemon for the same bot account, room and database (its own API port and state folder)."""
-    peer = Peer(st.hs, workdir)
+    peer = Peer(st, workdir)
     peer.bot_id, peer.room_id = st.bot_id, st.room_id
     peer.alice, peer.bob, peer.carol = st.alice, st.bob, st.carol
     peer.env = dict(st.env)

@@ -1,0 +1,95 @@
+"""High availability with encryption on (issue 27): two daemons on one PostgreSQL database, an encrypted station
+room, trust = "cross-signed", alice on matrix-js-sdk in Element's signed-devices isolation. The device (nio's
+crypto store, cross-signing keys) lives in the database: after kill -9 of the leader, the standby takes over
+as the same, still cross-signed device; its prompt decrypts for her without a warning and her encrypted `1`
+settles it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from bot.demo.homeserver import Homeserver
+from bot.matrix.vault import VAULT_KEY
+from tests.support.ha import peer_of, role_of, until_role
+from tests.support.postgres import PgCluster
+from tests.support.station import Station, request_body
+from tests.test_cross_signing_e2e import XSStation
+
+pytestmark = pytest.mark.e2e
+
+
+class HaXSStation(XSStation):
+    """The first daemon (accounts ``...hx``), its state in PostgreSQL."""
+
+    url = ""
+
+    def kv(self, key: str) -> Any:
+        raise AssertionError("the state is in PostgreSQL: use pg_kv")
+
+    async def pg_kv(self, key: str) -> Any:
+        conn = await asyncpg.connect(self.url)
+        try:
+            v = await conn.fetchval("SELECT v FROM kv WHERE k=$1", key)
+        finally:
+            await conn.close()
+        return json.loads(v) if v is not None else None
+
+
+@pytest.fixture(scope="module")
+async def pair(homeserver: Homeserver, workdir: Path, pg_cluster: PgCluster) -> AsyncIterator[
+    tuple[HaXSStation, Station]
+]:
+    a = HaXSStation(homeserver, workdir / "hax-a", "hx", trust="cross-signed")
+    a.url = a.env["PERMISSION_BOT_DATABASE_URL"] = await pg_cluster.create_database()
+    await a.setup()  # a starts first: the leader
+    assert await role_of(a) == "leader"
+    b = peer_of(a, workdir / "hax-b")
+    b.start_daemon()
+    await until_role(b, "standby")
+    yield a, b
+    await a.teardown()
+    b.stop_daemon()
+
+
+async def _settled_by_her(st: HaXSStation, via: Station, sid: str, tool_call_id: str) -> dict[str, Any]:
+    """A request submitted through ``via``, its prompt decrypted by her js-sdk device without a warning,
+    her encrypted `1` settling it: the record."""
+    code, rec = await via.ahttp("POST", "/permissions", request_body(sid, tool_call_id=tool_call_id))
+    assert code == 201, rec
+    prompt = await st.js_prompt(sid, rec["request_seq"])
+    assert prompt["encrypted"] and prompt["shield"] == 0, prompt  # EventShieldColour.NONE: cross-signed
+    await st.js_answer("1", prompt["event_id"])
+    got = await via.record(rec["id"], wait=40)
+    assert got["state"] == "resolved" and got["outcome"]["via"] == "matrix", got
+    assert got["outcome"]["answered_by"] == st.alice.user_id and got["outcome"]["option_id"] == "allow_once"
+    return got
+
+
+async def test_the_standby_takes_over_as_the_same_cross_signed_device(
+    pair: tuple[HaXSStation, Station], sid: str
+) -> None:
+    a, b = pair
+    session = await a.pg_kv("matrix.session")
+    device = session["device_id"]
+    saved = await a.pg_kv(VAULT_KEY)
+    assert saved["device_id"] == device and a.bot_device_signed(device)
+    assert len(saved["archive"]) < 200_000, len(saved["archive"])  # a sane size for one kv value
+    print(f"crypto store in the database: {len(saved['archive'])} base64 characters")
+    assert not list(b.state_dir.glob("*.db")), "the standby opened the crypto store"
+    await _settled_by_her(a, b, sid, "before")
+    a.kill_daemon()  # kill -9: its lock frees when its connection closes
+    took = await until_role(b, "leader")
+    print(f"take-over after kill -9: {took:.2f} s")
+    await b.wait_healthy()
+    assert (await a.pg_kv("matrix.session"))["device_id"] == device  # no new login
+    assert "crypto_store_restored" in b.log_path.read_text()
+    assert (b.state_dir / f"{a.bot_id}_{device}.db").is_file()
+    await _settled_by_her(a, b, sid, "after")  # posted by the new leader: still the cross-signed device
+    assert a.bot_device_signed(device)
+    assert (await a.pg_kv(VAULT_KEY))["device_id"] == device
