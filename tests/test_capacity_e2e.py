@@ -150,6 +150,6 @@ async def test_a_slow_body_gets_408_with_a_reason(station: Station, sid: str) ->
         rest = await r.readexactly(length)  # not up to EOF: aiohttp lingers 10 s more for the body it never got
     finally:
         w.close()
-    assert head_s.startswith(b"HTTP/1.1 408") and b"Connection: close" in head_s, raw[:300]
+    assert head_s.startswith(b"HTTP/1.1 408") and b"Connection: close" in head_s, head_s
     err: dict[str, Any] = json.loads(rest)
     assert err["error"] == "body_timeout" and "within" in err["reason"]

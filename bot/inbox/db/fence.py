@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
