@@ -52,6 +52,13 @@ class PgConnection(Connection):
         return rows
 
 
+async def _no_session_state(conn: Any) -> None:
+    """The pool's reset on release: nothing to undo. asyncpg's own (``pg_advisory_unlock_all(); CLOSE ALL;
+    UNLISTEN *; RESET ALL``) was one more round trip per read and per transaction; a pooled connection
+    never holds a session lock, a LISTEN or a setting (leadership and LISTEN have connections of their
+    own), and an open transaction is still rolled back by asyncpg before this runs."""
+
+
 class PostgresDatabase(Database):
     """A PostgreSQL database (see the module docstring)."""
 
@@ -80,7 +87,8 @@ class PostgresDatabase(Database):
     async def start(self) -> None:
         try:
             self._pool = await asyncpg.create_pool(
-                self.dsn, min_size=self._sizes[0], max_size=self._sizes[1], server_settings=self._settings()
+                self.dsn, min_size=self._sizes[0], max_size=self._sizes[1], server_settings=self._settings(),
+                reset=_no_session_state,
             )
         except CONNECT_ERRORS as e:
             raise self.error("cannot connect to", e) from None
