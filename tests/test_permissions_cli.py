@@ -69,9 +69,25 @@ async def start(cmd: list[str], env: dict[str, str]) -> asyncio.subprocess.Proce
 
 
 async def finish(proc: asyncio.subprocess.Process, timeout: float = 60) -> Ran:
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
+    try:
+        out, err = await asyncio.wait_for(asyncio.shield(comm := asyncio.ensure_future(proc.communicate())), timeout)
+    except TimeoutError:  # say what the process was doing (it flaked once under load): then end it
+        state = _proc_state(proc.pid)
+        proc.kill()
+        out, err = await comm
+        raise AssertionError(f"still running after {timeout} s ({state}); stdout {out!r}, stderr {err!r}") from None
     assert proc.returncode is not None
     return Ran(proc.returncode, out.decode(), err.decode())
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError as e:
+        return f"no /proc entry: {e}"
+    keep = [line for line in status.splitlines() if line.split(":")[0] in ("State", "SigBlk", "SigIgn", "SigCgt")]
+    return "; ".join([*keep, f"wchan {wchan}"])
 
 
 async def run(cmd: list[str], env: dict[str, str], timeout: float = 60) -> Ran:
