@@ -106,13 +106,21 @@ class Database(ABC):
         if current is not None:
             yield current
             return
-        async with self._begin() as conn:
+        term = fence.FENCE.get()  # the Matrix side's writes: still this daemon's term (PostgreSQL)
+        async with self._begin() if term is None else self._begin_fenced(term) as conn:
             token = self._current.set((asyncio.current_task(), conn))
             try:
-                await fence.check(conn)  # the Matrix side's writes: still this daemon's term (PostgreSQL)
                 yield conn
             finally:
                 self._current.reset(token)
+
+    @asynccontextmanager
+    async def _begin_fenced(self, term: fence.Fence) -> AsyncIterator[Connection]:
+        """A write transaction that first checks ``term`` (:func:`fence.check`); PostgreSQL does both in
+        one round trip."""
+        async with self._begin() as conn:
+            await fence.check(conn)
+            yield conn
 
     def _own(self) -> Connection | None:
         """The transaction this task has open, if any."""

@@ -9,6 +9,7 @@ Connection errors name ``state.database`` and the URL with its password masked.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -18,9 +19,14 @@ import asyncpg
 
 from bot.inbox.db.base import Connection, Database, DatabaseError, Row
 from bot.inbox.db.dialect import POSTGRES
+from bot.inbox.db.fence import Deposed, Fence
 from bot.inbox.db.url import KEY, Target, scrub
 
 IDLE_IN_TRANSACTION_MS = 10_000
+# a Matrix-side write transaction: its BEGIN and the check of the leader's term (bot.inbox.db.fence) at once
+_FENCED_BEGIN = (
+    "BEGIN; SELECT 1 / (term = {term})::int FROM leadership WHERE id=1" + POSTGRES.fence_lock()
+)
 _COUNT = re.compile(r"\s(\d+)$")
 CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError, TimeoutError)
 
@@ -115,6 +121,25 @@ class PostgresDatabase(Database):
     async def _begin(self) -> AsyncIterator[Connection]:
         async with self.pool.acquire() as raw, raw.transaction():
             yield PgConnection(raw)
+
+    @asynccontextmanager
+    async def _begin_fenced(self, term: Fence) -> AsyncIterator[Connection]:
+        """``BEGIN`` and the term's check in one round trip (a division by zero when the term is over)."""
+        if term.lost.is_set():
+            raise Deposed(f"term {term.term} is over")
+        async with self.pool.acquire() as raw:
+            try:
+                await raw.execute(_FENCED_BEGIN.format(term=int(term.term)))
+            except asyncpg.DivisionByZeroError:
+                await raw.execute("ROLLBACK")
+                raise term.depose(f"term {term.term} is over") from None
+            try:
+                yield PgConnection(raw)
+            except BaseException:
+                with contextlib.suppress(Exception):  # a broken connection: the pool's release rolls back
+                    await raw.execute("ROLLBACK")
+                raise
+            await raw.execute("COMMIT")
 
     @asynccontextmanager
     async def _reader(self) -> AsyncIterator[Connection]:
