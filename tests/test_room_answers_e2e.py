@@ -110,6 +110,7 @@ async def test_two_pending_plain_number_resolves_neither(station: Station, sid: 
 
 async def test_non_answerer_changes_nothing_and_is_told_once(station: Station, sid: str) -> None:
     rec, prompt = await _submit(station, sid)
+    await station.bob.follow()
     mark = station.bob.mark()
     await station.bob.text("1", reply_to=prompt["event_id"])
     await station.bob.react(prompt["event_id"], KEYCAPS[0])

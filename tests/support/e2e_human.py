@@ -69,7 +69,8 @@ class E2EHuman(Human):
         if c.should_claim_keys:
             await c.keys_claim(c.get_users_for_key_claiming())
 
-    async def start(self, room_id: str) -> None:
+    async def start(self, room_id: str, follow: bool = True) -> None:
+        """Always follows (``follow`` is ignored): the device must receive its room keys as they come."""
         self.room_id = room_id
         await self.housekeeping()
         r = await self.client.sync(timeout=0, full_state=True)

@@ -36,16 +36,39 @@ class Human:
         self.client = AsyncClient(hs.url, self.user_id, device_id=r["device_id"])
         self.client.access_token = self.token
         self.client.user_id = self.user_id
-        self.events: list[dict[str, Any]] = []
+        self._events: list[dict[str, Any]] = []
         self.room_id = ""
         self._task: asyncio.Task[None] | None = None
         self._since: str | None = None
 
-    async def start(self, room_id: str) -> None:
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """The room's events since :meth:`start`, as this person's client received them."""
+        if self._task is None and self._since is not None:
+            raise AssertionError(f"{self.localpart} does not follow the room yet: await follow() first")
+        return self._events
+
+    @events.setter
+    def events(self, value: list[dict[str, Any]]) -> None:
+        self._events = value
+
+    async def start(self, room_id: str, follow: bool = True) -> None:
+        """Join the room's timeline from now; ``follow=False``: sync nothing until :meth:`follow` (a person
+        nobody watches costs the homeserver a sync response for every event otherwise)."""
         self.room_id = room_id
         r = await self.client.sync(timeout=0, full_state=True)
         assert isinstance(r, SyncResponse), r
         self._since = r.next_batch
+        if follow:
+            self._task = asyncio.create_task(self._loop())
+
+    async def follow(self) -> None:
+        """Follow the room from here on, first caught up with everything since :meth:`start` (backfilled)."""
+        if self._task is not None:
+            return
+        r = await self.client.sync(timeout=0, since=self._since)
+        assert isinstance(r, SyncResponse), r
+        await self._take(r)
         self._task = asyncio.create_task(self._loop())
 
     async def _loop(self) -> None:
@@ -58,12 +81,15 @@ class Human:
             if not isinstance(r, SyncResponse):
                 await asyncio.sleep(0.2)
                 continue
-            room = r.rooms.join.get(self.room_id)
-            if room:
-                if room.timeline.limited and room.timeline.prev_batch and self._since:
-                    self.events.extend(await self._backfill(room.timeline.prev_batch, self._since))
-                self.events.extend(ev.source for ev in room.timeline.events)
-            self._since = r.next_batch
+            await self._take(r)
+
+    async def _take(self, r: SyncResponse) -> None:
+        room = r.rooms.join.get(self.room_id)
+        if room:
+            if room.timeline.limited and room.timeline.prev_batch and self._since:
+                self._events.extend(await self._backfill(room.timeline.prev_batch, self._since))
+            self._events.extend(ev.source for ev in room.timeline.events)
+        self._since = r.next_batch
 
     async def _backfill(self, start: str, until: str) -> list[dict[str, Any]]:
         """What a limited sync left out, oldest first (a person would scroll up)."""
@@ -91,6 +117,7 @@ class Human:
         return len(self.events)
 
     async def wait(self, pred: Pred, timeout: float = 30.0, start: int = 0) -> dict[str, Any] | None:
+        await self.follow()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for ev in self.events[start:]:

@@ -69,8 +69,8 @@ class Station:
         """bob and carol join, everyone follows the room, the daemon starts and joins."""
         self.hs.join(self.bob.token, self.room_id)
         self.hs.join(self.carol.token, self.room_id)
-        for h in (self.alice, self.bob, self.carol):
-            await h.start(self.room_id)
+        for h in (self.alice, self.bob, self.carol):  # bob and carol sync once a test looks (Human.follow)
+            await h.start(self.room_id, follow=h is self.alice)
         self.write_config()
         self.start_daemon()
         await self.wait_healthy()
