@@ -58,6 +58,12 @@ def _env(url: str | None, token: str | None, extra: dict[str, str] | None = None
     return env
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C reaches the command as it would in a terminal's foreground: a pytest started as a background job
+    of a non-interactive shell (``pytest &``) ignores SIGINT and SIGQUIT, and its children inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 async def start(cmd: list[str], env: dict[str, str]) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
         *cmd,
@@ -65,6 +71,7 @@ async def start(cmd: list[str], env: dict[str, str]) -> asyncio.subprocess.Proce
         stderr=asyncio.subprocess.PIPE,
         stdin=asyncio.subprocess.DEVNULL,
         env=env,
+        preexec_fn=_as_in_a_terminal,
     )
 
 
