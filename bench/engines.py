@@ -21,38 +21,22 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.latency import Peer, pct
+from bench.rooms import timed_round
 from bot.demo.homeserver import Homeserver
 from tests.support.postgres import PgCluster
-from tests.support.station import V2, OwnStation, Station, request_body
+from tests.support.station import OwnStation, Station
 
 
 class PgStation(OwnStation):
     """The second daemon: accounts and room of its own (``...pg``), its state in PostgreSQL."""
 
     suffix = "pg"
-
-
-async def round_trip(st: Station, peer: Peer, sid: str) -> float:
-    """One request: submitted, its prompt seen by ``peer``, replied "1", the long-poll answered (ms)."""
-    start = len(peer.events)
-    t0 = time.perf_counter()
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid))
-    assert code == 201, rec
-    ev, _ = await peer.next_matching(
-        lambda e: e.get("sender") == st.bot_id and isinstance(e.get("content"), dict)
-        and e["content"].get("suite_event_type") == V2 and e["content"].get("request_id") == rec["id"]
-        and (e["content"].get("m.relates_to") or {}).get("rel_type") != "m.replace", start)
-    await peer.send_text("1", reply_to=ev["event_id"])
-    code, got = await st.ahttp("GET", f"/permissions/{rec['id']}?wait=60")
-    assert code == 200 and got["state"] == "resolved", got
-    return (time.perf_counter() - t0) * 1000
 
 
 async def compare(pairs: list[tuple[Station, Peer]], rounds: int, blocks: int) -> list[list[float]]:
@@ -63,7 +47,7 @@ async def compare(pairs: list[tuple[Station, Peer]], rounds: int, blocks: int) -
         order = list(enumerate(pairs)) if b % 2 == 0 else list(reversed(list(enumerate(pairs))))
         for i, (st, peer) in order:
             for r in range(per):
-                out[i].append(await round_trip(st, peer, f"e{i}b{b}r{r}"))
+                out[i].append(await timed_round(st, peer, f"e{i}b{b}r{r}"))
             await asyncio.sleep(3.5)  # the held edits go out between blocks, after each engine alike
     return out
 
@@ -102,7 +86,7 @@ async def main() -> int:
             await p.start()
         for st, p in zip(stations, peers, strict=True):  # warm up: both daemons and both rooms
             for r in range(3):
-                await round_trip(st, p, f"warm{r}")
+                await timed_round(st, p, f"warm{r}")
         sqlite, on_pg = await compare(list(zip(stations, peers, strict=True)), a.rounds, a.blocks)
         print(json.dumps({"rounds": a.rounds, "blocks": a.blocks, **report(sqlite, on_pg)}))
         return 0

@@ -51,9 +51,15 @@ class ManyRooms(Station):
 
 async def round_trip(st: ManyRooms, peer: Any, room: int, sid: str) -> float:
     """One request in room ``room``: submitted, its prompt seen by ``peer``, replied "1", settled (ms)."""
+    return await timed_round(st, peer, sid, token=room_token(room)[1])
+
+
+async def timed_round(st: Station, peer: Any, sid: str, **kw: Any) -> float:
+    """One request (``kw``: ``ahttp``'s, e.g. the token): submitted, its prompt seen by ``peer``, replied "1",
+    the long-poll answered (ms, on the bench's clock)."""
     start = len(peer.events)
     t0 = time.perf_counter()
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid), token=room_token(room)[1])
+    code, rec = await st.ahttp("POST", "/permissions", request_body(sid), **kw)
     assert code == 201, rec
     ev, _ = await peer.next_matching(
         lambda e: e.get("sender") == st.bot_id and isinstance(e.get("content"), dict)

@@ -6,18 +6,16 @@ settles it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 
 from bot.demo.homeserver import Homeserver
 from bot.matrix.vault import VAULT_KEY
 from tests.support.ha import peer_of, role_of, until_role
-from tests.support.postgres import PgCluster
+from tests.support.postgres import PgCluster, kv_value
 from tests.support.station import Station, request_body
 from tests.test_cross_signing_e2e import XSStation
 
@@ -33,12 +31,7 @@ class HaXSStation(XSStation):
         raise AssertionError("the state is in PostgreSQL: use pg_kv")
 
     async def pg_kv(self, key: str) -> Any:
-        conn = await asyncpg.connect(self.url)
-        try:
-            v = await conn.fetchval("SELECT v FROM kv WHERE k=$1", key)
-        finally:
-            await conn.close()
-        return json.loads(v) if v is not None else None
+        return await kv_value(self.url, key)
 
 
 @pytest.fixture(scope="module")

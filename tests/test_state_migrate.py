@@ -5,12 +5,10 @@ without its password; the saved device's crypto store carried in the same transa
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import asyncpg
 import pytest
@@ -26,7 +24,7 @@ from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.store import STORE
 from bot.matrix.vault import VAULT_KEY, archive_of, unpack
-from tests.support.postgres import PgCluster
+from tests.support.postgres import PgCluster, kv_value
 from tests.support.station import request_body
 
 TABLES = ("requests", "seq", "handled", "kv", "reactions", "parked", "harness_links", "timeline", "session_rules")
@@ -192,15 +190,6 @@ def _nio_store(state: Path) -> dict[str, str]:
     return dict(c.olm.account.identity_keys)
 
 
-async def _kv(url: str, key: str) -> Any:
-    conn = await asyncpg.connect(url)
-    try:
-        v = await conn.fetchval("SELECT v FROM kv WHERE k=$1", key)
-    finally:
-        await conn.close()
-    return json.loads(v) if v is not None else None
-
-
 async def test_the_crypto_store_is_carried_in_the_same_transaction(
     tmp_path: Path, pg_url: str, pg_cluster: PgCluster
 ) -> None:
@@ -222,8 +211,8 @@ async def test_the_crypto_store_is_carried_in_the_same_transaction(
     assert r.returncode == 0, r.stderr
     assert "requests: 3 rows" in r.stdout and "crypto store of device DEV carried" in r.stdout, r.stdout
     assert "left behind" not in r.stdout and "pg-app-pw" not in r.stdout
-    saved = await _kv(pg_url, VAULT_KEY)
-    assert (await _kv(pg_url, "matrix.session"))["device_id"] == saved["device_id"] == "DEV"
+    saved = await kv_value(pg_url, VAULT_KEY)
+    assert (await kv_value(pg_url, "matrix.session"))["device_id"] == saved["device_id"] == "DEV"
     fresh = tmp_path / "fresh"
     unpack(archive_of(saved, "@b:x", "DEV"), fresh, "@b:x", "DEV")
     assert _nio_store(fresh) == keys  # the same device, in a folder of its own
@@ -232,6 +221,6 @@ async def test_the_crypto_store_is_carried_in_the_same_transaction(
     r = _cli(tmp_path, "--to", other, "--without-crypto")
     assert r.returncode == 0, r.stderr
     assert "requests: 3 rows" in r.stdout and "left behind" in r.stdout and "carried" not in r.stdout
-    assert await _kv(other, VAULT_KEY) is None
+    assert await kv_value(other, VAULT_KEY) is None
     r = _cli(tmp_path, "--to", other)
     assert r.returncode == 1 and "not empty" in r.stderr and r.stderr.count("\n") == 1, r.stderr

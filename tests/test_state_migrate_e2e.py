@@ -6,7 +6,6 @@ prompt twice, and settles the pending one from an encrypted answer in the room."
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ import pytest
 
 from bot.demo.homeserver import Homeserver, http
 from tests.support.e2e_human import E2EStation
-from tests.support.postgres import APP_PASSWORD, PgCluster
+from tests.support.postgres import APP_PASSWORD, PgCluster, kv_value
 from tests.support.station import Station, request_body
 
 pytestmark = pytest.mark.e2e
@@ -26,15 +25,6 @@ class MigratedStation(E2EStation):
 
     def __init__(self, hs: Homeserver, workdir: Path) -> None:
         super().__init__(hs, workdir, "mg")
-
-
-async def _pg_kv(url: str, key: str) -> Any:
-    conn = await asyncpg.connect(url)
-    try:
-        v = await conn.fetchval("SELECT v FROM kv WHERE k=$1", key)
-    finally:
-        await conn.close()
-    return json.loads(v) if v is not None else None
 
 
 async def _answer(st: Station, rid: str, prompt: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +71,7 @@ async def test_a_daemon_on_the_migrated_database_goes_on_where_the_sqlite_one_st
         st.write_config()
         st.start_daemon()
         await st.wait_healthy()
-        session = await _pg_kv(url, "matrix.session")
+        session = await kv_value(url, "matrix.session")
         assert session["device_id"] == device and "crypto_store_restored" in st.log_text()
         now = http("GET", st.hs.url + "/_matrix/client/v3/devices", token=session["access_token"])
         assert sorted(d["device_id"] for d in now["devices"]) == devices  # no new login

@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import glob
 import itertools
+import json
 import os
 import pwd
 import shutil
@@ -229,3 +230,13 @@ async def daemons_on(url: str, *holders: str) -> AsyncIterator[list[PostgresData
     finally:
         for db in dbs:
             await db.stop()
+
+
+async def kv_value(url: str, key: str) -> Any:
+    """A key/value entry of the database at ``url``, read as a test would (JSON decoded; None when absent)."""
+    conn = await asyncpg.connect(url)
+    try:
+        v = await conn.fetchval("SELECT v FROM kv WHERE k=$1", key)
+    finally:
+        await conn.close()
+    return json.loads(v) if v is not None else None
