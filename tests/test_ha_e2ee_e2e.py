@@ -6,6 +6,7 @@ settles it."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -86,3 +87,19 @@ async def test_the_standby_takes_over_as_the_same_cross_signed_device(
     await _settled_by_her(a, b, sid, "after")  # posted by the new leader: still the cross-signed device
     assert a.bot_device_signed(device)
     assert (await a.pg_kv(VAULT_KEY))["device_id"] == device
+
+
+async def test_e2ee_commands_use_the_database(pair: tuple[HaXSStation, Station]) -> None:
+    """``e2ee accept-identity`` pins in the PostgreSQL database (the standby's folder holds no inbox);
+    ``reset-identity`` refuses in one line (the keys are in the database's copy of the device)."""
+    a, b = pair
+    await a.pg_kv(f"matrix.identity.{a.alice.user_id}")  # pinned on first sight, by whichever daemon led
+    env = {"PERMISSION_BOT_DATABASE_URL": a.url}
+    r = await asyncio.to_thread(b.cli, "e2ee", "accept-identity", a.alice.user_id, "--config", str(b.config_path),
+                                env=env)
+    assert r.returncode == 0 and "accepted" in r.stdout, r
+    assert (await a.pg_kv(f"matrix.identity.{a.alice.user_id}"))["master"]
+    assert not (b.state_dir / "inbox.sqlite3").exists()
+    r = await asyncio.to_thread(b.cli, "e2ee", "reset-identity", "--config", str(b.config_path), env=env,
+                                input="pw\n")
+    assert r.returncode == 1 and "PostgreSQL" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r

@@ -32,8 +32,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 async def _session(cfg: Config) -> tuple[Inbox, dict[str, Any]]:
     from bot.inbox.store import Inbox
     from bot.matrix.errors import MatrixFatal
+    from bot.service.state_db import new_holder, state_database
 
-    inbox = Inbox(cfg.state_dir / "inbox.sqlite3")
+    inbox = Inbox(state_database(cfg, new_holder()))  # SQLite under state.path, or [state] database
     await inbox.open()
     session = await inbox.get_json("matrix.session")
     if not isinstance(session, dict) or not session.get("access_token"):
@@ -68,8 +69,15 @@ async def accept_identity(cfg: Config, user: str) -> str:
 async def reset_identity(cfg: Config, password: str) -> str:
     from bot.matrix import cross_signing
     from bot.matrix.crypto import fingerprint
+    from bot.matrix.errors import MatrixFatal
     from bot.matrix.signing import Identity
+    from bot.service.state_db import database_url
 
+    if database_url(cfg):
+        raise MatrixFatal(
+            "e2ee reset-identity: with the state in PostgreSQL the bot's cross-signing keys are kept in the "
+            "database's copy of its device, which this command cannot change yet; not done"
+        )
     inbox, session = await _session(cfg)
     await inbox.close()
     user, device = cfg.matrix.user_id, str(session.get("device_id") or "")
@@ -89,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     import aiohttp
 
     from bot.cli.config_file import load_or_exit
+    from bot.inbox.db import DatabaseError, DatabaseUrlError
     from bot.matrix.errors import MatrixFatal
 
     os.umask(0o077)  # it writes into the state folder (keys, the inbox): its owner's only, as `run` does
@@ -108,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         print(asyncio.run(reset_identity(cfg, password)))
         return 0
-    except MatrixFatal as e:
+    except (MatrixFatal, DatabaseError, DatabaseUrlError) as e:
         print(f"permission-bot: {e}", file=sys.stderr)
         return 1
     except (OSError, aiohttp.ClientError) as e:
