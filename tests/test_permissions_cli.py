@@ -78,7 +78,7 @@ async def start(cmd: list[str], env: dict[str, str]) -> asyncio.subprocess.Proce
 async def finish(proc: asyncio.subprocess.Process, timeout: float = 60) -> Ran:
     try:
         out, err = await asyncio.wait_for(asyncio.shield(comm := asyncio.ensure_future(proc.communicate())), timeout)
-    except TimeoutError:  # say what the process was doing (it flaked once under load): then end it
+    except TimeoutError:  # say what the process was doing (its state, signal masks, output): then end it
         state = _proc_state(proc.pid)
         proc.kill()
         out, err = await comm

@@ -63,9 +63,10 @@ class CryptoCarrier:
             session = None
         self.device = str(session.get("device_id") or "") if isinstance(session, dict) else ""
         state, user = self.cfg.state_dir, self.cfg.matrix.user_id
-        if not self.device or not (state / f"{user}_{self.device}.db").is_file():
+        names = device_files(user, self.device)  # nio's store first
+        if not self.device or not (state / names[0]).is_file():
             return {}
-        self.carried = [n for n in device_files(user, self.device) if (state / n).is_file()]
+        self.carried = [n for n in names if (state / n).is_file()]
         return {VAULT_KEY: dumps(entry(user, self.device, pack(state, user, self.device)))}
 
 

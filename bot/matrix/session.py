@@ -15,7 +15,7 @@ from bot.matrix.crypto import accept_forwards_from_session_owner, fingerprint
 from bot.matrix.errors import REVOKED, MatrixFatal, TokenRevoked
 from bot.matrix.retry import retry
 from bot.matrix.station import Station
-from bot.matrix.vault import VAULT_KEY, Vault
+from bot.matrix.vault import Vault
 from bot.util.logs import add_secret
 
 log = structlog.get_logger("matrix")
@@ -105,15 +105,11 @@ class Session:
         c = self.client
         self._open_crypto()
         add_secret(c.access_token)
-        values: dict[str, Any] = {
-            SESSION_KEY: {"user_id": c.user_id, "device_id": c.device_id, "access_token": c.access_token}
-        }
-        device = await self.vault.pending() if self.vault is not None else None
-        if device is not None:  # the session and its device in one transaction: a session has its keys
-            values[VAULT_KEY] = device[1]
-        await self.kv.set_many_json(values)
-        if device is not None and self.vault is not None:
-            self.vault.done(device[0])
+        session = {"user_id": c.user_id, "device_id": c.device_id, "access_token": c.access_token}
+        if self.vault is None:
+            await self.kv.set_json(SESSION_KEY, session)
+        else:  # the session and its device in one transaction: a session has its keys
+            await self.vault.write({SESSION_KEY: session})
         log.info("matrix_logged_in", user_id=c.user_id, device_id=c.device_id)
         await self._save_identity()
         await self._cross_sign()

@@ -25,7 +25,7 @@ from bot.matrix.retry import STORAGE_ERRORS, MatrixBackoff, describe, retry
 from bot.matrix.station import EventHandler, Station
 from bot.matrix.station_room import StationRoom
 from bot.matrix.sync_filter import SyncFilter
-from bot.matrix.vault import VAULT_KEY, Vault
+from bot.matrix.vault import Vault
 from bot.util.aio import sleep_unless_stopped
 from bot.util.backoff import Backoff
 
@@ -133,13 +133,10 @@ class Syncer:
         backoff = MatrixBackoff()
         while True:
             try:
-                device = await self.vault.pending() if self.vault is not None else None
-                if device is None:
+                if self.vault is None:
                     await self.st.kv.set_json(SYNC_KEY, token)
-                    return True
-                await self.st.kv.set_many_json({SYNC_KEY: token, VAULT_KEY: device[1]})
-                assert self.vault is not None
-                self.vault.done(device[0])
+                else:
+                    await self.vault.write({SYNC_KEY: token})
                 return True
             except STORAGE_ERRORS as e:
                 if stop.is_set():

@@ -175,12 +175,19 @@ class Vault:
         self.saved = saved
         log.debug("crypto_store_saved", device_id=self.client.device_id)
 
+    async def write(self, values: Mapping[str, Any]) -> None:
+        """``values`` and, when it changed since the last save, the device, in one transaction."""
+        got = await self.pending()
+        if got is None:
+            if values:
+                await self.kv.set_many_json(values)
+            return
+        await self.kv.set_many_json({**values, VAULT_KEY: got[1]})
+        self.done(got[0])
+
     async def save(self) -> None:
         """Save the device now when it changed (after log-in and cross-signing)."""
-        got = await self.pending()
-        if got is not None:
-            await self.kv.set_json(VAULT_KEY, got[1])
-            self.done(got[0])
+        await self.write({})
 
     async def restore(self, user_id: str, device_id: str) -> bool:
         """Before nio opens the store: the database's copy of the device over the local folder.

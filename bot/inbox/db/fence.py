@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -50,24 +51,19 @@ class Fence:
 FENCE: contextvars.ContextVar[Fence | None] = contextvars.ContextVar("pb_fence", default=None)
 
 
+TERM_SQL = "SELECT term FROM leadership WHERE id=1"
+
+
 async def check_term(conn: Connection, term: int) -> None:
     """Inside a writing transaction: raise Deposed unless ``term`` is still the current one."""
-    current = await conn.fetchval("SELECT term FROM leadership WHERE id=1" + conn.dialect.fence_lock())
+    current = await conn.fetchval(TERM_SQL + conn.dialect.fence_lock())
     if current != term:
         raise Deposed(f"term {term} is over (now {current})")
 
 
 async def check(conn: Connection) -> None:
     """The fence of this context, if any, checked in ``conn``'s transaction (``Database.transaction`` calls it)."""
-    fence = FENCE.get()
-    if fence is None:
-        return
-    if fence.lost.is_set():
-        raise Deposed(f"term {fence.term} is over")
-    try:
-        await check_term(conn, fence.term)
-    except Deposed as e:
-        raise fence.depose(str(e)) from None
+    await _verify(lambda: conn.fetchval(TERM_SQL + conn.dialect.fence_lock()))
 
 
 async def confirm(db: Database) -> None:
@@ -75,11 +71,16 @@ async def confirm(db: Database) -> None:
 
     One plain read (no transaction: a send cannot be held by a row lock, and the race between this
     check and the send is the same either way; the send's transaction id dedupes a repeat)."""
+    await _verify(lambda: db.fetchval(TERM_SQL))
+
+
+async def _verify(read_term: Callable[[], Awaitable[Any]]) -> None:
+    """Deposed (and this context's fence marked lost) unless the term ``read_term`` reads is still its own."""
     fence = FENCE.get()
     if fence is None:
         return
     if fence.lost.is_set():
         raise Deposed(f"term {fence.term} is over")
-    current = await db.fetchval("SELECT term FROM leadership WHERE id=1")
+    current = await read_term()
     if current != fence.term:
         raise fence.depose(f"term {fence.term} is over (now {current})")

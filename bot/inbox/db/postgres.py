@@ -26,7 +26,7 @@ IDLE_IN_TRANSACTION_MS = 10_000
 # a Matrix-side write transaction: its BEGIN and the check of the leader's term (bot.inbox.db.fence) at once
 _FENCED_BEGIN = (
     "BEGIN; SELECT 1 / (term = {term})::int FROM leadership WHERE id=1" + POSTGRES.fence_lock()
-)
+)  # the same row and lock as fence.check_term's read
 _COUNT = re.compile(r"\s(\d+)$")
 CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError, TimeoutError)
 
