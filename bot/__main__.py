@@ -1,5 +1,5 @@
 """`python -m bot` runs the command line."""
 
-from bot.cli.main import main
+from bot.cli.main import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

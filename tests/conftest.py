@@ -16,6 +16,9 @@ from tests.support.postgres import engine_url, inbox, pg_cluster, pg_url  # noqa
 from tests.support.station import Station
 
 _counter = itertools.count(1)
+# Throwaway accounts: bcrypt's default 12 rounds cost Synapse 0.26 s of CPU per registration and password
+# login, a few hundred of them per run; 4 rounds cost 1 ms.
+TEST_SYNAPSE = {"bcrypt_rounds": 4}
 
 
 @pytest.fixture(scope="session")
@@ -28,7 +31,7 @@ def workdir() -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def homeserver(workdir: Path) -> Iterator[Homeserver]:
-    hs = Homeserver(workdir / "synapse")
+    hs = Homeserver(workdir / "synapse", overrides=TEST_SYNAPSE)
     hs.start()
     yield hs
     hs.stop()

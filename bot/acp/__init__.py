@@ -8,11 +8,13 @@ requests, the hooks the filters call, its own lines, forwarding), ``config`` (Pr
 ``ids`` (JSON-RPC ids as keys, the forwarded-id prefix), ``messages`` (the ACP params read with the
 SDK's acp.schema models), ``request`` (one request's state machine; what it needs of the proxy is
 its ``Host`` protocol), ``outcomes`` (what the agent is told), ``process`` (the agent process),
-``toolcalls`` (tool-call cache), ``daemon_client`` (the daemon's routes; DaemonBackoff),
+``toolcalls`` (tool-call cache), ``sdk`` (acp.schema imported lean), ``daemon_client`` (the daemon's
+routes; DaemonBackoff),
 ``inflight`` (a submission unanswered at a cancel: the same body again, idempotent by key, to learn
 the record to cancel), ``log`` (the proxy's stderr logging).
 """
 
+from bot.acp import sdk  # noqa: F401 - first: acp.schema imported lean, before any module of ours uses it
 from bot.acp.config import ProxyConfig
 from bot.acp.log import configure_stderr_logging
 from bot.acp.run import run_proxy

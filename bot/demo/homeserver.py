@@ -32,8 +32,10 @@ def http(method: str, url: str, body: Any = None, token: str | None = None, time
 class Homeserver:
     """One Synapse process with its data in ``workdir``."""
 
-    def __init__(self, workdir: Path, server_name: str = "localhost") -> None:
+    def __init__(self, workdir: Path, server_name: str = "localhost", overrides: dict[str, Any] | None = None) -> None:
+        """``overrides``: Synapse config keys set on a newly generated config (the tests' cheaper hashing)."""
         self.dir = workdir
+        self.overrides = dict(overrides or {})
         self.port = free_port()
         self.server_name = server_name
         self.url = f"http://127.0.0.1:{self.port}"
@@ -63,7 +65,7 @@ class Homeserver:
             cwd=self.dir,
             capture_output=True,
         )
-        synapse_config.adjust(cfg, self.port)
+        synapse_config.adjust(cfg, self.port, self.overrides)
         synapse_config.quieter_log(self.dir / f"{self.server_name}.log.config")
 
     def start(self, timeout: float = 90) -> None:

@@ -69,11 +69,13 @@ def set_port(path: Path, port: int) -> None:
     dump(path, data)
 
 
-def adjust(path: Path, port: int) -> None:
-    """Turn the freshly generated config into the local, unlimited one the demo and the tests use."""
+def adjust(path: Path, port: int, extra: dict[str, Any] | None = None) -> None:
+    """Turn the freshly generated config into the local, unlimited one the demo and the tests use
+    (``extra``: more keys on top, the caller's own)."""
     data = load(path)
     _listen(data, port)
     data.update(OVERRIDES)
+    data.update(extra or {})
     dump(path, data)
 
 

@@ -20,6 +20,11 @@ import uuid
 from typing import Any
 
 import rfc8785
+
+from bot.util.lean_models import lean
+
+with lean():  # the SDK's ~280 models declared cheaply: this agent starts many times a run
+    import acp.schema  # noqa: F401
 from acp import (
     PROTOCOL_VERSION,
     Agent,
