@@ -94,6 +94,13 @@ _REFUSAL_HTTP = (
 )
 
 
+def _live(h: RequestHandler) -> bool:
+    """Not on its way out: a connection answered with ``Connection: close`` (a flood's 429s) stays in the
+    server's list until the loop gets to its ``connection_lost``; counted, it would push out new ones."""
+    t = h.transport
+    return t is not None and not t.is_closing() and not h._force_close
+
+
 def _idle(h: RequestHandler) -> bool:
     """No request being handled: still sending its first head, or waiting between requests."""
     waiter = h._waiter
@@ -133,7 +140,7 @@ class _Handler(RequestHandler):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         server = cast(web.Server, self._manager)
-        open_now = server._connections
+        open_now = [h for h in server._connections if _live(h)]  # answered and closing ones are leaving
         if len(open_now) > self.limits.max_connections:
             victim = _victim(open_now, self)
             if victim is None:
