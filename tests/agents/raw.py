@@ -81,6 +81,11 @@ class RawRun:
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
 
+    async def logged(self, text: str, timeout: float = 10) -> bool:
+        """Whether the proxy's stderr shows ``text`` within ``timeout``: its log lines are written after
+        the answer that follows them may already have reached the agent."""
+        return bool(await self.wait(lambda: text in self.stderr(), timeout, f"log line {text!r}"))
+
     async def close(self) -> None:
         if self.proc.stdin is not None and not self.proc.stdin.is_closing():
             self.proc.stdin.close()

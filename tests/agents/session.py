@@ -137,6 +137,16 @@ class ClientRun:
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
 
+    async def logged(self, text: str, timeout: float = 10) -> bool:
+        """Whether the proxy's stderr shows ``text`` within ``timeout`` (its log lines may come after the
+        answer they explain)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.stderr():
+            if time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
+
     async def close(self) -> None:
         if self.proc.returncode is None:
             self.proc.terminate()
