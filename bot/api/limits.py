@@ -110,7 +110,7 @@ def _idle(h: RequestHandler) -> bool:
 def _victim(open_now: Iterable[RequestHandler], me: RequestHandler) -> RequestHandler | None:
     """The connection to close for a new one: an idle one, else a busy one not serving a decider,
     of the caller holding the most connections."""
-    others = [h for h in open_now if h is not me and not h._force_close]  # not those already closing
+    others = [h for h in open_now if h is not me]  # live ones only (connection_made filters with _live)
     idle = next((h for h in others if _idle(h)), None)
     if idle is not None:
         return idle

@@ -10,6 +10,8 @@ internals move, the import is a plain one.
 from __future__ import annotations
 
 import contextlib
+import importlib
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,3 +39,10 @@ def lean() -> Iterator[None]:
     finally:
         _fields.extract_docstrings_from_cls = docs
         _config.config_defaults["defer_build"] = defer
+
+
+def load(module: str) -> None:
+    """Import ``module`` inside :func:`lean`, unless something imported it already."""
+    if module not in sys.modules:
+        with lean():
+            importlib.import_module(module)
