@@ -172,8 +172,7 @@ async def decide(request: web.Request) -> web.Response:
     scope = body.get("scope")
     if scope not in (None, "once", "always"):
         raise SubmissionError('scope: expected "once" or "always"')
-    via = body.get("via", "api")
-    if via not in ("api", "rule"):
+    if body.get("via", "api") not in ("api", "rule"):  # accepted from old clients, never trusted: set here
         raise SubmissionError('via: expected "api" or "rule"')
     option_id = _opt_str(body, "option_id", 200)
     feedback = _opt_str(body, "feedback", 4000)
@@ -191,7 +190,7 @@ async def decide(request: web.Request) -> web.Response:
         return refuse(denied)
     try:
         rec = await request.app[DAEMON].decide(
-            rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=who.answered_by, via=via,
+            rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=who.answered_by, via="api",
             rooms=who.rooms,  # a decider limited to some rooms: any other room's request is unknown to it
         )
     except NotFound:
