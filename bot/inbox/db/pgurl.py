@@ -76,13 +76,13 @@ def parse_pg(value: str) -> PgUrl:
         auth, hostspec = "", parts.netloc
     if "@" in hostspec:
         raise PgUrlError(f"more than one '@' before the host ({ENCODE})")
+    raw_pairs = [raw.partition("=")[::2] for raw in parts.query.split("&")] if parts.query else []
+    if "@" in parts.path + parts.params or any("@" in k or ("@" in v and _key(k) != "user") for k, v in raw_pairs):
+        raise PgUrlError(f"an '@' after the host ({ENCODE})")  # a user name in the query may hold one
     try:
         pairs = parse_qsl(parts.query, strict_parsing=True) if parts.query else []
     except ValueError:
-        raise PgUrlError("the query is not key=value pairs joined by '&'") from None
-    raw_pairs = [raw.partition("=")[::2] for raw in parts.query.split("&")] if parts.query else []
-    if "@" in parts.path + parts.params or any("@" in v for k, v in raw_pairs if _key(k) != "user"):
-        raise PgUrlError(f"an '@' after the host ({ENCODE})")  # a user name in the query may hold one
+        raise PgUrlError(f"the query is not key=value pairs joined by '&' ({ENCODE})") from None
     user, _, raw_password = auth.partition(":")
     secrets = [raw_password, unquote(raw_password)] if raw_password else []
     query: list[tuple[str, str]] = []
