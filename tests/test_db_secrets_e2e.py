@@ -101,7 +101,7 @@ def test_run_never_prints_the_database_password(
     env = {"PERMISSION_BOT_DATABASE_URL": url} if where == "env" else {}
     r = cli("run", "--config", str(config(tmp_path, None if where == "env" else url)), env=env)
     out = r.stdout + r.stderr
-    key = "env PERMISSION_BOT_DATABASE_URL" if where == "env" else "state.database"
+    key = "state.database (env PERMISSION_BOT_DATABASE_URL)" if where == "env" else "state.database"
     assert r.returncode == 2 and out.startswith(f"permission-bot: {key}: ") and out.count("\n") == 1, out
     assert leaked(out) == [], out
     if form in ("slash", "at", "raw"):  # read in pieces by the driver: refused before any connection

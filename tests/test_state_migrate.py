@@ -170,7 +170,7 @@ def test_a_bad_url_is_one_line_naming_it_without_the_password(tmp_path: Path, wh
         r = _cli(tmp_path, env={"PERMISSION_BOT_DATABASE_URL": url})
     else:
         r = _cli(tmp_path, database=url)
-    key = {"--to": "--to", "env": "env PERMISSION_BOT_DATABASE_URL"}.get(where, "state.database")
+    key = {"--to": "--to", "env": "state.database (env PERMISSION_BOT_DATABASE_URL)"}.get(where, "state.database")
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith(f"permission-bot: {key}: "), r.stderr
     assert "pw-very-secret" not in r.stdout + r.stderr and "99999" not in r.stderr  # the port: maybe a password's
 

@@ -107,4 +107,4 @@ def resolve(configured: str | None, env: Mapping[str, str] | None = None) -> str
 def source_key(env: Mapping[str, str] | None = None) -> str:
     """What a message about the database URL in force names: the variable when it is set, else the key."""
     env = os.environ if env is None else env
-    return f"env {ENV}" if env.get(ENV) else KEY
+    return f"{KEY} (env {ENV})" if env.get(ENV) else KEY
