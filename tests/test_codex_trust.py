@@ -141,6 +141,24 @@ def test_a_lookalike_hook_is_never_trusted(tmp_path: Path, attack: str) -> None:
     assert (tmp_path / "config.toml").read_text() == ""
 
 
+def test_a_lookalike_trusted_before_is_trusted_no_more(tmp_path: Path) -> None:
+    """A chained hook an older `trust` signed: this one takes its trust back and keeps the rest of the file."""
+    command = _attacks(tmp_path)["and"]
+    (tmp_path / "hooks.json").write_text(json.dumps(
+        {"hooks": {"PermissionRequest": [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]}}
+    ))
+    key = f"{tmp_path}/hooks.json:permission_request:0:0"
+    stale = by_hand(command, 600)
+    (tmp_path / "config.toml").write_text(
+        f'model = "o4"\n\n[hooks.state.{json.dumps(key)}]\ntrusted_hash = "{stale}"\n\n[other]\nx = 1\n'
+    )
+    p = cli("hook", "trust", "codex", "--codex-home", str(tmp_path))
+    assert p.returncode == 1 and "its trusted_hash is removed" in p.stderr, p.stderr
+    doc = tomllib.loads((tmp_path / "config.toml").read_text())
+    assert doc == {"model": "o4", "hooks": {"state": {key: {}}}, "other": {"x": 1}}
+    assert stale not in (tmp_path / "config.toml").read_text()
+
+
 @pytest.mark.parametrize(
     ("hooks_json", "config", "why"),
     [

@@ -141,10 +141,6 @@ def our_hooks(hooks_json: Path, ours: Ours) -> tuple[list[tuple[str, str, str]],
                     found.append((key, hook_hash(label, matcher, handler), command))
                 elif "permission-bot" in command:
                     refused.append((key, why))
-    if not found:
-        why = f" ({refused[0][1]})" if refused else ""
-        raise TrustError(f"{hooks_json} has no `permission-bot hook codex` hook as print-config writes it for "
-                         f"{ours.program}{why}: add print-config's output first")
     return found, refused
 
 
@@ -158,9 +154,7 @@ def _state(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
 def _set(text: str, key: str, value: str) -> str:
     """``text`` with ``[hooks.state."key"] trusted_hash = value`` (the table appended or its line set)."""
     line = f"trusted_hash = {json.dumps(value)}"
-    header = re.compile(r'^[ \t]*\[[ \t]*hooks[ \t]*\.[ \t]*state[ \t]*\.[ \t]*' + re.escape(json.dumps(key))
-                        + r'[ \t]*\][ \t]*(#.*)?$', re.M)
-    m = header.search(text)
+    m = _header(key).search(text)
     if m is None:
         sep = "" if not text or text.endswith("\n") else "\n"
         return f"{text}{sep}\n[hooks.state.{json.dumps(key)}]\n{line}\n"
@@ -189,7 +183,13 @@ def trust(home: Path, ours: Ours) -> tuple[list[Trusted], list[tuple[str, str]]]
         raise TrustError(f"{config} is not valid TOML ({e}); fix it first") from None
     out: list[Trusted] = []
     new = text
-    found, refused = our_hooks(home / "hooks.json", ours)
+    hooks_json = home / "hooks.json"
+    found, refused = our_hooks(hooks_json, ours)
+    for i, (key, why) in enumerate(refused):  # trusted before (by an older version, or by hand): no longer
+        entry = _state(tomllib.loads(new), key)
+        if entry is not None and "trusted_hash" in entry:
+            new = _unset(new, key)
+            refused[i] = (key, f"{why}; its trusted_hash is removed")
     for key, digest, command in found:
         entry = _state(tomllib.loads(new), key)
         same = entry is not None and entry.get("trusted_hash") == digest
@@ -197,16 +197,40 @@ def trust(home: Path, ours: Ours) -> tuple[list[Trusted], list[tuple[str, str]]]
             new = _set(new, key, digest)
         out.append(Trusted(key, digest, command, changed=not same))
     if new != text:
-        _check(new, out, config)
+        _check(new, out, [k for k, _ in refused], config)
         _write(config, new)
+    if not found:
+        why = f" ({refused[0][1]})" if refused else ""
+        raise TrustError(f"{hooks_json} has no `permission-bot hook codex` hook as print-config writes it for "
+                         f"{ours.program}{why}: add print-config's output first")
     return out, refused
 
 
-def _check(text: str, wanted: list[Trusted], config: Path) -> None:
+def _unset(text: str, key: str) -> str:
+    """``text`` without the ``trusted_hash`` line of ``[hooks.state."key"]`` (the table itself kept)."""
+    m = _header(key).search(text)
+    if m is None:
+        return text
+    nxt = re.compile(r"^[ \t]*\[", re.M).search(text, m.end())
+    end = nxt.start() if nxt else len(text)
+    body = re.compile(r"^[ \t]*trusted_hash[ \t]*=.*(\n|$)", re.M).sub("", text[m.end():end], count=1)
+    return text[:m.end()] + body + text[end:]
+
+
+def _header(key: str) -> re.Pattern[str]:
+    return re.compile(r'^[ \t]*\[[ \t]*hooks[ \t]*\.[ \t]*state[ \t]*\.[ \t]*' + re.escape(json.dumps(key))
+                      + r'[ \t]*\][ \t]*(#.*)?$', re.M)
+
+
+def _check(text: str, wanted: list[Trusted], unwanted: list[str], config: Path) -> None:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         doc = {}
+    for key in unwanted:
+        if "trusted_hash" in (_state(doc, key) or {}) or not doc:
+            raise TrustError(f"could not edit {config} safely; remove by hand the trusted_hash of "
+                             f"[hooks.state.{json.dumps(key)}] (not a hook print-config writes)")
     for t in wanted:
         entry = _state(doc, t.key)
         if entry is None or entry.get("trusted_hash") != t.trusted_hash:
