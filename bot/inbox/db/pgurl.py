@@ -18,7 +18,6 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlparse
 
-SECRET_KEYS = frozenset({"password", "sslpassword"})
 ENCODE = "percent-encode / ? # @ in the user name and password (%2F %3F %23 %40)"
 _IPV6 = re.compile(r"(?:\[([^\]]+)\])(?::([0-9]+))?")
 
@@ -53,7 +52,7 @@ def _key(raw: str) -> str:
     return unquote(raw.replace("+", " "))
 
 
-def _secret(key: str) -> bool:
+def secret_key(key: str) -> bool:
     """A query key whose value is never shown: ``password``, ``sslpassword``, any other spelling of them."""
     return "pass" in key.lower()
 
@@ -88,13 +87,13 @@ def parse_pg(value: str) -> PgUrl:
     query: list[tuple[str, str]] = []
     password = unquote(raw_password) if raw_password else None
     for k, v in pairs:
-        if _secret(k):
+        if secret_key(k):
             secrets.append(v)
             if k == "password" and not raw_password:
                 password = v  # the last one wins, as in asyncpg
         else:
             query.append((k, v))
-    secrets += [v for k, v in raw_pairs if _secret(_key(k)) and v]  # as written too (a driver may quote it)
+    secrets += [v for k, v in raw_pairs if secret_key(_key(k)) and v]  # as written too (a driver may quote it)
     database = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path) or None
     return PgUrl(
         scheme=parts.scheme,
@@ -145,6 +144,6 @@ def lenient_secrets(value: str) -> list[str]:
         found += [pw, unquote(pw)]
     for raw in re.split(r"[?&]", value):
         k, eq, v = raw.partition("=")
-        if eq and v and _secret(_key(k)):
+        if eq and v and secret_key(_key(k)):
             found += [v, unquote(v.replace("+", " "))]
     return [s for s in dict.fromkeys(found) if s]

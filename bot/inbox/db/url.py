@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from bot.inbox.db.pgurl import SECRET_KEYS, PgUrlError, lenient_secrets, parse_pg
+from bot.inbox.db.pgurl import PgUrlError, lenient_secrets, parse_pg, secret_key
 
 ENV = "PERMISSION_BOT_DATABASE_URL"
 KEY = "state.database"
@@ -51,8 +51,7 @@ class Target:
 def mask(text: str) -> str:
     """Free text with any URL password (``user:PASSWORD@``, ``?password=``, ``?pass%77ord=``) as ``***``."""
     def pair(m: re.Match[str]) -> str:
-        key = unquote(m.group(2).replace("+", " ")).lower()
-        return m.group(1) + ("***" if key in SECRET_KEYS else m.group(3))
+        return m.group(1) + ("***" if secret_key(unquote(m.group(2).replace("+", " "))) else m.group(3))
 
     return _QUERY_PAIR.sub(pair, _PASSWORD_IN_NETLOC.sub(r"\1***@", text))
 
