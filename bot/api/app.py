@@ -19,12 +19,13 @@ from bot.api.auth import DECIDER, Denied, Tokens, authenticate, may
 from bot.api.budget import BodyTimeout, budget, counted
 from bot.api.common import DAEMON, LIMITS, TOKENS, caller, error, json_body, reach, refuse, scoped
 from bot.api.events import EVENTS, EventLog, stream
-from bot.api.limits import Limits, busy
+from bot.api.limits import RETRY_AFTER, Limits, busy
 from bot.events._util import unicode_problem
 from bot.inbox import pages
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
+from bot.inbox.sessions import SessionClaimed, SessionInOtherRoom, TooManyPending
 from bot.inbox.submission import KeyConflict, SubmissionError
 from bot.room.event_size import TooLarge
 from bot.service.metrics import CONTENT_TYPE
@@ -57,6 +58,13 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return resp
     except SubmissionError as e:
         return error(422, "invalid_request", str(e))
+    except (SessionInOtherRoom, SessionClaimed) as e:
+        code = "session_in_other_room" if isinstance(e, SessionInOtherRoom) else "session_claimed"
+        return error(409, code, str(e))
+    except TooManyPending as e:
+        resp = error(429, "too_many_pending", str(e))
+        resp.headers["Retry-After"] = str(RETRY_AFTER)
+        return resp
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except DATABASE_ERRORS as e:  # the state's disk is full or read-only, its database unreachable: nothing stored
@@ -74,6 +82,9 @@ async def submit(request: web.Request) -> web.Response:
     body = await json_body(request)
     try:
         rec, created = await request.app[DAEMON].submit(body, submitted_by=who.name)
+    except SessionInOtherRoom:
+        log.warning("api_session_in_other_room", token=who.name)
+        raise
     except KeyConflict as e:
         log.warning("api_key_conflict", token=who.name, reason=str(e))
         return error(409, "key_conflict", str(e))
@@ -259,4 +270,7 @@ def create_app(daemon: Daemon, tokens: Tokens, limits: Limits | None = None) -> 
     from bot.api.rules import add_rule_routes
 
     add_rule_routes(app)
+    from bot.api.sessions import add_session_routes
+
+    add_session_routes(app)
     return app
