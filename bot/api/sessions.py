@@ -10,13 +10,16 @@ session's proxy origin. 200 ``{"session_id": ID, "claimed": true}``; the same cl
 
 from __future__ import annotations
 
+import structlog
 from aiohttp import web
 
 from bot.api.common import DAEMON, json_body, scoped
 from bot.inbox.session_rules import origin_of
-from bot.inbox.sessions import claim
+from bot.inbox.sessions import SessionClaimed, SessionInOtherRoom, claim
 from bot.inbox.submission import SubmissionError
 from bot.util.ids import SAFE_ID_RULE, is_safe_id
+
+log = structlog.get_logger("api")
 
 
 async def claim_session(request: web.Request) -> web.Response:
@@ -35,8 +38,13 @@ async def claim_session(request: web.Request) -> web.Response:
     daemon = request.app[DAEMON]
     daemon.harnesses.refuse_reserved(sid)
     room = daemon.rooms.room_of_token(who.name)  # the caller's room, by its credential only
-    async with daemon.inbox.transaction() as db:
-        await claim(db, sid, room, origin, who.name)
+    try:
+        async with daemon.inbox.transaction() as db:
+            await claim(db, sid, room, origin, who.name)
+    except (SessionClaimed, SessionInOtherRoom) as e:  # answered 409 by the app's error middleware
+        log.warning("session_claim_refused", session_id=sid, token=who.name, reason=str(e))
+        raise
+    log.info("session_claimed", session_id=sid, token=who.name, room=room)
     return web.json_response({"session_id": sid, "claimed": True})
 
 
