@@ -14,6 +14,7 @@ from bot.inbox.db import create
 from bot.inbox.sessions import PendingCaps, SessionClaimed, SessionInOtherRoom, TooManyPending, claim, proxy_of
 from bot.inbox.store import Inbox
 from bot.inbox.submission import KeyConflict, Submission, parse_submission
+from bot.service.floods import Floods
 from tests.support.station import request_body
 
 ORIGIN, OTHER = "a" * 32, "b" * 32
@@ -86,3 +87,15 @@ async def test_the_pending_counts_are_index_lookups(tmp_path: Path) -> None:
             assert index in plan, plan
     finally:
         db.close()
+
+
+def test_the_room_hears_a_token_at_its_cap_once_an_episode() -> None:
+    posted: list[tuple[str, str]] = []
+    floods = Floods(PendingCaps(per_token=50, per_session=20), lambda room, text: posted.append((room, text)))
+    for _ in range(100):
+        floods.refused("agent-b", "default", 0.0)
+    floods.refused(None, "default", 0.0)  # a session's cap: no notice
+    assert len(posted) == 1 and posted[0][0] == "default" and "'agent-b' has 50 pending" in posted[0][1]
+    floods.accepted("agent-b")  # below the cap again: the next time it is there, the room hears it again
+    floods.refused("agent-b", "default", 3600.0)
+    assert len(posted) == 2 and posted[0][1] != posted[1][1]  # another text: never one transaction id twice
