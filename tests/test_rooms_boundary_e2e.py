@@ -223,3 +223,17 @@ async def test_a_flood_is_capped_and_a_real_prompt_is_posted_promptly(st: Bounda
     again = await _submit(st, request_body(f"{sid}f150"), AGENT_B_TOKEN[1])  # answered: whole again
     assert again["state"] == "pending"
     await _cancel_all(st)
+
+
+async def test_a_session_claim_takes_only_an_agent_token_and_a_proxy_key(st: BoundaryStation, sid: str) -> None:
+    key = f"{secrets.token_hex(16)}:0"
+    for body, token, want in [
+        ({"sessionId": sid, "key": "proxy1:0"}, AGENT_TOKEN[1], 422),  # not a key of the proxy's form
+        ({"sessionId": "a/../b", "key": key}, AGENT_TOKEN[1], 422),
+        ({"sessionId": sid, "key": key}, DECIDER_TOKEN[1], 403),  # a decider relays no agent
+        ({"sessionId": sid, "key": key}, AGENT_TOKEN[1], 200),
+        ({"sessionId": sid, "key": key}, AGENT_TOKEN[1], 200),  # the same claim again
+        ({"sessionId": sid, "key": key}, AGENT_B_TOKEN[1], 409),  # another token: session_claimed
+    ]:
+        code, got = await st.ahttp("POST", "/sessions/claim", body, token=token)
+        assert code == want, (body, token, got)

@@ -181,7 +181,7 @@ class Request:
         if self.invalid is not None:
             return await self._fallback(f"not a valid session/request_permission ({self.invalid})")
         if self.session_id is not None:  # claimed at session/new; else now (a hook's twin must be the claimer's)
-            await self.proxy.claimed(self.session_id)
+            await self.proxy.claimed(self.session_id, min(2.0, cfg.connect_timeout / 4))
         deadline = asyncio.get_running_loop().time() + cfg.connect_timeout
         submit = asyncio.ensure_future(daemon.submit_retrying(body, deadline, self.sent))
         if not await self._race(submit):
