@@ -55,14 +55,20 @@ async def test_a_proxy_claims_a_session_once_and_before_any_hook(inbox: Inbox) -
     async with inbox.transaction() as db:
         await claim(db, "s", "default", ORIGIN, "laptop")
         await claim(db, "s", "default", ORIGIN, "laptop")  # the same claim again: fine
-    for origin, room, token, err in [(OTHER, "default", "laptop", SessionClaimed),
-                                     (ORIGIN, "default", "other", SessionClaimed),
+    for origin, room, token, err in [(ORIGIN, "default", "other", SessionClaimed),
+                                     (OTHER, "default", "other", SessionClaimed),
                                      (ORIGIN, "infra", "laptop", SessionInOtherRoom)]:
         with pytest.raises(err):
             async with inbox.transaction() as db:
                 await claim(db, "s", room, origin, token)
     got = await proxy_of(inbox.db, "s")
     assert got is not None and (got.origin, got.token) == (ORIGIN, "laptop")
+    async with inbox.transaction() as db:  # a later run of the same token's proxy loads the session again
+        await claim(db, "s", "default", OTHER, "laptop")
+    got = await proxy_of(inbox.db, "s")
+    assert got is not None and got.origin == OTHER
+    async with inbox.transaction() as db:
+        await claim(db, "s", "default", ORIGIN, "laptop")
     rec, _ = await inbox.submit(_sub("s"), 1.0, 60, "laptop")
     assert rec.id == "s:1"  # a claim takes no number
     await inbox.submit(_sub("h", key=sessions.HOOK_KEY_PREFIX + "1"), 1.0, 60, "laptop")

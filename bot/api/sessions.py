@@ -4,7 +4,7 @@ stand in for a request a hook holds in that session (the agent's other door; see
 Body ``{"sessionId": ID, "key": KEY}``, agent token; ``KEY`` is a key of the proxy's form
 (``PROXYID:N``): its ``PROXYID`` is the run's secret, never shown by any route, and becomes the
 session's proxy origin. 200 ``{"session_id": ID, "claimed": true}``; the same claim again is 200 too;
-409 ``session_claimed`` when another run claimed it or a hook asked in it first, 409
+409 ``session_claimed`` when another token's proxy claimed it or a hook asked in it first, 409
 ``session_in_other_room`` when it is another room's (:mod:`bot.inbox.sessions`).
 """
 

@@ -13,8 +13,9 @@ An ACP proxy claims the sessions it relays (``POST /sessions/claim``, when the a
 ``session/new`` or the client loads one), with its run's secret (the origin of its keys) and its API
 token. Only a request of the claiming run, by the claiming token, may stand in for a request a hook
 holds in that session (:mod:`bot.api.hook_hold`); a plain API submission never can. A claim is refused
-when the session is claimed by another run, is another room's, or already has a hook's requests (a
-claim that comes only after the hook asked proves nothing).
+when the session is claimed by another token's proxy, is another room's, or already has a hook's requests
+(a claim that comes only after the hook asked proves nothing). A later run of the same token's proxy (a
+session loaded again after a restart) takes the claim over on the same terms.
 """
 
 from __future__ import annotations
@@ -105,13 +106,13 @@ async def claim(db: Connection, session_id: str, room: str, origin: str, token: 
     if row is not None:
         if row["room"] != room:
             raise SessionInOtherRoom(OTHER_ROOM)
-        if row["proxy_origin"] is not None:
-            if (row["proxy_origin"], row["proxy_token"]) == (origin, token):
-                return
-            raise SessionClaimed("sessionId: another proxy run claimed this session")
+        if (row["proxy_origin"], row["proxy_token"]) == (origin, token):
+            return
+        if row["proxy_origin"] is not None and row["proxy_token"] != token:
+            raise SessionClaimed("sessionId: another token's proxy claimed this session")
         hooked = await db.fetchrow(
             "SELECT 1 FROM requests WHERE session_id=$1 AND key LIKE $2 LIMIT 1", session_id, HOOK_KEY_PREFIX + "%")
-        if hooked is not None:
+        if hooked is not None:  # a later run of the same token's proxy (a session loaded again) only before
             raise SessionClaimed("sessionId: a hook asked in this session before the proxy claimed it")
     await db.execute(
         "INSERT INTO seq (session_id, last, room, proxy_origin, proxy_token) VALUES ($1, 0, $2, $3, $4) "
