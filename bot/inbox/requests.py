@@ -6,8 +6,10 @@ A request leaves ``pending`` at most once: settling is a conditional UPDATE chec
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from bot.events.states import State, Via
+from bot.inbox import ledger
 from bot.inbox.base import RELEASED, InboxBase, Settled, row_to_record
 from bot.inbox.db import Connection
 from bot.inbox.marks import mark_settled_at
@@ -111,12 +113,15 @@ class Requests(InboxBase):
         state: State | None = None,
         event_id: str | None = None,
         in_view: bool = False,
+        ledger_by: Sequence[str] | None = None,
     ) -> Record | None:
         """Leave ``pending`` once. Returns the settled record, or None when it was not pending.
 
         ``state`` defaults to resolved (cancelled when ``option_id`` is None). ``event_id``,
         when given, is marked handled in the same transaction; with ``in_view`` (a room answer seen
         where it sits, bot.answers.timeline.in_view) its place in the timeline becomes the ``settled`` mark.
+        The settlement is appended to the ledger in the same transaction (``ledger_by``: who it names, when
+        ``by`` does not say it all: ``rule:N``, every approver of a quorum).
         """
         if state is None:
             state = RESOLVED if option_id is not None else CANCELLED
@@ -137,6 +142,7 @@ class Requests(InboxBase):
             row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
             assert row is not None
             rec = row_to_record(row)
+            await ledger.append(db, rec, ledger_by)
         self._emit("resolved", rec)
         return rec
 

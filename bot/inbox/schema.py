@@ -161,6 +161,16 @@ STEPS: list[Step] = [
     Step(
         "post_held", _v11_sqlite, "ALTER TABLE requests ADD COLUMN IF NOT EXISTS post_held INTEGER NOT NULL DEFAULT 0"
     ),
+    # The ledger (issue 37, bot.inbox.ledger): one hash-chained entry per settlement, appended in the
+    # settlement's transaction; ledger_head is its one-row head, the row every append takes its turn on.
+    both(
+        "ledger",
+        "CREATE TABLE IF NOT EXISTS ledger (seq INTEGER PRIMARY KEY, at {REAL} NOT NULL, room TEXT NOT NULL,"
+        " request_id TEXT NOT NULL, hash TEXT NOT NULL, entry TEXT NOT NULL);"
+        " CREATE INDEX IF NOT EXISTS ledger_at ON ledger (at);"
+        " CREATE TABLE IF NOT EXISTS ledger_head (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL);"
+        " INSERT INTO ledger_head (id, seq, hash) VALUES (1, 0, '" + "0" * 64 + "') ON CONFLICT (id) DO NOTHING",
+    ),
 ]
 LATEST = len(STEPS)
 

@@ -147,7 +147,7 @@ class Daemon:
         except NoFittingOption as e:
             log.warning("rule_not_applicable", request_id=rec.id, reason=str(e))
             return rec
-        return await self._settle_by_rule(rec, option, "rule")
+        return await self._settle_by_rule(rec, option, "rule", f"rule:{self.rules.index(rule) + 1}")
 
     async def _apply_session_rules(self, rec: Record) -> Record:
         scope = scope_of(facts(rec))
@@ -161,10 +161,14 @@ class Daemon:
         if origin is None or origin.room != rec.room:  # a rule stays in its room: another room's answerers
             return rec
         log.info("session_rule_matched", rule_id=rule.id, request_id=rec.id)
-        return await self._settle_by_rule(rec, once[0], f"session rule (set by {rule.set_by})")
+        return await self._settle_by_rule(
+            rec, once[0], f"session rule (set by {rule.set_by})", f"rule:session:{rule.set_by}"
+        )
 
-    async def _settle_by_rule(self, rec: Record, option: str | None, by: str) -> Record:
-        settled = await self.inbox.settle(rec.id, option_id=option, by=by, via=Via.RULE, feedback=None, now=self.now())
+    async def _settle_by_rule(self, rec: Record, option: str | None, by: str, ledger_by: str) -> Record:
+        settled = await self.inbox.settle(
+            rec.id, option_id=option, by=by, via=Via.RULE, feedback=None, now=self.now(), ledger_by=[ledger_by]
+        )
         if settled is None:
             return rec
         if not self.cfg.prompts.post_rule_settled:
