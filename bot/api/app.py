@@ -258,4 +258,7 @@ def create_app(daemon: Daemon, tokens: Tokens, limits: Limits | None = None) -> 
     from bot.api.rules import add_rule_routes
 
     add_rule_routes(app)
+    from bot.api.audit import add_audit_routes
+
+    add_audit_routes(app)
     return app

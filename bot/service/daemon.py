@@ -31,6 +31,7 @@ from bot.room.answers import RoomAnswers
 from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
+from bot.service.checkpoints import Checkpoints
 from bot.service.leadership import Leadership
 from bot.service.metrics import Metrics, export_figures
 from bot.service.rooms import RoomFigures, Rooms
@@ -85,6 +86,8 @@ class Daemon:
         self.harnesses = Harnesses(cfg.harnesses, self.inbox, now=self.now, timeout=cfg.prompts.timeout,
                                    after_new=self._apply_rules, room_of=cfg.room_of_harness)
         self.inbox.listen(self.harnesses.on_change, every_daemon=True)
+        self.checkpoints = Checkpoints(self.inbox, self.matrix, self.now)  # the ledger's head in the rooms
+        self.inbox.listen(self.checkpoints.on_change, every_daemon=True)
         self.across = Across(self.inbox)  # LISTEN for other daemons' changes (PostgreSQL only)
         senders = [r.sender for r in self.matrix.rooms.values()]  # every station room's sends are fenced
         self.leadership = Leadership(self.inbox.database, senders)  # leader or standby
@@ -261,6 +264,7 @@ class Daemon:
             *(asyncio.create_task(r.notices.run(self.stop), name=f"notices:{name}")
               for name, r in self.matrix.rooms.items()),
             *self.harnesses.tasks(self.stop),
+            asyncio.create_task(self.checkpoints.run(self.stop), name="checkpoints"),
         ]
 
     async def close(self) -> None:
