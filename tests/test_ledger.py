@@ -144,3 +144,15 @@ async def test_the_bench_switch_turns_appends_off(inbox: Inbox, monkeypatch: pyt
     rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
     assert await inbox.settle(rec.id, option_id="allow_once", by="@a:x", via=Via.MATRIX, feedback=None, now=2.0)
     assert await _entries(inbox) == []
+
+
+def test_lines_are_checked_by_their_exact_text_or_their_content() -> None:
+    good = _chain(3)
+    c = Checker()
+    assert all(c.feed_line(line(e) + "\n") for e in good[:2])  # as exported: hashed as written
+    assert c.feed_line(json.dumps(good[2], indent=1))  # the same entry written otherwise: hashed from its content
+    assert c.problem is None and c.count == 3
+    bad = Checker()
+    assert not bad.feed_line(line(good[0]).replace('"timeout"', '"api"'))
+    assert bad.bad_seq == 1 and "hash does not match" in str(bad.problem)
+    assert not Checker().feed_line("{not json")

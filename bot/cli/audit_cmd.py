@@ -104,7 +104,6 @@ async def _state_lines(inbox: Inbox) -> AsyncIterator[str]:
 
 
 async def verify(cfg: Config | None, file: str | None, against_room: bool, out: TextIO) -> int:
-    import json
 
     from bot.events.ledger import Checker, against_checkpoints
 
@@ -119,18 +118,16 @@ async def verify(cfg: Config | None, file: str | None, against_room: bool, out: 
     try:
         if inbox is not None:
             async for text in _state_lines(inbox):
-                if not checker.feed(json.loads(text)):
+                if not checker.feed_line(text):
                     break
         else:
             assert file is not None
             for number, raw in enumerate(_file_lines(file), 1):
                 if not raw.strip():
                     continue
-                try:
-                    entry = json.loads(raw)
-                except ValueError:
-                    return _fail(f"line {number}: not JSON (seq {checker.last_seq + 1} unreadable)", EXIT_BAD)
-                if not checker.feed(entry):
+                if not checker.feed_line(raw):
+                    if checker.problem and checker.problem.endswith("not JSON"):
+                        return _fail(f"verify: line {number}: {checker.problem}", EXIT_BAD)
                     break
     finally:
         if inbox is not None:

@@ -59,22 +59,36 @@ def canonical(value: Any) -> str:
     raise TypeError(f"ledger entries hold no {type(value).__name__}")
 
 
+_ORDER = tuple(sorted(k for k in FIELDS if k != "hash"))  # ASCII keys: code-point order is RFC 8785's
+_KEYS = frozenset(FIELDS)
+_BODY = _KEYS - {"hash"}
+_SCALARS = frozenset({str, int, bool, type(None)})
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def _plain(v: Any) -> bool:
     """Whether ``json.dumps`` writes ``v`` as RFC 8785 does: null, a boolean, an integer, a string, or a
     list of strings (an entry's field values; no float, no object with keys to sort by UTF-16)."""
     t = type(v)
-    return v is None or t is str or t is int or t is bool or (t is list and all(type(x) is str for x in v))
+    return t in _SCALARS or (t is list and all(type(x) is str for x in v))
 
 
 def entry_hash(entry: Mapping[str, Any]) -> str:
-    """The ``hash`` of ``entry``: SHA-256 of its canonical JSON without ``hash`` (an entry of ASCII keys
-    and plain values through the C encoder, which writes them exactly as RFC 8785 does; else
-    :func:`canonical`)."""
+    """The ``hash`` of ``entry``: SHA-256 of its canonical JSON without ``hash`` (an entry's keys and plain
+    values in key order through the C encoder, which writes them exactly as RFC 8785 does: the fast path
+    ``verify`` takes; anything else by :func:`canonical`)."""
+    keys = entry.keys()
+    if keys == _KEYS or keys == _BODY:
+        ordered = {k: entry[k] for k in _ORDER}
+        types = set(map(type, ordered.values()))
+        if types <= _SCALARS or (types <= _SCALARS | {list} and all(map(_plain, ordered.values()))):
+            return hashlib.sha256(_encode(ordered).encode("utf-8")).hexdigest()
     return hashlib.sha256(_text({k: v for k, v in entry.items() if k != "hash"}).encode("utf-8")).hexdigest()
 
 
 def _text(body: Mapping[str, Any]) -> str:
-    if all(k.isascii() and _plain(v) for k, v in body.items()):
+    """Canonical JSON of ``body``: ASCII keys and plain values through the C encoder; else :func:`canonical`."""
+    if all(k.isascii() for k in body) and all(map(_plain, body.values())):
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
     return canonical(body)
 
@@ -123,15 +137,34 @@ class Checker:
         self.problem, self.bad_seq = f"seq {seq}: {why}", seq
         return False
 
-    def feed(self, entry: Any) -> bool:
-        """Check the next entry; False once a problem is found (stop there)."""
+    def feed_line(self, text: str) -> bool:
+        """:meth:`feed` of one exported line. A line as the bot writes it (canonical JSON) is hashed as it
+        is, ``hash`` member cut out (what :func:`entry_hash` would write, without writing it again); any
+        other line is parsed and hashed by :func:`entry_hash`."""
+        try:
+            entry = json.loads(text)
+        except ValueError:
+            return self._fail(self.last_seq + 1, "not JSON")
+        h = entry.get("hash") if isinstance(entry, dict) else None
+        known = None
+        if isinstance(h, str):
+            member = f',"hash":"{h}"'
+            i = text.find(member)
+            if i > 0:
+                body = text[:i] + text[i + len(member):].rstrip("\r\n")
+                known = hashlib.sha256(body.encode("utf-8")).hexdigest()
+        return self.feed(entry, known if known == h else None)
+
+    def feed(self, entry: Any, known_hash: str | None = None) -> bool:
+        """Check the next entry; False once a problem is found (stop there). ``known_hash``: its hash,
+        already computed from its exact text (:meth:`feed_line`)."""
         if self.problem is not None:
             return False
         expected = self.last_seq + 1
         if not isinstance(entry, dict) or not isinstance(entry.get("seq"), int) or isinstance(entry["seq"], bool):
             return self._fail(expected, "not a ledger entry (no integer seq)")
         seq = entry["seq"]
-        if set(entry) != set(FIELDS):
+        if entry.keys() != _KEYS:
             return self._fail(seq, "fields differ from a ledger entry's")
         if self.count or self.from_start:
             if seq > expected:
@@ -141,7 +174,7 @@ class Checker:
             if entry["prev"] != self.last_hash:
                 return self._fail(seq, "prev is not the previous entry's hash (an entry before it was changed)")
         try:
-            h = entry_hash(entry)
+            h = known_hash or entry_hash(entry)
         except TypeError as e:
             return self._fail(seq, str(e))
         if entry["hash"] != h:
