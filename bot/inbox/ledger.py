@@ -15,7 +15,7 @@ import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from bot.events.ledger import line, meaning_of, seal
+from bot.events.ledger import ZERO, line, meaning_of, seal
 from bot.events.states import Via
 from bot.events.timestamps import iso_ms
 from bot.inbox.db import Connection, Database
@@ -67,7 +67,10 @@ async def append(
     if not enabled():
         return None
     row = await db.fetchrow("UPDATE ledger_head SET seq=seq+1 WHERE id=1 RETURNING seq, hash")
-    assert row is not None, "ledger_head has its row (schema step)"
+    if row is None:  # the first entry: the head row is made then (an empty database stays empty: state migrate)
+        await db.execute("INSERT INTO ledger_head (id, seq, hash) VALUES (1, 0, $1) ON CONFLICT (id) DO NOTHING", ZERO)
+        row = await db.fetchrow("UPDATE ledger_head SET seq=seq+1 WHERE id=1 RETURNING seq, hash")
+        assert row is not None
     seq, prev = int(row[0]), str(row[1])
     assert rec.outcome is not None
     when = rec.outcome.decided_at if at is None else at
@@ -83,7 +86,7 @@ async def append(
 async def head(database: Database) -> tuple[int, str]:
     """(seq, hash) of the last entry; (0, 64 zeros) when there is none."""
     row = await database.fetchrow("SELECT seq, hash FROM ledger_head WHERE id=1")
-    return (int(row[0]), str(row[1])) if row is not None else (0, "0" * 64)
+    return (int(row[0]), str(row[1])) if row is not None else (0, ZERO)
 
 
 async def at_of(database: Database, seq: int) -> float | None:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 
 from bot.events.states import State, Via
-from bot.inbox import ledger
+from bot.inbox import ledger, quorum
 from bot.inbox.base import RELEASED, InboxBase, Settled, row_to_record
 from bot.inbox.db import Connection
 from bot.inbox.marks import mark_settled_at
+from bot.inbox.quorum import PERSON_VIAS
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record, dumps
 from bot.inbox.submission import KeyConflict, Submission, conflict
 
@@ -126,25 +128,81 @@ class Requests(InboxBase):
         if state is None:
             state = RESOLVED if option_id is not None else CANCELLED
         assert state in (RESOLVED, EXPIRED, CANCELLED)
+        counted: Record | None = None
         async with self._tx() as db:
             if event_id is not None:
                 await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES ($1, $2)", event_id, float(now))
-            changed = await db.execute(
-                "UPDATE requests SET state=$1, outcome_option_id=$2, outcome_by=$3, outcome_via=$4,"
-                " outcome_feedback=$5, decided_at=$6 WHERE id=$7 AND state=$8",
-                state, option_id, by, via, feedback, float(now), request_id, PENDING,
-            )
-            if changed != 1:
-                return None
-            if event_id is not None and in_view:
-                await mark_settled_at(db, event_id, request_id)
-            await self._notify(db, "resolved", request_id)
-            row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
-            assert row is not None
-            rec = row_to_record(row)
-            await ledger.append(db, rec, ledger_by)
+            if option_id is not None and via in PERSON_VIAS:
+                step = await self._tally(db, request_id, option_id, by, via, now)
+                if isinstance(step, Record):  # an approval counted (or not one to count): still pending
+                    counted = step
+                elif step is not None:  # enough approvals, or a reject: settled naming every approver
+                    option_id, ledger_by = step
+            if counted is None:
+                changed = await db.execute(
+                    "UPDATE requests SET state=$1, outcome_option_id=$2, outcome_by=$3, outcome_via=$4,"
+                    " outcome_feedback=$5, decided_at=$6 WHERE id=$7 AND state=$8",
+                    state, option_id, by, via, feedback, float(now), request_id, PENDING,
+                )
+                if changed != 1:
+                    return None
+                if event_id is not None and in_view:
+                    await mark_settled_at(db, event_id, request_id)
+                await self._notify(db, "resolved", request_id)
+                row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
+                assert row is not None
+                rec = row_to_record(row)
+                await ledger.append(db, rec, ledger_by)
+        if counted is not None:
+            self._wake_approved()
+            return counted
         self._emit("resolved", rec)
         return rec
+
+    async def _tally(
+        self, db: Connection, request_id: str, option_id: str, by: str, via: Via, now: float
+    ) -> Record | tuple[str, list[str]] | None:
+        """A person's answer to a quorum request (bot.inbox.quorum), inside the settlement's transaction:
+        the record, still pending (an approval counted, the same person again, not one of its answerers);
+        (option, approvers) when it settles now; None when it is no quorum request (or not pending)."""
+        lock = " FOR UPDATE" if db.dialect.is_postgres else ""  # approvals on two daemons take turns
+        row = await db.fetchrow(f"SELECT * FROM requests WHERE id=$1 AND state=$2{lock}", request_id, PENDING)
+        if row is None or int(row["approvals_needed"] or 0) <= 1:
+            return None
+        rec = row_to_record(row)
+        step = quorum.tally(rec.approvals_needed, rec.approvers, rec.approvals, rec.options, option_id, by, via, now)
+        if step.kind == "settle":
+            return str(step.option_id), step.by
+        if step.kind == "counted":
+            await db.execute(
+                "UPDATE requests SET approvals=$1, approvals_count=$2 WHERE id=$3",
+                dumps(step.given), len(step.given), request_id,
+            )
+            await self._notify(db, quorum.APPROVED, request_id)
+            rec = replace(rec, approvals=step.given)
+        return rec
+
+    async def require(self, request_id: str, needed: int, approvers: Sequence[str] | None) -> Record | None:
+        """Make a pending request need ``needed`` distinct approvers (an ask rule), from ``approvers``
+        (None: its room's answerers); before it is posted (its prompt shows it)."""
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE requests SET approvals_needed=$1, approvers=$2 WHERE id=$3 AND state=$4",
+                int(needed), None if approvers is None else dumps(list(approvers)), request_id, PENDING,
+            )
+            row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
+        return row_to_record(row) if row is not None else None
+
+    async def needing_progress(self, limit: int = 100) -> list[Record]:
+        """Pending quorum requests whose prompt shows fewer approvals than were given."""
+        return await self._records(
+            "SELECT * FROM requests WHERE state=$1 AND approvals_needed>1 AND prompt_event_id IS NOT NULL"
+            " AND approvals_shown<>approvals_count ORDER BY requested_at LIMIT $2", PENDING, limit,
+        )
+
+    async def mark_progress_shown(self, request_id: str, count: int) -> None:
+        async with self._tx() as db:
+            await db.execute("UPDATE requests SET approvals_shown=$1 WHERE id=$2", int(count), request_id)
 
     async def wait_settled(self, request_id: str, timeout: float) -> Record | None:
         """The record once it is no longer pending, or as it is when ``timeout`` runs out."""

@@ -41,6 +41,7 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
         self._remote = []
         self._changed = {}
         self._released = []
+        self._approved = []
         self._json = JsonKept()
         self.install_id = ""  # set by open: part of every txn id, so a wiped state never reuses an old one
 
@@ -77,6 +78,11 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
     def on_release(self, fn: Callable[[], None]) -> None:
         """Call ``fn()`` when another daemon released a held request (``release_post``): it may be posted now."""
         self._released.append(fn)
+
+    def on_approved(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` when a quorum request's approvals changed (on this daemon or another): its prompt is
+        to be edited."""
+        self._approved.append(fn)
 
     def waited(self) -> list[str]:
         """The ids long-polls of this daemon wait on."""

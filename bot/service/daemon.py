@@ -78,6 +78,7 @@ class Daemon:
         self.inbox.listen(self._on_change, every_daemon=True)
         self.inbox.listen(self.outbox.on_change, every_daemon=True)  # PostgreSQL: another daemon's too
         self.inbox.on_release(self.outbox.wake_post.set)  # a held request another daemon released
+        self.inbox.on_approved(self.outbox.wake_settle.set)  # a quorum prompt to edit (approvals so far)
         self.inbox.listen(self.outbox.timings.on_change)
         self.webhooks = Webhooks(cfg.webhooks)
         self.inbox.listen(self.webhooks.on_change)
@@ -145,6 +146,10 @@ class Daemon:
         rule = decide(self.rules, rec.to_api()) if self.rules else None
         if rule is None:
             return await self._apply_session_rules(rec)
+        if rule.decision == "ask":  # a person decides (no session rule skips it): maybe several people
+            users = rule.answerers.users if rule.answerers is not None else None
+            log.info("request_needs_approvals", request_id=rec.id, approvals=rule.approvals or 1)
+            return await self.inbox.require(rec.id, rule.approvals or 1, users) or rec
         try:
             option = choose(rec.options, rule.decision, scope=rule.scope, option_id=rule.option_id)
         except NoFittingOption as e:
