@@ -82,6 +82,7 @@ async def test_two_approvers_settle_it_and_the_ledger_names_both(inbox: Inbox) -
     done = await inbox.settle(rid, option_id="allow_always", by="api:ci", via=Via.API, feedback=None, now=4.0)
     assert done is not None and done.state == "resolved" and done.outcome is not None
     assert done.outcome.option_id == "allow_once" and done.outcome.answered_by == "api:ci"
+    assert [a["by"] for a in done.approvals] == [A, "api:ci"]
     (e,) = await _entries(inbox)
     assert e["answered_by"] == [A, "api:ci"] and e["option_id"] == "allow_once"
 
@@ -93,7 +94,7 @@ async def test_one_reject_rejects_and_rules_and_timeouts_are_no_approvals(inbox:
     assert refused is not None and refused.pending  # carol is not one of its answerers: nothing
     no = await inbox.settle(rid, option_id="reject_once", by=B, via=Via.MATRIX, feedback="not today", now=4.0)
     assert no is not None and no.state == "resolved" and no.outcome is not None
-    assert no.outcome.option_id == "reject_once"
+    assert no.outcome.option_id == "reject_once" and [a["by"] for a in no.approvals] == [A]
     rid2 = await _quorum(inbox)
     late = await inbox.settle(rid2, option_id="reject_once", by="timeout", via=Via.TIMEOUT, feedback=None, now=9.0,
                               state=EXPIRED)

@@ -171,13 +171,15 @@ class Requests(InboxBase):
             return None
         rec = row_to_record(row)
         step = quorum.tally(rec.approvals_needed, rec.approvers, rec.approvals, rec.options, option_id, by, via, now)
-        if step.kind == "settle":
+        if step.kind == "settle" and len(step.given) == len(rec.approvals):  # a reject: the approvals stay
             return str(step.option_id), step.by
-        if step.kind == "counted":
+        if step.kind in ("counted", "settle"):
             await db.execute(
                 "UPDATE requests SET approvals=$1, approvals_count=$2 WHERE id=$3",
                 dumps(step.given), len(step.given), request_id,
             )
+            if step.kind == "settle":  # the last approval: settled now, naming every approver
+                return str(step.option_id), step.by
             await self._notify(db, quorum.APPROVED, request_id)
             rec = replace(rec, approvals=step.given)
         return rec
