@@ -75,6 +75,8 @@ def row_to_record(r: Row) -> Record:
         approvers=json.loads(r["approvers"]) if r["approvers"] is not None else None,
         approvals=json.loads(r["approvals"]) if r["approvals"] is not None else [],
         approvals_shown=r["approvals_shown"],
+        escalated_at=r["escalated_at"],
+        escalated_to=json.loads(r["escalated_to"]) if r["escalated_to"] is not None else None,
     )
 
 

@@ -58,6 +58,8 @@ class Record:
     approvers: list[str] | None = None  # who may answer it (an ask rule's answerers); None: the room's
     approvals: list[dict[str, Any]] = field(default_factory=list)  # {by, at, option_id} so far
     approvals_shown: int = 0  # how many of them the prompt shows
+    escalated_at: float | None = None  # when it was escalated (bot.service.escalation), once
+    escalated_to: list[str] | None = None  # who was mentioned then: they may answer it
 
     @property
     def quorum(self) -> bool:
@@ -122,6 +124,7 @@ class Record:
             "submitted_by": self.submitted_by,
             "room": self.room,
             "approvals": self.approvals_api(),
+            "escalated_at": None if self.escalated_at is None else iso_ms(self.escalated_at),
             "params": self.params,
             "sessionId": self.session_id,
             "toolCallId": self.tool_call_id,

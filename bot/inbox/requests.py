@@ -170,7 +170,8 @@ class Requests(InboxBase):
         if row is None or int(row["approvals_needed"] or 0) <= 1:
             return None
         rec = row_to_record(row)
-        step = quorum.tally(rec.approvals_needed, rec.approvers, rec.approvals, rec.options, option_id, by, via, now)
+        approvers = None if rec.approvers is None else [*rec.approvers, *(rec.escalated_to or [])]
+        step = quorum.tally(rec.approvals_needed, approvers, rec.approvals, rec.options, option_id, by, via, now)
         if step.kind == "settle" and len(step.given) == len(rec.approvals):  # a reject: the approvals stay
             return str(step.option_id), step.by
         if step.kind in ("counted", "settle"):
@@ -196,11 +197,39 @@ class Requests(InboxBase):
         return row_to_record(row) if row is not None else None
 
     async def needing_progress(self, limit: int = 100) -> list[Record]:
-        """Pending quorum requests whose prompt shows fewer approvals than were given."""
+        """Pending prompts to edit: a quorum's whose approvals changed, an escalated one's."""
         return await self._records(
-            "SELECT * FROM requests WHERE state=$1 AND approvals_needed>1 AND prompt_event_id IS NOT NULL"
-            " AND approvals_shown<>approvals_count ORDER BY requested_at LIMIT $2", PENDING, limit,
+            "SELECT * FROM requests WHERE state=$1 AND (approvals_needed>1 OR escalated_at IS NOT NULL)"
+            " AND prompt_event_id IS NOT NULL AND approvals_shown<>approvals_count ORDER BY requested_at LIMIT $2",
+            PENDING, limit,
         )
+
+    async def escalation_due(self, room: str, before: float, limit: int = 100) -> list[Record]:
+        """Pending prompts of ``room`` posted, never escalated, and requested before ``before``."""
+        return await self._records(
+            "SELECT * FROM requests WHERE state=$1 AND room=$2 AND escalated_at IS NULL AND prompt_event_id IS NOT"
+            " NULL AND requested_at<=$3 ORDER BY requested_at LIMIT $4", PENDING, room, float(before), limit,
+        )
+
+    async def next_escalation(self, room: str) -> float | None:
+        """When ``room``'s oldest pending prompt not escalated yet was requested."""
+        v = await self.database.fetchval(
+            "SELECT MIN(requested_at) FROM requests WHERE state=$1 AND room=$2 AND escalated_at IS NULL", PENDING, room
+        )
+        return float(v) if v is not None else None
+
+    async def mark_escalated(self, request_id: str, to: Sequence[str], now: float) -> bool:
+        """Escalated, once (False when it was already, or is no longer pending); its prompt is edited to say so."""
+        async with self._tx() as db:
+            changed = await db.execute(
+                "UPDATE requests SET escalated_at=$1, escalated_to=$2, approvals_shown=-1"
+                " WHERE id=$3 AND state=$4 AND escalated_at IS NULL", float(now), dumps(list(to)), request_id, PENDING,
+            )
+            if changed:
+                await self._notify(db, quorum.APPROVED, request_id)
+        if changed:
+            self._wake_approved()
+        return bool(changed)
 
     async def mark_progress_shown(self, request_id: str, count: int) -> None:
         async with self._tx() as db:

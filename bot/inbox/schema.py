@@ -98,6 +98,7 @@ LEDGER_DDL = (
 QUORUM_COLUMNS = (
     ("approvals_needed", "INTEGER NOT NULL DEFAULT 0"), ("approvers", "TEXT"), ("approvals", "TEXT"),
     ("approvals_count", "INTEGER NOT NULL DEFAULT 0"), ("approvals_shown", "INTEGER NOT NULL DEFAULT 0"),
+    ("escalated_at", "{REAL}"), ("escalated_to", "TEXT"),  # escalation (bot.service.escalation): when, to whom
 )
 
 
@@ -106,7 +107,7 @@ async def _v12_sqlite(db: Connection) -> None:
     have = await _columns(db, "requests")  # a version set back by hand may have them already
     for column, kind in QUORUM_COLUMNS:
         if column not in have:
-            await db.execute(f"ALTER TABLE requests ADD COLUMN {column} {kind}")
+            await db.execute(db.dialect.ddl(f"ALTER TABLE requests ADD COLUMN {column} {kind}"))
 
 
 async def _v11_sqlite(db: Connection) -> None:

@@ -243,7 +243,10 @@ class RoomAnswers:
             )
 
     def _may(self, sender: str, rec: Record | None) -> bool:
-        """Whether ``sender`` may answer ``rec``: its ask rule's answerers when it names them, else the room's."""
+        """Whether ``sender`` may answer ``rec``: whom it was escalated to; its ask rule's answerers when it
+        names them, else the room's."""
+        if rec is not None and sender in (rec.escalated_to or []):
+            return True
         if rec is not None and rec.approvers is not None:
             return sender in rec.approvers
         return may_answer(

@@ -283,7 +283,9 @@ class Outbox:
 
     async def _progress(self, rec: Record) -> None:
         n = len(rec.approvals)
-        await self.matrix.send(progress_edit(rec), txn_id("q", self.install_id, rec.id, str(n)), room=rec.room)
+        escalated = "x" if rec.escalated_at is not None else ""
+        await self.matrix.send(progress_edit(rec), txn_id("q", self.install_id, rec.id, str(n), escalated),
+                               room=rec.room)
         await self.inbox.mark_progress_shown(rec.id, n)
         log.info("prompt_progress_edited", request_id=rec.id, approvals=n, needed=rec.approvals_needed)
 

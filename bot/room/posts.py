@@ -21,8 +21,12 @@ def prompt_content(rec: Record) -> dict[str, Any]:
     """The prompt exactly as posted for ``rec`` (rebuilt: it is a pure function of the record); a quorum
     request's says how many approvals it needs and who gave them (``1 of 2: @alice``)."""
     content = _prompt(rec)
+    lines = []
     if rec.quorum:
-        line = progress(rec.approvals_needed, rec.approvals)
+        lines.append(progress(rec.approvals_needed, rec.approvals))
+    if rec.escalated_at is not None:
+        lines.append(f"Escalated to {', '.join(rec.escalated_to or [])}: no answer in time")
+    for line in reversed(lines):
         content["body"] = f"{line}\n{content.get('body', '')}"
         if "formatted_body" in content:
             content["formatted_body"] = f"<p><b>{html.escape(line)}</b></p>{content['formatted_body']}"

@@ -32,6 +32,7 @@ from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
 from bot.service.checkpoints import Checkpoints
+from bot.service.escalation import Escalations
 from bot.service.leadership import Leadership
 from bot.service.metrics import Metrics, export_figures
 from bot.service.rooms import RoomFigures, Rooms
@@ -89,6 +90,8 @@ class Daemon:
         self.inbox.listen(self.harnesses.on_change, every_daemon=True)
         self.checkpoints = Checkpoints(self.inbox, self.matrix, self.now)  # the ledger's head in the rooms
         self.inbox.listen(self.checkpoints.on_change, every_daemon=True)
+        self.escalations = Escalations(cfg, self.inbox, self.matrix, self.now)  # unanswered prompts, once
+        self.inbox.listen(self.escalations.on_change, every_daemon=True)
         self.across = Across(self.inbox)  # LISTEN for other daemons' changes (PostgreSQL only)
         senders = [r.sender for r in self.matrix.rooms.values()]  # every station room's sends are fenced
         self.leadership = Leadership(self.inbox.database, senders)  # leader or standby
@@ -270,6 +273,7 @@ class Daemon:
               for name, r in self.matrix.rooms.items()),
             *self.harnesses.tasks(self.stop),
             asyncio.create_task(self.checkpoints.run(self.stop), name="checkpoints"),
+            asyncio.create_task(self.escalations.run(self.stop), name="escalations"),
         ]
 
     async def close(self) -> None:
