@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from bot.events.states import Via
 from bot.inbox import ledger
+from bot.inbox.db import create
 from bot.inbox.quorum import progress, tally
 from bot.inbox.record import EXPIRED
 from bot.inbox.rules import RuleError, decide, parse_rules
@@ -100,3 +102,20 @@ async def test_one_reject_rejects_and_rules_and_timeouts_are_no_approvals(inbox:
                               state=EXPIRED)
     assert late is not None and late.state == "expired"
     assert [e["answered_by"] for e in await _entries(inbox)] == [[B], []]
+
+
+async def test_approvals_on_two_daemons_at_once_are_tallied_once_each(pg_url: str) -> None:
+    a, b = Inbox(create(pg_url, holder="a")), Inbox(create(pg_url, holder="b"))
+    await asyncio.gather(a.open(), b.open())
+    try:
+        rid = await _quorum(a)
+        got = await asyncio.gather(*(
+            ib.settle(rid, option_id="allow_once", by=who, via=Via.MATRIX, feedback=None, now=2.0)
+            for ib, who in ((a, A), (b, B), (a, A), (b, B), (a, C))
+        ))
+        settled = [r for r in got if r is not None and not r.pending]
+        assert len(settled) == 1 and len(settled[0].approvals) == 2
+        assert [e["answered_by"] for e in await _entries(b)] == [[str(g["by"]) for g in settled[0].approvals]]
+    finally:
+        await a.close()
+        await b.close()

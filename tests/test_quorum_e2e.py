@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from bot.demo.homeserver import Homeserver
+from tests.agents.raw import RawRun, permission_line
 from tests.support.human import content, rel
 from tests.support.station import OwnStation, request_body
 from tests.test_hooks_e2e import finish, hook_input, start_hook
@@ -110,3 +111,29 @@ async def test_someone_not_among_its_answerers_changes_nothing(st: QuorumStation
     await st.alice.text("1", reply_to=prompt["event_id"])
     done = await st.record(rec["id"], wait=20)
     assert done["state"] == "resolved"
+
+
+async def test_through_the_acp_proxy_approved_by_two_and_rejected_by_one(
+    st: QuorumStation, sid: str, tmp_path: Path
+) -> None:
+    agent = await RawRun.start(["--url", st.api_url, "--token", st.token], tmp_path, st.exe)
+    try:
+        await agent.agent_sends(permission_line(1, sid, title="Push", command=PUSH, tool_call_id="p1"))
+        prompt = await st.prompt_for(sid, seq=1)
+        assert prompt and "Needs 2 approvals: 0 of 2" in content(prompt)["body"]
+        await st.alice.text("1", reply_to=prompt["event_id"])
+        await _progress(st, prompt["event_id"], "1 of 2")
+        await st.alice.text("1", reply_to=prompt["event_id"])  # alice twice: still 1 of 2
+        await asyncio.sleep(1)
+        assert not [m for m in agent.agent_json() if m.get("id") == 1 and "method" not in m]  # nothing yet
+        await st.bob.text("1", reply_to=prompt["event_id"])
+        assert (await agent.agent_reply(1))["result"]["outcome"]["optionId"] == "allow_once"
+        await agent.agent_sends(permission_line(2, sid, title="Push again", command=PUSH, tool_call_id="p2"))
+        second = await st.prompt_for(sid, seq=2)
+        assert second
+        await st.alice.text("1", reply_to=second["event_id"])
+        await _progress(st, second["event_id"], "1 of 2")
+        await st.bob.text(_number(second, "reject"), reply_to=second["event_id"])
+        assert (await agent.agent_reply(2))["result"]["outcome"]["optionId"].startswith("reject")
+    finally:
+        await agent.close()
