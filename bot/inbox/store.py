@@ -5,7 +5,7 @@ It is the only place that decides a request's state. A request leaves
 ``pending`` at most once: settling is a conditional UPDATE checked by the rows it
 changed (``bot/inbox/requests.py``). ``Inbox`` owns the state (the database, the
 listeners); its parts, one job each, share it as mixins:
-``requests`` (records, settle), ``listing`` (pending, pages), ``posting``
+``requests`` (records, settle; ``approvals``: quorum tallies, escalation), ``listing`` (pending, pages), ``posting``
 (prompt events, edits, seeded reactions), ``marks`` (the room timeline),
 ``handled`` (handled and parked events, key/value).
 """
