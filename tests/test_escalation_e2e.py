@@ -13,7 +13,7 @@ import pytest
 
 from bot.demo.homeserver import Homeserver
 from tests.support.human import content, rel
-from tests.support.station import OwnStation, request_body
+from tests.support.station import OwnStation, Station, request_body
 
 pytestmark = pytest.mark.e2e
 AFTER = 3.0
@@ -37,13 +37,13 @@ async def st(homeserver: Homeserver, workdir: Path) -> AsyncIterator[EscalationS
     await s.teardown()
 
 
-def _is_escalation(st: EscalationStation, e: dict[str, Any], prompt_id: str) -> bool:
+def _is_escalation(st: Station, e: dict[str, Any], prompt_id: str) -> bool:
     return bool(e.get("sender") == st.bot_id and content(e).get("msgtype") == "m.notice"
                 and st.carol.user_id in (content(e).get("m.mentions") or {}).get("user_ids", [])
                 and (rel(e).get("m.in_reply_to") or {}).get("event_id") == prompt_id)
 
 
-def _escalations(st: EscalationStation, prompt_id: str) -> list[dict[str, Any]]:
+def _escalations(st: Station, prompt_id: str) -> list[dict[str, Any]]:
     return st.alice.find(lambda e: _is_escalation(st, e, prompt_id))
 
 
