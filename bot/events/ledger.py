@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import rfc8785
+
 ZERO = "0" * 64
 """``prev`` of the first entry."""
 CHECKPOINT_KEY = "dev.permission-bot.ledger.checkpoint"
@@ -33,30 +35,9 @@ _MEANINGS: dict[str, tuple[str, str]] = {
 }
 
 
-def _string(s: str) -> str:
-    # ECMAScript JSON.stringify's escapes (RFC 8785 3.2.2.2) are json.dumps's without ensure_ascii.
-    return json.dumps(s, ensure_ascii=False)
-
-
 def canonical(value: Any) -> str:
-    """RFC 8785 canonical JSON of strings, integers, booleans, null, lists and objects (keys sorted by
-    their UTF-16 code units). Floats are refused: no entry carries one (times are ISO strings)."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return _string(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(canonical(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        keys = sorted(value, key=lambda k: str(k).encode("utf-16-be"))
-        return "{" + ",".join(f"{_string(str(k))}:{canonical(value[k])}" for k in keys) + "}"
-    raise TypeError(f"ledger entries hold no {type(value).__name__}")
+    """RFC 8785 (JCS) canonical JSON of ``value`` (the ``rfc8785`` package)."""
+    return str(rfc8785.dumps(value).decode("utf-8"))
 
 
 _ORDER = tuple(sorted(k for k in FIELDS if k != "hash"))  # ASCII keys: code-point order is RFC 8785's
@@ -175,8 +156,8 @@ class Checker:
                 return self._fail(seq, "prev is not the previous entry's hash (an entry before it was changed)")
         try:
             h = known_hash or entry_hash(entry)
-        except TypeError as e:
-            return self._fail(seq, str(e))
+        except (TypeError, ValueError) as e:  # a value RFC 8785 cannot write (NaN, an integer past 2**53)
+            return self._fail(seq, f"not canonical JSON ({e})")
         if entry["hash"] != h:
             return self._fail(seq, "hash does not match the entry (the entry was changed)")
         self.count, self.last_seq, self.last_hash = self.count + 1, seq, h
