@@ -240,8 +240,12 @@ class Daemon:
 
     async def connect(self) -> None:
         """Log in and join every station room; then the daemon is ready."""
-        await self.matrix.login()
-        await self.matrix.join_room()
+        try:
+            await self.matrix.login()
+            await self.matrix.join_room()
+        except Exception:  # a failed start logs out the device it logged in (none left behind)
+            await self.matrix.session.forget_new_device()
+            raise
         self.ready = True
         self.ready_at = self.now()
 
