@@ -116,7 +116,7 @@ class Session:
         device = c.device_id
         try:
             await asyncio.wait_for(c.logout(), 15)
-        except (*NETWORK_ERRORS, asyncio.TimeoutError) as e:
+        except NETWORK_ERRORS as e:
             log.warning("matrix_logout_failed", device_id=device, error=str(e))
             return
         await self.kv.set_json(SESSION_KEY, None)
