@@ -248,6 +248,9 @@ class Daemon:
             raise
         self.ready = True
         self.ready_at = self.now()
+        rooms = ", ".join(r.room_id for r in self.matrix.rooms.values())
+        log.info("ready", message=f"permission-bot is ready: {self.matrix.user_id} in {rooms}, "
+                 f"the API on {self.cfg.api.listen}")
 
     def matrix_tasks(self) -> list[asyncio.Task[None]]:
         """The Matrix-side tasks, started (sync, outbox workers, notices, harness watchers); run by
