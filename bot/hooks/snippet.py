@@ -32,6 +32,14 @@ def default_token_file(env: Mapping[str, str]) -> str:
     return str(Path(base) / "permission-bot" / "agent-token")
 
 
+def running_program(argv0: str, executable: str) -> tuple[str, ...]:
+    """The absolute words that start this permission-bot: its console script, else ``python -m bot``."""
+    path = Path(argv0)
+    if path.name.startswith("permission-bot") and path.exists():
+        return (str(path.resolve() if not path.is_absolute() else path.absolute()),)
+    return (str(Path(executable).absolute()), "-m", "bot")
+
+
 def snippet(
     cli: Cli,
     *,
@@ -40,9 +48,12 @@ def snippet(
     fallback: str = "ask",
     http_url: str | None = None,
     url: str | None = None,
+    program: tuple[str, ...] = ("permission-bot",),
 ) -> dict[str, Any]:
     """The settings object: a PermissionRequest command hook reading ``token_file`` (with ``url``
-    when the daemon is not at the default address), or, with ``http_url``, an HTTP hook."""
+    when the daemon is not at the default address), or, with ``http_url``, an HTTP hook. ``program``: the
+    words that start permission-bot (print-config passes the absolute path of the running one, so a
+    virtualenv that is not on the CLI's PATH still works)."""
     hook: dict[str, Any]
     if http_url is not None:
         hook = {
@@ -52,7 +63,7 @@ def snippet(
             "allowedEnvVars": [TOKEN_ENV],
         }
     else:
-        words = ["permission-bot", "hook", cli, "--token-file", token_file]
+        words = [*program, "hook", cli, "--token-file", token_file]
         if url:
             words += ["--url", url]
         if fallback == "deny":

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import structlog
@@ -29,8 +29,13 @@ from bot.matrix.secret_storage import (
 )
 from bot.matrix.signing import USAGES, Identity, b64, unb64
 
-if TYPE_CHECKING:
-    from bot.matrix.cross_signing import Api
+
+class Api(Protocol):
+    """What this needs of :class:`bot.matrix.cross_signing.Api`."""
+
+    async def call(self, method: str, path: str, body: Any = None) -> dict[str, Any]: ...
+
+    async def account_data(self, user_id: str, kind: str) -> dict[str, Any] | None: ...
 
 log = structlog.get_logger("matrix.cross_signing")
 
