@@ -22,6 +22,7 @@ from bot.prompts import (
     edit_content,
     option_meaning,
 )
+from bot.prompts.message import answer_hint
 from bot.prompts.options import by_meaning
 from bot.util.digest import digest_params
 
@@ -103,7 +104,7 @@ def test_seed_example_is_built_exactly() -> None:
     built = prompt()
     assert built["body"] == (
         "Permission needed: Run the test suite\nKind: execute\nCommand:\n│ bun test\nLocation: apps/hub\n\n"
-        "1. Allow once\n2. Always allow\n3. Reject\n4. Never allow\n\n" + ANSWER_HINT
+        "1. Allow once\n2. Always allow\n3. Reject\n4. Never allow\n\n" + answer_hint(3)
     )
     seed = copy.deepcopy(SEED)
     seed["subject"]["preview"] = [i for i in seed["subject"]["preview"] if i["label"] != "Tool"]
@@ -121,7 +122,7 @@ def test_formatted_body() -> None:
     assert html.startswith("<p><strong>Permission needed:</strong> Run the test suite</p>")
     assert "<pre><code>bun test</code></pre>" in html
     assert "<ol><li>Allow once</li><li>Always allow</li><li>Reject</li><li>Never allow</li></ol>" in html
-    assert html.endswith("<p>Reply with the number, or the option's name.</p>")
+    assert html.endswith("<p>Reply with the number (3 denies), or the option's name.</p>")
     assert "<code>apps/hub</code>" in html
 
 
@@ -303,9 +304,9 @@ def settle(content: dict[str, Any], **overrides: Any) -> dict[str, Any]:
 def test_settled_approve() -> None:
     built = prompt()
     settled = settle(built)
-    original = built["body"].removesuffix("\n\n" + ANSWER_HINT)
+    original = built["body"].removesuffix("\n\n" + answer_hint(3))
     assert settled["body"] == "✅ Approved (Allow once) by @alice:hs via reply\n\n" + original
-    assert ANSWER_HINT not in settled["body"] and "Reply with" not in settled["formatted_body"]
+    assert "Reply with" not in settled["body"] and "Reply with" not in settled["formatted_body"]
     assert settled["formatted_body"].startswith(
         "<p><strong>✅ Approved (Allow once) by @alice:hs via reply</strong></p>"
     )
@@ -466,7 +467,7 @@ def test_random_inputs_build_valid_content(
     assert schema_verdict(built) is None
     lines = built["body"].split("\n")
     assert lines[0].startswith("Permission needed: ")
-    assert lines[-len(options) - 3 :][0] == "" and lines[-2:] == ["", ANSWER_HINT]
+    assert lines[-len(options) - 3 :][0] == "" and lines[-2] == "" and lines[-1].startswith(ANSWER_HINT[:21])
     for n, line in enumerate(lines[-len(options) - 2 : -2], 1):
         assert line.startswith(f"{n}. ") and line.strip() != f"{n}."
     assert [o["id"] for o in built["options"]] == [o["optionId"] for o in by_meaning(options)]

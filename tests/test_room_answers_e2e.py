@@ -161,6 +161,24 @@ async def test_unparsable_reply_gets_the_valid_answers(station: Station, sid: st
     await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "deny"})
 
 
+async def test_a_plain_number_with_no_option_is_told_and_the_last_line_names_the_deny(
+    station: Station, sid: str
+) -> None:
+    """Two options: the prompt's last line says 2 denies; a plain "3" (no reply) is told there is no option 3."""
+    await _drain(station)
+    opts = [("ok", "Allow once", "allow_once"), ("no", "Reject", "reject_once")]
+    rec, prompt = await _submit(station, sid, options=opts)
+    body = content(prompt)["body"]
+    assert body.splitlines()[-1] == "Reply with the number (2 denies), or the option's name.", body
+    mark = station.alice.mark()
+    await station.alice.text("3")  # plain: bound to the one open prompt just above it
+    notice = await station.notice_after(mark, contains="There is no option 3")
+    assert notice and "Allow once" in content(notice)["body"]
+    assert (await _outcome(station, rec["id"], 1))["state"] == "pending"
+    await station.alice.text("2")
+    assert (await _outcome(station, rec["id"]))["outcome"]["option_id"] == "no"
+
+
 async def test_answers_given_while_the_daemon_was_down_apply_once(station: Station, sid: str) -> None:
     recs = [await _submit(station, sid) for _ in range(3)]
     station.stop_daemon()

@@ -10,7 +10,7 @@ from typing import Any
 from bot.events import format_utc_ms, validate_content
 from bot.events.states import VIA_WORDS, State, Via
 from bot.prompts.build import HTML_FORMAT
-from bot.prompts.message import ANSWER_HINT, hint_html
+from bot.prompts.message import HINT_START
 from bot.prompts.text import cut, esc, one_line, prose, valid, visible
 
 MAX_FEEDBACK = 2000
@@ -53,8 +53,15 @@ def _outcome_line(
     return valid(line)
 
 
-def _strip_suffix(text: str, suffix: str) -> str:
-    return text[: -len(suffix)].rstrip("\n") if suffix and text.endswith(suffix) else text
+def _strip_hint(text: str) -> str:
+    """The body without its last paragraph when that is the answer hint (``Reply with the number ...``)."""
+    head, sep, last = text.rpartition("\n\n")
+    return head if sep and last.startswith(HINT_START) else text
+
+
+def _strip_hint_html(html: str) -> str:
+    at = html.rfind(f"<p>{HINT_START}")
+    return html[:at] if at >= 0 and html.endswith("</p>") else html
 
 
 def build_settled(
@@ -91,9 +98,9 @@ def build_settled(
         via=via,
         feedback=feedback,
     )
-    body = _strip_suffix(str(settled.get("body", "")), ANSWER_HINT)
+    body = _strip_hint(str(settled.get("body", "")))
     formatted = settled.get("formatted_body")
-    old_html = _strip_suffix(formatted, hint_html()) if isinstance(formatted, str) else esc(body)
+    old_html = _strip_hint_html(formatted) if isinstance(formatted, str) else esc(body)
     settled["body"] = f"{line}\n\n{body}" if body else line
     settled["format"] = HTML_FORMAT
     settled["formatted_body"] = f"<p><strong>{esc(line)}</strong></p>{old_html}"
