@@ -305,8 +305,10 @@ def test_settled_approve() -> None:
     built = prompt()
     settled = settle(built)
     original = built["body"].removesuffix("\n\n" + answer_hint(3))
-    assert settled["body"] == "✅ Approved (Allow once) by @alice:hs via reply\n\n" + original
+    asked = original.removesuffix("\n\n1. Allow once\n2. Always allow\n3. Reject\n4. Never allow")
+    assert settled["body"] == "✅ Approved (Allow once) by @alice:hs via reply\n\n" + asked  # no choices left
     assert "Reply with" not in settled["body"] and "Reply with" not in settled["formatted_body"]
+    assert "<ol>" not in settled["formatted_body"] and "dev.agentpod.permission" not in settled  # no v1 card
     assert settled["formatted_body"].startswith(
         "<p><strong>✅ Approved (Allow once) by @alice:hs via reply</strong></p>"
     )
@@ -321,7 +323,7 @@ def test_settled_approve() -> None:
         "decided_at": "2026-11-07T10:02:03.456Z",
     }
     for key, value in built.items():
-        if key not in ("body", "formatted_body"):
+        if key not in ("body", "formatted_body", "dev.agentpod.permission"):
             assert settled[key] == value
     validate_content(settled)
     assert schema_verdict(settled) is None
@@ -380,9 +382,10 @@ def test_edit_content() -> None:
     edit = edit_content("$prompt:hs", settled)
     assert edit["m.relates_to"] == {"rel_type": "m.replace", "event_id": "$prompt:hs"}
     assert edit["m.new_content"] == settled
-    assert edit["body"] == "* " + settled["body"]
-    assert edit["formatted_body"] == "* " + settled["formatted_body"]
-    assert edit["msgtype"] == "m.text" and edit["format"] == "org.matrix.custom.html"
+    assert edit["body"] == "* ✅ Approved (Allow once) by @alice:hs via reply"  # the outcome line: a lean fallback
+    assert "formatted_body" not in edit and edit["msgtype"] == "m.text"
+    size = len(json.dumps(edit, ensure_ascii=False).encode())
+    assert size < len(json.dumps(prompt(), ensure_ascii=False).encode()), "the edit weighs more than the prompt"
     assert "suite_event_type" not in edit  # the fallback is not a second prompt
     assert "m.relates_to" not in edit["m.new_content"]
 
