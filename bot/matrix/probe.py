@@ -18,10 +18,11 @@ import structlog
 
 from bot.matrix.errors import MatrixFatal
 from bot.matrix.retry import retry
+from bot.util.plainhttp import speaks_plain_http
 
 log = structlog.get_logger("matrix")
 
-TIMEOUT = 15.0
+TIMEOUT = 10.0
 LIMITED = ("M_LIMIT_EXCEEDED", "429")
 
 
@@ -59,10 +60,12 @@ async def homeserver(url: str) -> None:
     async def once() -> tuple[int, Any, float]:
         try:
             return await _versions(base)
-        except (OSError, aiohttp.ClientError) as e:
+        except (OSError, TimeoutError, aiohttp.ClientError) as e:
             tls = _tls_mismatch(e)
-            if tls is None:
+            if tls is None and not await asyncio.to_thread(speaks_plain_http, base):
                 raise
+            if tls is None:
+                tls = "the port answers plain HTTP"
             hint = ("use http:// for a plain-HTTP port, or the server's TLS port" if base.startswith("https://")
                     else "check the server's certificate")
             raise MatrixFatal(f"matrix.homeserver: the TLS handshake with {base} failed ({tls}); {hint}") from None
