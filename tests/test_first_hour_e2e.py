@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.demo.homeserver import Homeserver, free_port, http as hs_http
+from bot.demo.homeserver import Homeserver, free_port
+from bot.demo.homeserver import http as hs_http
 from tests.support.faultproxy import FaultProxy
 from tests.support.station import exe_path
 from tests.test_doctor import doctor, line
@@ -64,13 +65,13 @@ def fatal(out: str) -> str:
 
 
 class _NotMatrix(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
+    def do_GET(self) -> None:
         self.send_response(404)
         self.send_header("Content-Type", "text/html")
         self.end_headers()
         self.wfile.write(b"<html>a web site</html>")
 
-    do_POST = do_GET  # noqa: N815
+    do_POST = do_GET
 
     def log_message(self, *_args: object) -> None:
         pass
