@@ -510,3 +510,13 @@ def test_label_names_the_agent_in_the_preview() -> None:
     validate_content(c)
     assert c["subject"]["preview"][0] == {"type": "field", "label": "Agent", "value": "claude-laptop <b>"}
     assert "claude-laptop &lt;b&gt;" in c["formatted_body"]
+
+
+def test_several_details_are_shown_under_one_label() -> None:
+    """A hook's PermissionRequest carries the agent's description and the session line: one "Details:"."""
+    texts = ["The agent says: Create a marker file", "“Allow for this session” allows: Bash(touch M1)"]
+    built = prompt(content=[{"type": "content", "content": {"type": "text", "text": t}} for t in texts])
+    assert built["body"].count("Details:") == 1 and built["formatted_body"].count("<b>Details</b>") == 1
+    for t in texts:
+        assert f"│ {t}" in built["body"]
+    assert [i["label"] for i in preview(built)].count("Details") == 2  # the v2 preview keeps each item

@@ -58,8 +58,8 @@ def body(title: str, preview: Preview, labels: Sequence[str], deny: int | None =
     if preview.settings is not None:
         lines += _block("Settings", preview.settings)
     lines += [_diff_line(d) for d in preview.diffs]
-    for text in preview.details:
-        lines += _block("Details", text)
+    if preview.details:  # one label over all of them (a hook's description and its session line)
+        lines += _block("Details", "\n".join(preview.details))
     lines += [f"Location: {item['value']}" for item in preview.items if item["label"] == "Location"]
     if not preview.complete:
         lines.append(SHORTENED)
@@ -82,11 +82,14 @@ def formatted(title: str, labels: Sequence[str], preview: Preview, deny: int | N
             fields.append(f"<b>{esc(str(item.get('label', '')))}:</b> {value}")
     if fields:
         parts.append("<p>" + "<br>".join(fields) + "</p>")
+    last = ""
     for item in items:
         if item.get("type") == "text":
             label = str(item.get("label", ""))
             lang = ' class="language-diff"' if label.startswith("Diff") else ""
-            parts.append(f"<p><b>{esc(label)}</b></p><pre><code{lang}>{esc(str(item.get('text', '')))}</code></pre>")
+            head = "" if label == last == "Details" else f"<p><b>{esc(label)}</b></p>"  # one label over details
+            parts.append(f"{head}<pre><code{lang}>{esc(str(item.get('text', '')))}</code></pre>")
+            last = label
     if not preview.complete:
         parts.append(f"<p><strong>{esc(SHORTENED)}</strong></p>")
     parts.append("<ol>" + "".join(f"<li>{esc(label)}</li>" for label in labels) + "</ol>")
