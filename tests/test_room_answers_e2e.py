@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -66,7 +67,12 @@ async def test_reaction_answers_and_the_two_seeds_stay(station: Station, sid: st
     await station.alice.react(prompt["event_id"], "2\u20e3")  # without U+FE0F; not seeded, still an answer
     got = await _outcome(station, rec["id"])
     assert got["outcome"]["option_id"] == "allow_always" and got["outcome"]["via"] == "reaction"
-    assert await station.edit_of(prompt["event_id"])
+    edit = await station.edit_of(prompt["event_id"])
+    assert edit, "the prompt was not edited"
+    size = lambda e: len(json.dumps(content(e), ensure_ascii=False).encode())  # noqa: E731
+    assert size(edit) < size(prompt), (size(edit), size(prompt))  # the lean edit weighs less than the prompt
+    assert content(edit)["body"].startswith("* ✅ Approved (Always allow)") and "\n" not in content(edit)["body"]
+    assert "1. Allow once" not in content(edit)["m.new_content"]["body"]
     await asyncio.sleep(2)
     seeds = {e["event_id"] for e in station.alice.find(seed(KEYCAPS[0])) + station.alice.find(seed(KEYCAPS[2]))}
     assert not station.alice.find(lambda e: e.get("type") == "m.room.redaction"
