@@ -64,6 +64,7 @@ class Session:
     async def login(self) -> None:
         """Restore the saved session, else use the configured token, else log in once."""
         c = self.client
+        self.new_device = False  # only a device this very start logs in is logged out when the start fails
         await probe.homeserver(self.cfg.homeserver)  # not Matrix, or https:// to plain HTTP: said as doctor says it
         if await self.restore():
             try:
