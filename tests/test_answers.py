@@ -471,11 +471,14 @@ def test_unparsable_message_lists_choices() -> None:
     assert isinstance(r, Refusal) and r.kind == "unparsable"
 
 
-def test_out_of_range_plain_is_chat() -> None:
+def test_out_of_range_plain_number_is_told_there_is_no_such_option() -> None:
+    """A plain "7" bound to a four-option prompt is an answer gone wrong, as it is under a reply: say so."""
     t = target()
-    assert resolve(plain("7"), t, [t]) is None
-    assert resolve(plain("0"), t, [t]) is None
-    assert resolve(plain("9" * 5000), t, [t]) is None
+    for n in ("7", "0"):
+        r = resolve(plain(n), t, [t])
+        assert isinstance(r, Refusal) and r.kind == "unparsable" and r.message.startswith(f"There is no option {n}.")
+    assert resolve(plain("9" * 5000), t, [t]) is None  # no number a prompt could have: chat
+    assert resolve(plain("7 cats"), t, [t]) is None
 
 
 def test_explicit_reply_to_unknown_event_is_chat() -> None:

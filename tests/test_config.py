@@ -34,6 +34,16 @@ def test_access_token_instead_of_password() -> None:
         parse_config({"matrix": m}, env={})
 
 
+def test_a_typo_in_a_required_key_is_said_beside_it_and_all_errors_come_at_once() -> None:
+    m = {k: v for k, v in MIN["matrix"].items() if k != "homeserver"}
+    with pytest.raises(ConfigError) as e:
+        parse_config({"matrix": {**m, "homserver": "http://hs"}, "api": {"listen": "8750"}, "log": {"level": "x"}},
+                     env={})
+    msg = str(e.value)
+    assert "matrix.homeserver: required" in msg and "matrix.homserver: unknown key (did you mean homeserver?)" in msg
+    assert "api.listen:" in msg and "log.level:" in msg and "\n" not in msg and "http://hs" not in msg
+
+
 @pytest.mark.parametrize(
     ("patch", "key"),
     [

@@ -117,3 +117,15 @@ def test_recovery_key_and_secret_storage_round_trip() -> None:
     assert decrypt(key, "m.cross_signing.master", secret) == b"seed-text"
     with pytest.raises(ValueError):
         decrypt(key, "m.cross_signing.self_signing", secret)  # the name is part of the key
+
+
+def test_the_bots_recovery_key_is_elements_format_and_its_key_description_fits() -> None:
+    from bot.matrix.secret_storage import encode_recovery_key as product_encode
+    from bot.matrix.secret_storage import key_description, new_iv
+
+    key = os.urandom(32)
+    assert product_encode(key) == encode_recovery_key(key) and decode_recovery_key(product_encode(key)) == key
+    desc = key_description(key, "permission-bot")
+    assert desc["algorithm"] == "m.secret_storage.v1.aes-hmac-sha2" and desc["name"] == "permission-bot"
+    assert key_fits(key, desc) and not key_fits(os.urandom(32), desc)
+    assert all(unb64(b64(new_iv()))[8] & 0x80 == 0 for _ in range(50))  # the spec's clear bit 63

@@ -224,6 +224,14 @@ async def test_identity_made_elsewhere_needs_the_recovery_key(xs: XSStation) -> 
     def with_key(key: str) -> str:
         return base.replace('trust = "cross-signed"', f'trust = "cross-signed"\nrecovery_key = "{key}"')
 
+    token = http("POST", xs.hs.url + "/_matrix/client/v3/login", {
+        "type": "m.login.password", "identifier": {"type": "m.id.user", "user": bot}, "password": BOT_PASSWORD})
+
+    def devices() -> list[str]:
+        got = http("GET", xs.hs.url + "/_matrix/client/v3/devices", token=token["access_token"])["devices"]
+        return sorted(d["device_id"] for d in got)
+
+    before = devices()
     code, out = await asyncio.to_thread(_run_bot, xs, base)
     line = _fatal(out)
     assert code != 0 and "made elsewhere" in line and "matrix.recovery_key" in line and "reset-identity" in line
@@ -238,8 +246,10 @@ async def test_identity_made_elsewhere_needs_the_recovery_key(xs: XSStation) -> 
     assert code != 0 and "matrix.room" in _fatal_line(out)
     q = xs.keys(bot)
     assert key_of(q["master_keys"][bot]) == ss["master"]
-    assert xs.bot_device_signed(json.loads(sqlite3.connect(state / "inbox.sqlite3").execute(
-        "SELECT v FROM kv WHERE k='matrix.session'").fetchone()[0])["device_id"], bot)
+    assert "matrix_logged_out" in out  # the failed start left no device behind (its session forgotten)
+    assert json.loads(sqlite3.connect(state / "inbox.sqlite3").execute(
+        "SELECT v FROM kv WHERE k='matrix.session'").fetchone()[0]) is None
+    assert not (state / "recovery-key.txt").exists()  # already in (Element's) secret storage: nothing written
     # A damaged key file: one line, exit non-zero, nothing else done.
     (state / "cross_signing.json").write_text('{"master": "garbage"}')
     code, out = await asyncio.to_thread(_run_bot, xs, base)
@@ -252,10 +262,46 @@ async def test_identity_made_elsewhere_needs_the_recovery_key(xs: XSStation) -> 
     q = xs.keys(bot)
     assert key_of(q["master_keys"][bot]) == ss["master"]
     r = await asyncio.to_thread(xs.cli, "e2ee", "reset-identity", "--config", cfg, input=BOT_PASSWORD + "\n")
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 0, r.stderr  # no saved session (the failed starts logged out): it logs in itself
     q = xs.keys(bot)
     assert key_of(q["master_keys"][bot]) not in (ss["master"], None)
     assert (state / "cross_signing.json").exists()
+    assert "secret storage" in r.stdout and (state / "recovery-key.txt").exists()
+    assert devices() == before  # four failed starts and two resets: no device of theirs left behind
+
+
+async def test_a_fresh_state_folder_takes_the_bot_identity_back(xs: XSStation, sid: str) -> None:
+    """deploy.md's "log in afresh" (delete the state folder): one line saying what happened and what fixes
+    it, then the recovery key the bot wrote at its first start brings the same identity back."""
+    master = key_of(xs.keys()["master_keys"][xs.bot_id])
+    key_path = xs.state_dir / "recovery-key.txt"
+    assert os.stat(key_path).st_mode & 0o777 == 0o600
+    key = key_path.read_text().strip()
+    assert "recovery_key_written" in xs.log_text() and key not in xs.log_text()
+    old_token = xs.kv("matrix.session")["access_token"]
+    before = xs.bot_devices()
+    xs.stop_daemon()
+    xs.state_dir.rename(xs.dir / "old-state")
+    code, out = await asyncio.to_thread(_run_bot, xs, xs.config_text())
+    line = _fatal(out)
+    assert code == 1 and "the cross-signing identity this bot made" in line and "recovery-key.txt" in line, line
+    assert "matrix.recovery_key" in line and "e2ee reset-identity" in line
+    assert str(xs.state_dir / "cross_signing.json") in line  # the absolute path it looked in
+    assert "matrix_logged_out" in out
+    devices = http("GET", xs.hs.url + "/_matrix/client/v3/devices", token=old_token)["devices"]
+    assert sorted(d["device_id"] for d in devices) == before  # the failed start's device is gone
+    xs.config_path.write_text(xs.config_text(recovery_key=f'"{key}"'))
+    xs.start_daemon()
+    await xs.wait_healthy()
+    assert "cross_signing_imported" in xs.log_text()
+    assert key_of(xs.keys()["master_keys"][xs.bot_id]) == master  # the same identity: nobody sees a change
+    device = xs.kv("matrix.session")["device_id"]
+    assert device not in before and xs.bot_device_signed(device)
+    assert not key_path.exists()  # secret storage already held it under this key: no new key
+    rec, prompt = await _submit(xs, sid)
+    assert prompt["shield"] == 0
+    await xs.js_answer("1", prompt["event_id"])
+    assert (await _state(xs, rec["id"]))["outcome"]["option_id"] == "allow_once"
 
 
 async def _cancel_and_show(xs: XSStation, recs: list[dict[str, Any]]) -> None:

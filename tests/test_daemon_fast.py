@@ -60,15 +60,22 @@ async def test_a_thread_message_answers_with_feedback(fst: FakeStation) -> None:
     assert got.outcome.feedback == "because the tests are flaky"
 
 
-async def test_a_reaction_answers_and_the_seeded_keycaps_are_taken_back(fst: FakeStation) -> None:
+async def test_a_reaction_answers_and_the_two_seeded_keycaps_stay(fst: FakeStation) -> None:
+    """Seeded: 1️⃣ (allow once) and 3️⃣ (the one that denies), no more; any keycap answers; once settled the
+    seeds stay (the edit shows the outcome: no redactions for every member to download)."""
     rec, prompt = await fst.submit(request_body("s1"))
-    seeded = await until(lambda: [e for e in fst.bot_events() if e["type"] == "m.reaction"
-                                  and rel(e).get("key") == KEYCAPS[3]], what="keycaps seeded")
-    fst.react(fst.alice, prompt["event_id"], "2\u20e3")  # without U+FE0F
+
+    def seeds() -> list[str]:
+        return [rel(e).get("key") for e in fst.bot_events() if e["type"] == "m.reaction"]
+
+    await until(lambda: len(seeds()) == 2, what="keycaps seeded")
+    assert sorted(seeds()) == sorted([KEYCAPS[0], KEYCAPS[2]])
+    fst.react(fst.alice, prompt["event_id"], "2\u20e3")  # without U+FE0F: not seeded, still an answer
     got = await fst.settled(rec.id)
     assert got.outcome and got.outcome.option_id == "allow_always" and got.outcome.via == "reaction"
-    await until(lambda: [e for e in fst.bot_events() if e["type"] == "m.room.redaction"
-                         and e.get("redacts") == seeded[0]["event_id"]], what="the keycaps taken back")
+    await until(lambda: [e for e in fst.bot_events() if rel(e).get("rel_type") == "m.replace"], what="the edit")
+    await asyncio.sleep(1.5)
+    assert not [e for e in fst.bot_events() if e["type"] == "m.room.redaction"] and len(seeds()) == 2
 
 
 async def test_a_plain_answer_binds_to_the_one_prompt_just_posted(fst: FakeStation) -> None:

@@ -23,9 +23,9 @@ def demo_cmd(state: Path, *extra: str) -> list[str]:
 
 def demo_processes(state: Path) -> list[int]:
     """Processes that belong to the demo with this state dir: by command line (Synapse, the daemon,
-    the ACP proxy's --url) or by the demo's API token in their environment."""
+    the ACP proxy's --url) or by the demo's agent token in their environment."""
     saved = json.loads((state / "demo.json").read_text())
-    token = saved["api_token"]
+    token = saved["agent_token"]
     mine = str(state).encode()
     # the ACP proxy blanks its token in /proc (issue 12): it is found by its --url instead
     url = f"\0http://127.0.0.1:{saved.get('api_port')}\0".encode()

@@ -70,10 +70,12 @@ def test_daemon_config_is_toml_with_values_escaped(tmp_path: Path) -> None:
                              "!room:localhost", odd)
     data = tomllib.loads(path.read_text())
     assert data["matrix"]["password"] == odd and data["answerers"]["users"] == ["@alice:localhost"]
-    assert url == f"http://127.0.0.1:{saved['api_port']}" and data["api"]["token"] == saved["api_token"]
+    assert url == f"http://127.0.0.1:{saved['api_port']}" and "token" not in data["api"]  # no legacy token
+    assert {(t["name"], t["role"], t["secret"]) for t in data["api"]["tokens"]} == {
+        ("demo-agent", "agent", saved["agent_token"]), ("demo-decider", "decider", saved["decider_token"])}
     assert path.stat().st_mode & 0o077 == 0
     cfg = load_config(str(path))  # the daemon reads it
-    assert cfg.matrix.room == "!room:localhost" and cfg.api.token == saved["api_token"]
+    assert cfg.matrix.room == "!room:localhost" and cfg.api.token is None and len(cfg.api.tokens) == 2
     again, _ = write_config(tmp_path, saved, "http://127.0.0.1:8008", "@permbot:localhost", "@alice:localhost",
                             "!room:localhost", odd)
     assert tomllib.loads(again.read_text())["api"] == data["api"]  # port and token kept between runs

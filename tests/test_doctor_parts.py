@@ -126,3 +126,17 @@ async def test_a_read_only_inbox_refuses_writes(tmp_path: Path) -> None:
             await ro.set_kv("k", "changed")
     finally:
         await ro.close()
+
+
+def test_a_rooms_entry_advice_names_its_own_keys() -> None:
+    from bot.cli.doctor.report import Report
+    from bot.cli.doctor.rooms import Marked
+
+    rep = Report()
+    marked = Marked(parent=rep, name="infra", index=1)
+    marked.fail("room: the alias #x:hs does not resolve (404 M_NOT_FOUND)", "fix matrix.room")
+    marked.fail("answerers: @nobody:hs does not exist (404)", "fix answerers.users")
+    assert rep.failed and rep.lines == [
+        "FAIL [infra] room: the alias #x:hs does not resolve (404 M_NOT_FOUND) -> fix rooms.1.room",
+        "FAIL [infra] answerers: @nobody:hs does not exist (404) -> fix rooms.1.answerers.users",
+    ]

@@ -22,24 +22,32 @@ pytestmark = pytest.mark.e2e
 fst = fault_station_fixture("faults-size", "fsz")
 
 
-def oversized(sid: str) -> dict[str, Any]:
-    """16 options of control characters (each 6 bytes in JSON): the prompt fits, its settled edit cannot."""
+def oversized(sid: str, options: int = 20, id_len: int = 190) -> dict[str, Any]:
+    """``options`` options of control characters (each 6 bytes in JSON): option ids are never cut, so with
+    20 of them no prompt can fit; with 16 of 150 the prompt fits after its cuts."""
     ch = "\x01"
     body = request_body(sid)
-    body["options"] = [{"optionId": f"{i:02d}" + ch * 150, "name": ch * 200, "kind": "allow_once"} for i in range(16)]
+    body["options"] = [{"optionId": f"{i:02d}" + ch * id_len, "name": ch * 200, "kind": "allow_once"}
+                       for i in range(options)]
     body["toolCall"]["title"] = ch * 5000
     body["toolCall"]["rawInput"] = {"command": ch * 10000}
     return body
 
 
-async def test_a_request_whose_settled_edit_cannot_fit_is_refused_at_submit(fst: FaultStation, sid: str) -> None:
+async def test_a_request_whose_prompt_cannot_fit_is_refused_at_submit(fst: FaultStation, sid: str) -> None:
+    """Refused before anything is stored or posted (the settled edit is checked the same way; it carries no
+    more than the prompt now: no options list, no v1 card, the outcome line as its fallback)."""
     code, _ = await fst.ahttp("POST", "/permissions", request_body(sid))
     assert code == 201
     assert await fst.prompt_for(sid, timeout=60)  # synced: the room is known to be plain
     code, err = await fst.ahttp("POST", "/permissions", oversized(sid))
-    assert code == 422 and err["error"] == "too_large" and "settled edit" in err["reason"], err
+    assert code == 422 and err["error"] == "too_large" and "the prompt would take" in err["reason"], err
     _, listed = await fst.ahttp("GET", f"/permissions?session={sid}")
     assert len(listed) == 1  # nothing stored, nothing posted
+    code, rec = await fst.ahttp("POST", "/permissions", oversized(sid, options=16, id_len=150))
+    assert code == 201, rec  # its prompt fits, and so does its lean settled edit (refused before it was lean)
+    for r in (rec, *listed):
+        await fst.ahttp("POST", f"/permissions/{r['id']}", {"decision": "deny"})
 
 
 def _install_id(st: FaultStation) -> str:

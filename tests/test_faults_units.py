@@ -200,7 +200,7 @@ def test_health_says_what_is_true() -> None:
     assert "not synced for 11 s" in health.reasons(_facts(), 111.0)[0]
     assert health.reasons(_facts(last_sync_ok=0.0, ready_at=100.0), 109.0) == []  # just started
     b = health.body(_facts(send_failing="M_FORBIDDEN: not in room"), 101.0, True)
-    assert b["status"] == "degraded" and b["ok"] is True and b["matrix_ready"] is True
+    assert b["status"] == "degraded" and b["ok"] is False and b["live"] is True and b["matrix_ready"] is True
     assert b["reasons"] == ["sends failing: M_FORBIDDEN: not in room"]
 
 

@@ -62,6 +62,15 @@ def bot_events(st: Station, sid: str) -> tuple[list[dict[str, Any]], Counter[str
     return prompts, edits
 
 
+async def test_the_standby_says_it_is_one(pair: list[Station]) -> None:
+    leader, standby = leader_and_standby(pair)
+    deadline = time.monotonic() + 15  # said once its first wait for the lock ran out (a second)
+    while "event='standby'" not in standby.log_path.read_text(errors="replace"):
+        assert time.monotonic() < deadline, "the standby never said it is one"
+        await asyncio.sleep(0.2)
+    assert "event='leader_elected'" in leader.log_path.read_text(errors="replace")
+
+
 async def test_a_standby_serves_decisions_and_events(pair: list[Station], sid: str) -> None:
     leader, standby = leader_and_standby(pair)
     auth = {"Authorization": f"Bearer {DECIDER}"}

@@ -269,7 +269,7 @@ async def test_a_stopped_harness_makes_health_degraded_naming_it(
 
     def degraded() -> dict[str, Any] | None:
         st, body = station.http("GET", "/healthz")
-        assert st == 200 and body["ok"] is True  # liveness: the process serves
+        assert st == 200 and body["live"] is True and body["ok"] is (body["status"] == "ok")  # live, not "ok"
         return body if body["status"] == "degraded" and body["harnesses"][0]["state"] == "unreachable" else None
 
     body = await _until(degraded)

@@ -198,7 +198,7 @@ def test_health_is_degraded_naming_each_unhealthy_harness() -> None:
         {"name": "box", "ok": False, "state": "token_refused", "error": "token check: HTTP 401"},
     ]
     body = health.body(facts, 101.0, True, hs)
-    assert body["ok"] is True and body["status"] == "degraded" and body["harnesses"] == hs
+    assert body["ok"] is False and body["live"] is True and body["status"] == "degraded" and body["harnesses"] == hs
     assert body["reasons"] == [
         "harness laptop: unreachable: no runtime.json (not running)",
         "harness box: token_refused: token check: HTTP 401",

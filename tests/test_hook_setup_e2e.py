@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +36,14 @@ def printed_settings(station: Station, home: Path) -> tuple[dict[str, Any], str]
     return json.loads(p.stdout), p.stderr
 
 
-async def run_like_claude(station: Station, command: str, project: Path, home: Path, data: Any) -> Any:
+async def run_like_claude(
+    station: Station, command: str, project: Path, home: Path, data: Any, path: str | None = None
+) -> Any:
+    """``path``: Claude Code's PATH (default: the virtualenv's bin first)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PERMISSION_BOT_")}
+    env.pop("XDG_CONFIG_HOME", None)
     env.update(HOME=str(home), CLAUDE_PROJECT_DIR=str(project),
-               PATH=f"{Path(station.exe).parent}{os.pathsep}{env.get('PATH', '')}")
+               PATH=path or f"{Path(station.exe).parent}{os.pathsep}{env.get('PATH', '')}")
     proc = await asyncio.create_subprocess_exec(
         "sh", "-c", command, cwd=project, env=env,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -83,6 +88,34 @@ async def test_printed_settings_pasted_unchanged_work(station: Station, sid: str
     await station.alice.text("1", reply_to=prompt["event_id"])
     code, out, _ = await finish(proc)
     assert code == 0 and out["hookSpecificOutput"]["decision"] == {"behavior": "allow"}
+
+
+async def test_printed_command_names_the_program_and_the_token_file_it_reads(
+    station: Station, sid: str, tmp_path: Path
+) -> None:
+    """A virtualenv not on Claude Code's PATH: the printed command starts this very program by its absolute
+    path; and the bare hook (no --token-file, no variable) reads the token file print-config names."""
+    home, project = tmp_path / "home", tmp_path / "proj"
+    project.mkdir(parents=True)
+    settings, _ = printed_settings(station, home)
+    (hook,) = settings["hooks"]["PermissionRequest"][0]["hooks"]
+    words = shlex.split(hook["command"])
+    assert os.path.isabs(words[0]) and Path(words[0]).resolve() == Path(station.exe).resolve(), words
+    token_file = home / ".config" / "permission-bot" / "agent-token"
+    token_file.parent.mkdir(parents=True)
+    token_file.write_text(AGENT_TOKEN[1] + "\n")
+    token_file.chmod(0o600)
+    data = hook_input("claude-code-PermissionRequest-Bash", sid)
+    data["cwd"] = str(project)
+    bare = shlex.join([words[0], "hook", "claude-code", "--url", station.api_url])  # the default token file
+    for n, command in enumerate((hook["command"], bare), start=1):
+        data["tool_input"] = {**data["tool_input"], "command": f"touch {project}/H{n}"}
+        proc = await run_like_claude(station, command, project, home, data, path="/usr/bin:/bin")
+        prompt = await station.prompt_for(sid, seq=n)
+        assert prompt, f"no prompt for {command!r}"
+        await station.alice.text("1", reply_to=prompt["event_id"])
+        code, out, err = await finish(proc)
+        assert code == 0 and out["hookSpecificOutput"]["decision"] == {"behavior": "allow"}, (out, err)
 
 
 @pytest.mark.parametrize("how", ["s", "session", "\U0001f501"])

@@ -527,6 +527,25 @@ async def test_ls_table_and_json(station: Any) -> None:
 
 
 @e2e
+async def test_ls_shows_whole_uuid_ids_and_a_unique_prefix_is_taken(station: Any) -> None:
+    """Claude Code's session ids are UUIDs: the id ls shows is the whole one (pasting it works), and any
+    unique prefix of a pending id works too."""
+    s = str(uuid.uuid4())
+    a = await submit(station, s, "Bash", command="make")
+    b = await submit(station, s, "Bash", command="make install", call="t2")
+    r = await run([station.exe, "permissions", "ls", "--url", station.api_url],
+                  {**_env(None, station.token), "COLUMNS": "80"})
+    assert r.rc == 0, r
+    shown = [row.split()[0] for row in r.lines[1:] if row.startswith(s)]
+    assert shown == [a["id"], b["id"]] and len(a["id"]) > 36  # whole, even on an 80-column terminal
+    r = await pb(station, "approve", shown[0])
+    assert r.rc == 0 and (await record(station, a["id"]))["state"] == "resolved", r
+    r = await pb(station, "deny", b["id"][:-2])  # a unique prefix of a pending id
+    assert r.rc == 0 and b["id"] in r.out, r
+    assert (await record(station, b["id"]))["outcome"]["option_id"] == "no"
+
+
+@e2e
 async def test_ls_session_by_label(station: Any) -> None:
     s, label = fresh(), fresh("label")
     a = await submit(station, s, label=label)

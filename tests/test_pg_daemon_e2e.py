@@ -5,6 +5,7 @@ password."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -73,6 +74,22 @@ async def test_a_killed_daemon_on_postgresql_loses_nothing(pg_station: Station, 
     code, got = await asyncio.wait_for(waiter, 30)
     assert code == 200 and got["state"] == "resolved" and got["outcome"]["via"] == "matrix", got
     assert len(st.alice.find(lambda e: st.is_prompt(e) and e["content"].get("session_id") == sid)) == 1
+
+
+async def test_doctor_reads_the_database_on_another_machine(pg_station: Station, tmp_path: Path) -> None:
+    """doctor where the state folder is empty (another host, a fresh container) but state.database is set: the
+    daemons' saved session and the database's copy of the device are read; no false identity failure."""
+    st = pg_station
+    cfg = tmp_path / "elsewhere.toml"
+    cfg.write_text(st.config_text().replace(str(st.state_dir), str(tmp_path / "empty-state")))
+    env = {**os.environ, "PERMISSION_BOT_DATABASE_URL": st.env["PERMISSION_BOT_DATABASE_URL"]}
+    p = await asyncio.to_thread(subprocess.run, [st.exe, "doctor", "--config", str(cfg)], capture_output=True,
+                                text=True, timeout=90, env=env, stdin=subprocess.DEVNULL)
+    lines = p.stdout.splitlines()
+    assert not [x for x in lines if x.startswith("FAIL identity") or x.startswith("FAIL login")], p.stdout
+    assert any(x.startswith("ok   login: the daemon's saved session") for x in lines), p.stdout
+    assert any(x.startswith("ok   identity: published") and "the database's copy" in x for x in lines), p.stdout
+    assert any(x.startswith("ok   encryption: device") and "kept in the database" in x for x in lines), p.stdout
 
 
 @pytest.mark.parametrize("where", ["config", "env"])

@@ -22,6 +22,7 @@ from bot.prompts import (
     edit_content,
     option_meaning,
 )
+from bot.prompts.message import answer_hint
 from bot.prompts.options import by_meaning
 from bot.util.digest import digest_params
 
@@ -103,7 +104,7 @@ def test_seed_example_is_built_exactly() -> None:
     built = prompt()
     assert built["body"] == (
         "Permission needed: Run the test suite\nKind: execute\nCommand:\n│ bun test\nLocation: apps/hub\n\n"
-        "1. Allow once\n2. Always allow\n3. Reject\n4. Never allow\n\n" + ANSWER_HINT
+        "1. Allow once\n2. Always allow\n3. Reject\n4. Never allow\n\n" + answer_hint(3)
     )
     seed = copy.deepcopy(SEED)
     seed["subject"]["preview"] = [i for i in seed["subject"]["preview"] if i["label"] != "Tool"]
@@ -121,7 +122,7 @@ def test_formatted_body() -> None:
     assert html.startswith("<p><strong>Permission needed:</strong> Run the test suite</p>")
     assert "<pre><code>bun test</code></pre>" in html
     assert "<ol><li>Allow once</li><li>Always allow</li><li>Reject</li><li>Never allow</li></ol>" in html
-    assert html.endswith("<p>Reply with the number, or the option's name.</p>")
+    assert html.endswith("<p>Reply with the number (3 denies), or the option's name.</p>")
     assert "<code>apps/hub</code>" in html
 
 
@@ -303,9 +304,11 @@ def settle(content: dict[str, Any], **overrides: Any) -> dict[str, Any]:
 def test_settled_approve() -> None:
     built = prompt()
     settled = settle(built)
-    original = built["body"].removesuffix("\n\n" + ANSWER_HINT)
-    assert settled["body"] == "✅ Approved (Allow once) by @alice:hs via reply\n\n" + original
-    assert ANSWER_HINT not in settled["body"] and "Reply with" not in settled["formatted_body"]
+    original = built["body"].removesuffix("\n\n" + answer_hint(3))
+    asked = original.removesuffix("\n\n1. Allow once\n2. Always allow\n3. Reject\n4. Never allow")
+    assert settled["body"] == "✅ Approved (Allow once) by @alice:hs via reply\n\n" + asked  # no choices left
+    assert "Reply with" not in settled["body"] and "Reply with" not in settled["formatted_body"]
+    assert "<ol>" not in settled["formatted_body"] and "dev.agentpod.permission" not in settled  # no v1 card
     assert settled["formatted_body"].startswith(
         "<p><strong>✅ Approved (Allow once) by @alice:hs via reply</strong></p>"
     )
@@ -320,7 +323,7 @@ def test_settled_approve() -> None:
         "decided_at": "2026-11-07T10:02:03.456Z",
     }
     for key, value in built.items():
-        if key not in ("body", "formatted_body"):
+        if key not in ("body", "formatted_body", "dev.agentpod.permission"):
             assert settled[key] == value
     validate_content(settled)
     assert schema_verdict(settled) is None
@@ -379,9 +382,10 @@ def test_edit_content() -> None:
     edit = edit_content("$prompt:hs", settled)
     assert edit["m.relates_to"] == {"rel_type": "m.replace", "event_id": "$prompt:hs"}
     assert edit["m.new_content"] == settled
-    assert edit["body"] == "* " + settled["body"]
-    assert edit["formatted_body"] == "* " + settled["formatted_body"]
-    assert edit["msgtype"] == "m.text" and edit["format"] == "org.matrix.custom.html"
+    assert edit["body"] == "* ✅ Approved (Allow once) by @alice:hs via reply"  # the outcome line: a lean fallback
+    assert "formatted_body" not in edit and edit["msgtype"] == "m.text"
+    size = len(json.dumps(edit, ensure_ascii=False).encode())
+    assert size < len(json.dumps(prompt(), ensure_ascii=False).encode()), "the edit weighs more than the prompt"
     assert "suite_event_type" not in edit  # the fallback is not a second prompt
     assert "m.relates_to" not in edit["m.new_content"]
 
@@ -466,7 +470,7 @@ def test_random_inputs_build_valid_content(
     assert schema_verdict(built) is None
     lines = built["body"].split("\n")
     assert lines[0].startswith("Permission needed: ")
-    assert lines[-len(options) - 3 :][0] == "" and lines[-2:] == ["", ANSWER_HINT]
+    assert lines[-len(options) - 3 :][0] == "" and lines[-2] == "" and lines[-1].startswith(ANSWER_HINT[:21])
     for n, line in enumerate(lines[-len(options) - 2 : -2], 1):
         assert line.startswith(f"{n}. ") and line.strip() != f"{n}."
     assert [o["id"] for o in built["options"]] == [o["optionId"] for o in by_meaning(options)]
@@ -506,3 +510,13 @@ def test_label_names_the_agent_in_the_preview() -> None:
     validate_content(c)
     assert c["subject"]["preview"][0] == {"type": "field", "label": "Agent", "value": "claude-laptop <b>"}
     assert "claude-laptop &lt;b&gt;" in c["formatted_body"]
+
+
+def test_several_details_are_shown_under_one_label() -> None:
+    """A hook's PermissionRequest carries the agent's description and the session line: one "Details:"."""
+    texts = ["The agent says: Create a marker file", "“Allow for this session” allows: Bash(touch M1)"]
+    built = prompt(content=[{"type": "content", "content": {"type": "text", "text": t}} for t in texts])
+    assert built["body"].count("Details:") == 1 and built["formatted_body"].count("<b>Details</b>") == 1
+    for t in texts:
+        assert f"│ {t}" in built["body"]
+    assert [i["label"] for i in preview(built)].count("Details") == 2  # the v2 preview keeps each item

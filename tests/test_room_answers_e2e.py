@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -52,19 +53,31 @@ async def test_thread_message_answers_with_feedback(station: Station, sid: str) 
     assert edit and "because the tests are flaky" in content(edit)["m.new_content"]["body"]
 
 
-async def test_reaction_answers_and_seeds_are_cleared(station: Station, sid: str) -> None:
+async def test_reaction_answers_and_the_two_seeds_stay(station: Station, sid: str) -> None:
+    """The bot seeds 1️⃣ and the deny keycap (3️⃣ here), no more; any keycap answers; the seeds stay once it is
+    settled (the edit shows the outcome): no redaction for every member's client to download."""
     rec, prompt = await _submit(station, sid)
-    seeded = await station.alice.wait(
-        lambda e: e.get("type") == "m.reaction" and e.get("sender") == station.bot_id
-        and rel(e).get("event_id") == prompt["event_id"] and rel(e).get("key") == KEYCAPS[3], 20)
-    assert seeded, "the bot did not seed keycap reactions"
-    await station.alice.react(prompt["event_id"], "2\u20e3")  # without U+FE0F
+
+    def seed(key: str) -> Any:
+        return lambda e: (e.get("type") == "m.reaction" and e.get("sender") == station.bot_id
+                          and rel(e).get("event_id") == prompt["event_id"] and rel(e).get("key") == key)
+
+    assert await station.alice.wait(seed(KEYCAPS[2]), 20), "the bot did not seed the deny keycap"
+    assert station.alice.find(seed(KEYCAPS[0])) and not station.alice.find(seed(KEYCAPS[1]))
+    await station.alice.react(prompt["event_id"], "2\u20e3")  # without U+FE0F; not seeded, still an answer
     got = await _outcome(station, rec["id"])
     assert got["outcome"]["option_id"] == "allow_always" and got["outcome"]["via"] == "reaction"
-    redacted = await station.alice.wait(
-        lambda e: e.get("type") == "m.room.redaction" and e.get("sender") == station.bot_id
-        and (e.get("redacts") == seeded["event_id"] or content(e).get("redacts") == seeded["event_id"]), 20)
-    assert redacted, "the seed reactions were not removed after settling"
+    edit = await station.edit_of(prompt["event_id"])
+    assert edit, "the prompt was not edited"
+    size = lambda e: len(json.dumps(content(e), ensure_ascii=False).encode())  # noqa: E731
+    assert size(edit) < size(prompt), (size(edit), size(prompt))  # the lean edit weighs less than the prompt
+    assert content(edit)["body"].startswith("* ✅ Approved (Always allow)") and "\n" not in content(edit)["body"]
+    assert "1. Allow once" not in content(edit)["m.new_content"]["body"]
+    await asyncio.sleep(2)
+    seeds = {e["event_id"] for e in station.alice.find(seed(KEYCAPS[0])) + station.alice.find(seed(KEYCAPS[2]))}
+    assert not station.alice.find(lambda e: e.get("type") == "m.room.redaction"
+                                  and (e.get("redacts") in seeds or content(e).get("redacts") in seeds))
+    assert not station.alice.find(seed(KEYCAPS[3]))
 
 
 async def test_structured_answer_and_stale_refusal(station: Station, sid: str) -> None:
@@ -159,6 +172,24 @@ async def test_unparsable_reply_gets_the_valid_answers(station: Station, sid: st
     assert notice and "Allow once" in content(notice)["body"]
     assert (await _outcome(station, rec["id"], 1))["state"] == "pending"
     await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "deny"})
+
+
+async def test_a_plain_number_with_no_option_is_told_and_the_last_line_names_the_deny(
+    station: Station, sid: str
+) -> None:
+    """Two options: the prompt's last line says 2 denies; a plain "3" (no reply) is told there is no option 3."""
+    await _drain(station)
+    opts = [("ok", "Allow once", "allow_once"), ("no", "Reject", "reject_once")]
+    rec, prompt = await _submit(station, sid, options=opts)
+    body = content(prompt)["body"]
+    assert body.splitlines()[-1] == "Reply with the number (2 denies), or the option's name.", body
+    mark = station.alice.mark()
+    await station.alice.text("3")  # plain: bound to the one open prompt just above it
+    notice = await station.notice_after(mark, contains="There is no option 3")
+    assert notice and "Allow once" in content(notice)["body"]
+    assert (await _outcome(station, rec["id"], 1))["state"] == "pending"
+    await station.alice.text("2")
+    assert (await _outcome(station, rec["id"]))["outcome"]["option_id"] == "no"
 
 
 async def test_answers_given_while_the_daemon_was_down_apply_once(station: Station, sid: str) -> None:

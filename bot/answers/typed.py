@@ -29,6 +29,8 @@ def resolve_text(c: Candidate, target: Target | None, live: Sequence[Target]) ->
         return unparsable(target)  # one word that is no option ("yes"): say what the answers are
     if target is not None:  # the one prompt the sender could have meant (bot.answers.timeline.bind)
         parsed = parse_for(text, target)
+        if isinstance(parsed, NoSuchNumber) and target.pending:  # "3" under a two-option prompt: say so
+            return unparsable(target, f"There is no option {parsed.number}. ")
         if not isinstance(parsed, Pick):
             return None
         if not target.pending:

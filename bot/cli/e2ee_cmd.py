@@ -3,7 +3,8 @@
     accept-identity USER   pin USER's current cross-signing identity (after they reset it)
     reset-identity         replace the bot's identity with a new one (asks for the bot's password)
 
-Both use the saved session in ``[state] path`` (the daemon must have logged in once).
+Both use the saved session in ``[state] path``; reset-identity logs in with the password when there is none
+(a fresh state folder) and keeps the new identity in secret storage (a new recovery key, see identity_backup.py).
 """
 
 from __future__ import annotations
@@ -67,9 +68,10 @@ async def accept_identity(cfg: Config, user: str) -> str:
 
 
 async def reset_identity(cfg: Config, password: str) -> str:
-    from bot.matrix import cross_signing
+    from bot.matrix import cross_signing, identity_backup
     from bot.matrix.crypto import fingerprint
     from bot.matrix.errors import MatrixFatal
+    from bot.matrix.secret_storage import decode_recovery_key, encode_recovery_key
     from bot.matrix.signing import Identity
     from bot.service.state_db import database_url
 
@@ -78,19 +80,52 @@ async def reset_identity(cfg: Config, password: str) -> str:
             "e2ee reset-identity: with the state in PostgreSQL the bot's cross-signing keys are kept in the "
             "database's copy of its device, which this command cannot change yet; not done"
         )
-    inbox, session = await _session(cfg)
-    await inbox.close()
-    user, device = cfg.matrix.user_id, str(session.get("device_id") or "")
-    api = cross_signing.Api(cfg.matrix.homeserver, session["access_token"])
-    ident = Identity.generate()
-    await cross_signing.upload_identity(api, user, ident, password)
-    cross_signing.save_identity(cross_signing.identity_path(cfg.state_dir), ident)
-    q = await api.query([user])
-    dev = (q.get("device_keys") or {}).get(user, {}).get(device)
-    if isinstance(dev, dict):
-        await cross_signing.sign_device(api, user, dev, ident)
-    return (f"published a new identity for {user} (master key {fingerprint(ident.master.public)}); restart the bot. "
-            "People who verified the bot must verify it again.")
+    user = cfg.matrix.user_id
+    try:
+        inbox, session = await _session(cfg)
+        await inbox.close()
+        token, device, temporary = session["access_token"], str(session.get("device_id") or ""), False
+    except MatrixFatal:  # a fresh state folder (a failed start logs its device out): a device of its own
+        token, device, temporary = await _login(cfg, password), "", True
+    api = cross_signing.Api(cfg.matrix.homeserver, token)
+    try:
+        ident = Identity.generate()
+        await cross_signing.upload_identity(api, user, ident, password)
+        cross_signing.save_identity(cross_signing.identity_path(cfg.state_dir), ident)
+        if device:
+            q = await api.query([user])
+            dev = (q.get("device_keys") or {}).get(user, {}).get(device)
+            if isinstance(dev, dict):
+                await cross_signing.sign_device(api, user, dev, ident)
+        if cfg.matrix.recovery_key:
+            key = decode_recovery_key(cfg.matrix.recovery_key)
+            where = "with matrix.recovery_key"
+        else:
+            key = os.urandom(32)
+            identity_backup.write_key(identity_backup.key_file(cfg.state_dir), encode_recovery_key(key))
+            where = (f"with a new recovery key in {identity_backup.key_file(cfg.state_dir)}: copy it to where you "
+                     "keep the password (matrix.recovery_key)")
+        await identity_backup.store(api, user, ident, key)
+    finally:
+        if temporary:
+            await api.call("POST", "/logout", {})
+    return (f"published a new identity for {user} (master key {fingerprint(ident.master.public)}), kept in secret "
+            f"storage {where}; restart the bot. People who verified the bot must verify it again.")
+
+
+async def _login(cfg: Config, password: str) -> str:
+    """An access token of a device of its own (logged out again by the caller)."""
+    from bot.matrix import cross_signing
+    from bot.matrix.errors import MatrixFatal
+
+    api = cross_signing.Api(cfg.matrix.homeserver, "")
+    body = {"type": "m.login.password", "identifier": {"type": "m.id.user", "user": cfg.matrix.user_id},
+            "password": password, "initial_device_display_name": "permission-bot e2ee"}
+    try:
+        r = await api.call("POST", "/login", body)
+    except cross_signing.HttpError as e:
+        raise MatrixFatal(f"e2ee reset-identity: log-in as {cfg.matrix.user_id} refused ({e})") from None
+    return str(r.get("access_token") or "")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
     from bot.cli.config_file import load_or_exit
     from bot.inbox.db import DatabaseError, DatabaseUrlError
+    from bot.matrix.cross_signing import HttpError
     from bot.matrix.errors import MatrixFatal
 
     os.umask(0o077)  # it writes into the state folder (keys, the inbox): its owner's only, as `run` does
@@ -122,4 +158,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except (OSError, aiohttp.ClientError) as e:
         print(f"permission-bot: cannot reach the homeserver ({e})", file=sys.stderr)
+        return 1
+    except ValueError as e:  # matrix.recovery_key is not a recovery key
+        print(f"permission-bot: matrix.recovery_key: {e}", file=sys.stderr)
+        return 1
+    except HttpError as e:
+        print(f"permission-bot: the homeserver refused ({e})", file=sys.stderr)
         return 1

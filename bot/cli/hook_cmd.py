@@ -27,8 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--token-file",
         default=None,
         metavar="PATH",
-        help="a file holding the agent token (else $PERMISSION_BOT_TOKEN); print-config: the path to print "
-        "(default ~/.config/permission-bot/agent-token)",
+        help="a file holding the agent token (else $PERMISSION_BOT_TOKEN, else ~/.config/permission-bot/agent-token "
+        "when it exists); print-config: the path to print (default ~/.config/permission-bot/agent-token)",
     )
     p.add_argument(
         "--fallback",
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_config(args: argparse.Namespace) -> int:
-    from bot.hooks.snippet import default_token_file, snippet, token_note
+    from bot.hooks.snippet import default_token_file, running_program, snippet, token_note
 
     if args.target is None:
         print("permission-bot hook print-config: name the CLI: claude-code or codex", file=sys.stderr)
@@ -88,7 +88,7 @@ def _print_config(args: argparse.Namespace) -> int:
 
     http_url = discover(args.url, None)[0] if args.http else None
     token_file = os.path.abspath(os.path.expanduser(args.token_file or default_token_file(os.environ)))
-    program = "permission-bot"
+    program: str | tuple[str, ...] = running_program(sys.argv[0], sys.executable)
     if args.target == "codex":  # Codex runs a hook only once trusted: this install's program, by its path
         from bot.hooks.program import own_program
 

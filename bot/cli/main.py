@@ -18,11 +18,26 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
-    run = sub.add_parser("run", help="run the daemon (Matrix + inbox + HTTP API)")
+    run = sub.add_parser(
+        "run", help="run the daemon (Matrix + inbox + HTTP API)", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run the daemon in the foreground until SIGTERM or Ctrl-C: it logs in to the homeserver, "
+        "joins the station room, posts each permission request there and serves the HTTP API. The structured "
+        "log goes to stderr ([log] level and format); 'ready' says when prompts can be answered.",
+        epilog="exit codes: 0 stopped, 1 a failure only a person can fix (one matrix_fatal line says what), "
+        "2 a config error (one line naming the key), 3 a deposed leader (restart it: it comes back as a standby)\n"
+        "check a config first: permission-bot doctor --config PATH",
+    )
     run.add_argument("--config", default="config.toml", help="the TOML config (default: ./config.toml)")
 
-    doctor = sub.add_parser("doctor", help="check a config against the homeserver and the room")
-    doctor.add_argument("--config", default="config.toml")
+    doctor = sub.add_parser(
+        "doctor", help="check a config against the homeserver and the room",
+        description="Check a config, one line per check (ok, WARN, or FAIL -> what to do): the config, the "
+        "state folder (or state.database), encryption and the bot's device, the homeserver, the login (the "
+        "daemon's saved session when there is one, else a password log-in it logs out again), the bot's "
+        "cross-signing identity, the room, the answerers, the API address and the watched harnesses. Exit 0 "
+        "when nothing failed, else 1. Never prints a secret.",
+    )
+    doctor.add_argument("--config", default="config.toml", help="the TOML config (default: ./config.toml)")
 
     acp = sub.add_parser(
         "acp", help="stand between an ACP client and an agent, taking its permission requests"
@@ -31,7 +46,21 @@ def _parser() -> argparse.ArgumentParser:
 
     acp_cmd.add_arguments(acp)
 
-    hook = sub.add_parser("hook", help="a Claude Code or Codex permission hook (stdin -> decision)")
+    hook = sub.add_parser(
+        "hook", help="a Claude Code or Codex permission hook (stdin -> decision)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="The hook Claude Code and Codex run before a tool needs permission: it reads the hook input "
+        "(JSON) on stdin, asks the daemon, which posts the prompt in the room and holds the request, and prints "
+        "the answer as the CLI expects it. With any error it prints no decision (the CLI asks as usual) unless "
+        "--fallback deny.",
+        epilog="set it up:\n"
+        "  permission-bot hook print-config claude-code   > paste into ~/.claude/settings.json\n"
+        "  permission-bot hook print-config codex         > into $CODEX_HOME/hooks.json, then\n"
+        "  permission-bot hook trust codex\n"
+        "try it by hand (a PermissionRequest input):\n"
+        "  echo '{\"session_id\":\"s1\",\"cwd\":\"/tmp\",\"hook_event_name\":\"PermissionRequest\",\n"
+        "        \"tool_name\":\"Bash\",\"tool_input\":{\"command\":\"ls\"}}' | permission-bot hook claude-code",
+    )
     from bot.cli import hook_cmd
 
     hook_cmd.add_arguments(hook)

@@ -25,6 +25,9 @@ async def _serve(cfg: Config) -> int:
     from bot.inbox.db import DatabaseError, DatabaseUrlError
     from bot.inbox.schema import SchemaTooNew
 
+    state = cfg.state_dir
+    log.info("state_folder", path=str(state.absolute()),
+             **({} if state.is_absolute() else {"note": "state.path is relative to the working directory"}))
     try:
         daemon = Daemon(cfg)
     except DatabaseUrlError as e:  # one line naming state.database, never the password

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -22,9 +24,11 @@ _TYPE_WORDS = {
 _SUBKEY = re.compile(r"[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*")
 
 
-def one_line(err: ValidationError) -> str:
-    """The first validation error as ``key.path: what is wrong``."""
-    e = err.errors()[0]
+MAX_SHOWN = 6  # errors on the one line; the rest counted
+
+
+def _describe(e: Any) -> tuple[str, str]:
+    """``(key.path, what is wrong)`` of one pydantic error, never its value."""
     loc = ".".join(str(p) for p in e["loc"])
     kind = e["type"]
     if kind == "missing":
@@ -39,4 +43,25 @@ def one_line(err: ValidationError) -> str:
         head, sep, rest = msg.partition(": ")
         if sep and head[:1].isdigit() and _SUBKEY.fullmatch(head):
             loc, msg = f"{loc}.{head}" if loc else head, rest
-    return f"{loc}: {msg}" if loc else msg
+    return loc, msg
+
+
+def one_line(err: ValidationError) -> str:
+    """Every validation error on one line, ``key.path: what is wrong; ...`` (a typo in a required key is
+    said with the key it was meant to be: ``matrix.homserver: unknown key (did you mean homeserver?)``)."""
+    described = [_describe(e) for e in err.errors()]
+    missing: dict[str, list[str]] = {}
+    for loc, msg in described:
+        if msg == "required":
+            parent, _, name = loc.rpartition(".")
+            missing.setdefault(parent, []).append(name)
+    parts = []
+    for loc, msg in described:
+        if msg == "unknown key":
+            parent, _, name = loc.rpartition(".")
+            close = difflib.get_close_matches(name, missing.get(parent, []), n=1, cutoff=0.6)
+            if close:
+                msg = f"unknown key (did you mean {close[0]}?)"
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    more = len(parts) - MAX_SHOWN
+    return "; ".join(parts[:MAX_SHOWN]) + (f"; and {more} more" if more > 0 else "")

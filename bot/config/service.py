@@ -23,6 +23,7 @@ class PromptsConfig(Section):
     timeout: Seconds = 900.0
     on_timeout: Literal["reject", "cancel"] = "reject"
     seed_reactions: bool = True
+    clear_reactions: bool = False  # take the seeded keycaps back once settled (a redaction each; the edit shows it)
     post_rule_settled: bool = True
     session_rule_ttl: Seconds = 12 * 3600.0  # a session idle this long loses its session rules
 

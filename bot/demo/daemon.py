@@ -21,14 +21,16 @@ from bot.util import jsonhttp
 
 def write_config(state_dir: Path, saved: Saved, homeserver: str, bot_id: str, human_id: str, room_id: str,
                  bot_password: str) -> tuple[Path, str]:
-    """``config.toml`` for this run (mode 600; the API port and token kept from earlier runs); and the API URL."""
+    """``config.toml`` for this run (mode 600; the API port and the agent and decider tokens kept from earlier
+    runs); and the API URL."""
     port = saved.get("api_port")
     if not isinstance(port, int) or not bindable(port):
         port = free_port()
-    token = saved.get("api_token")
-    if not isinstance(token, str):
-        token = "demo-" + secrets.token_hex(12)
-    saved.update(api_port=port, api_token=token)
+    tokens = {}
+    for role in ("agent", "decider"):  # named tokens, one per role: the agent never holds the approving one
+        token = saved.get(f"{role}_token")
+        tokens[role] = token if isinstance(token, str) else f"demo-{role}-" + secrets.token_hex(12)
+    saved.update(api_port=port, agent_token=tokens["agent"], decider_token=tokens["decider"])
     saved.save()
     from nio.crypto import ENCRYPTION_ENABLED
 
@@ -41,7 +43,8 @@ def write_config(state_dir: Path, saved: Saved, homeserver: str, bot_id: str, hu
     config = {
         "matrix": matrix,
         "answerers": {"users": [human_id]},
-        "api": {"listen": f"127.0.0.1:{port}", "token": token},
+        "api": {"listen": f"127.0.0.1:{port}", "tokens": [
+            {"name": f"demo-{role}", "role": role, "secret": secret} for role, secret in tokens.items()]},
         "state": {"path": str(state_dir / "bot")},
         "prompts": {"timeout": "15m", "on_timeout": "reject"},
         "log": {"level": "info", "format": "console"},
@@ -53,7 +56,7 @@ def write_config(state_dir: Path, saved: Saved, homeserver: str, bot_id: str, hu
 
 
 class DemoDaemon:
-    """The daemon process the demo started, and its API (with the demo's token)."""
+    """The daemon process the demo started, and its API (with the demo's decider token)."""
 
     def __init__(self, state_dir: Path, api_url: str, token: str) -> None:
         self.dir = state_dir

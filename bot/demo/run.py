@@ -117,7 +117,7 @@ class Demo:
         bot_id, human = await asyncio.to_thread(accounts, hs, self.saved)
         room_id = await asyncio.to_thread(station_room, hs, self.saved, bot_id, human)
         config, api_url = write_config(self.dir, self.saved, hs.url, bot_id, human["user_id"], room_id, BOT_PASSWORD)
-        self.daemon = daemon = DemoDaemon(self.dir, api_url, str(self.saved["api_token"]))
+        self.daemon = daemon = DemoDaemon(self.dir, api_url, str(self.saved["decider_token"]))
         daemon.start(config, self.files)
         await daemon.wait_ready()
         await daemon.cancel_stale()
@@ -126,7 +126,7 @@ class Demo:
         self.files.append(acp_log)
         agent_cmd = [sys.executable, "-m", "bot.demo.agent"]
         command = [*console_script(), "acp", "--url", api_url, "--label", LABEL, "--", *agent_cmd]
-        env = {"PERMISSION_BOT_TOKEN": str(self.saved["api_token"])}
+        env = {"PERMISSION_BOT_TOKEN": str(self.saved["agent_token"])}  # the proxy submits: the agent role
         env.update({k: os.environ[k] for k in ("PYTHONPATH", "VIRTUAL_ENV") if k in os.environ})
         client = DemoClient(say)
         async with open_session(client, command, env, os.getcwd(), acp_log.fileno()) as session:
@@ -190,7 +190,7 @@ class Demo:
         say(f'    log in as {HUMAN} / {HUMAN_PASSWORD} ({human["user_id"]}), open the room "{ROOM_NAME}"')
         say("    and reply with a number (1 = Allow once, 3 = Reject), or react with 1️⃣.")
         say("  - From a shell:")
-        say(f"    PERMISSION_BOT_URL={self.daemon.api_url} PERMISSION_BOT_TOKEN={self.saved['api_token']} \\")
+        say(f"    PERMISSION_BOT_URL={self.daemon.api_url} PERMISSION_BOT_TOKEN={self.saved['decider_token']} \\")
         say(f"      {cli}")
         say()
         if self.auto:

@@ -31,6 +31,7 @@ import aiohttp
 from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
 from bot.hooks.output import deny, failure_notice
 from bot.hooks.preview_files import read_before
+from bot.hooks.snippet import default_token_file
 from bot.hooks.translate import build_submission
 from bot.util.aio import on_signals
 from bot.util.digest import HEADER, submission_digest
@@ -55,7 +56,11 @@ class HookArgs:
 
 
 def credentials(url: str | None, token_file: str | None) -> tuple[str, str | None]:
-    """The daemon URL and the agent token: ``--token-file``, else ``$PERMISSION_BOT_TOKEN``; never argv."""
+    """The daemon URL and the agent token: ``--token-file``, else ``$PERMISSION_BOT_TOKEN``, else the default
+    token file (``~/.config/permission-bot/agent-token``) when it exists; never argv."""
+    if token_file is None and not os.environ.get(TOKEN_ENV):  # the file print-config names by default
+        default = default_token_file(os.environ)
+        token_file = default if os.path.isfile(default) else None
     try:
         base, token = discover(url, None, token_file)
     except TokenFileError as e:
@@ -63,7 +68,8 @@ def credentials(url: str | None, token_file: str | None) -> tuple[str, str | Non
     if not is_http_url(base):
         raise HookFailure(f"the daemon URL must look like http://HOST:PORT (got {base[:80]!r})")
     if token is None:
-        raise HookFailure(f"no agent token: pass --token-file PATH (as print-config prints it) or set {TOKEN_ENV}")
+        raise HookFailure(f"no agent token: pass --token-file PATH (as print-config prints it), set {TOKEN_ENV}, "
+                          f"or put it in {default_token_file(os.environ)}")
     return base, token
 
 
@@ -207,7 +213,8 @@ def run(args: HookArgs, raw: bytes, out: Any, err: Any) -> int:
             event = event_of(json.loads(raw))
         except (ValueError, UnicodeDecodeError, RecursionError):
             event = None
-        secrets_ = tuple(p for p in (args.token_file, os.environ.get(TOKEN_FILE_ENV)) if p)
+        named = (args.token_file, os.environ.get(TOKEN_FILE_ENV), default_token_file(os.environ))
+        secrets_ = tuple(p for p in named if p)
         _, body = prepare(args.cli, raw, secrets_)
         decision = asyncio.run(ask(args, body))
     except (HookFailure, HookInputError) as e:

@@ -32,15 +32,25 @@ def default_token_file(env: Mapping[str, str]) -> str:
     return str(Path(base) / "permission-bot" / "agent-token")
 
 
-def hook_command(cli: Cli, program: str, token_file: str, url: str | None = None, fallback: str = "ask") -> str:
+def hook_command(
+    cli: Cli, program: str | tuple[str, ...], token_file: str, url: str | None = None, fallback: str = "ask"
+) -> str:
     """The command line of the command hook, exactly as print-config writes it (``shlex.join``: each word
     quoted, no shell syntax); ``hook trust codex`` trusts only a command this gives back."""
-    words = [program, "hook", cli, "--token-file", token_file]
+    words = [*((program,) if isinstance(program, str) else program), "hook", cli, "--token-file", token_file]
     if url:
         words += ["--url", url]
     if fallback == "deny":
         words += ["--fallback", "deny"]
     return shlex.join(words)
+
+
+def running_program(argv0: str, executable: str) -> tuple[str, ...]:
+    """The absolute words that start this permission-bot: its console script, else ``python -m bot``."""
+    path = Path(argv0)
+    if path.name.startswith("permission-bot") and path.exists():
+        return (str(path.resolve() if not path.is_absolute() else path.absolute()),)
+    return (str(Path(executable).absolute()), "-m", "bot")
 
 
 def snippet(
@@ -51,11 +61,13 @@ def snippet(
     fallback: str = "ask",
     http_url: str | None = None,
     url: str | None = None,
-    program: str = "permission-bot",
+    program: str | tuple[str, ...] = ("permission-bot",),
 ) -> dict[str, Any]:
-    """The settings object: a PermissionRequest command hook running ``program`` (for Codex: this install's
-    absolute path, :func:`bot.hooks.program.own_program`) reading ``token_file`` (with ``url`` when the
-    daemon is not at the default address), or, with ``http_url``, an HTTP hook."""
+    """The settings object: a PermissionRequest command hook running ``program`` (the words that start
+    permission-bot: print-config passes the absolute path of the running one, so a virtualenv that is not on
+    the CLI's PATH still works; for Codex this install's path, :func:`bot.hooks.program.own_program`) reading
+    ``token_file`` (with ``url`` when the daemon is not at the default address), or, with ``http_url``, an
+    HTTP hook."""
     hook: dict[str, Any]
     if http_url is not None:
         hook = {

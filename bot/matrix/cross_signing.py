@@ -3,9 +3,11 @@ every device of the bot signed with it (matrix-nio 0.26 has no cross-signing).
 
 On start (``ensure``): the account has no identity -> make one, save it (0600), upload it
 (``/keys/device_signing/upload``; the password when the server asks for it); the
-account's identity is the saved one -> go on; it is another one (made elsewhere) ->
-import it from secret storage with ``matrix.recovery_key``, or stop with one line saying
-what to do. Then the bot's device is signed with the self-signing key when it is not yet.
+account's identity is the saved one -> go on; it is not in the state folder (a fresh
+folder, or made elsewhere) -> import it from secret storage with ``matrix.recovery_key``,
+or stop with one line saying what happened and what to do. The identity is kept in
+secret storage too (identity_backup.py: a recovery key written once to the state folder).
+Then the bot's device is signed with the self-signing key when it is not yet.
 Nothing is posted before this has succeeded.
 """
 
@@ -21,6 +23,7 @@ from urllib.parse import quote
 import aiohttp
 import structlog
 
+from bot.matrix import identity_backup
 from bot.matrix.errors import MatrixFatal
 from bot.matrix.secret_storage import ALGORITHM, decode_recovery_key, decrypt, key_fits
 from bot.matrix.signing import USAGES, Identity, SigningKey, device_signed_by, key_of, unb64
@@ -76,7 +79,7 @@ class Api:
 
 
 def identity_path(state_path: str | Path) -> Path:
-    return Path(state_path) / FILE_NAME
+    return Path(state_path).absolute() / FILE_NAME
 
 
 def load_identity(path: Path) -> Identity | None:
@@ -182,15 +185,15 @@ async def ensure(
         log.info("cross_signing_published", master=local.master.public, made=made)
     elif local is None or local.master.public != master or local.self_signing.public != ssk:
         if not recovery_key:
-            raise MatrixFatal(
-                f"matrix: {user_id} already has a cross-signing identity that is not in {path} (made elsewhere, "
-                "e.g. in Element); set matrix.recovery_key (or env PERMISSION_BOT_MATRIX_RECOVERY_KEY) to import "
-                "it, or run `permission-bot e2ee reset-identity` to replace it"
-            )
-
+            raise MatrixFatal(await _not_here(api, user_id, path))
         local = await import_identity(api, user_id, recovery_key, master, ssk)
         save_identity(path, local)
         log.info("cross_signing_imported", master=local.master.public)
+    try:  # the keys in secret storage too: a fresh state folder recovers them with the recovery key
+        await identity_backup.ensure_stored(api, user_id, local, state_path, recovery_key)
+    except (HttpError, aiohttp.ClientError, TimeoutError) as e:
+        log.warning("cross_signing_not_stored", error=str(e),
+                    hint="the identity is only in cross_signing.json: back it up with the state folder")
     dev = (q.get("device_keys") or {}).get(user_id, {}).get(device_id)
     if not isinstance(dev, Mapping):
         raise MatrixFatal(f"matrix: the homeserver has no keys for the bot's device {device_id}; "
@@ -200,6 +203,24 @@ async def ensure(
         await sign_device(api, user_id, dev, local)
     return {"master": local.master.public, "self_signing": local.self_signing.public,
             "device_signed": True, "made": made}
+
+
+async def _not_here(api: Api, user_id: str, path: Path) -> str:
+    """The one line for an account whose identity is not in the state folder: what happened, what fixes it."""
+    fix = ("without that key, `permission-bot e2ee reset-identity --config <your config>` makes a new identity "
+           "(people who verified the bot verify it again)")
+    try:
+        ours = await identity_backup.stored_by_bot(api, user_id)
+    except (HttpError, aiohttp.ClientError, TimeoutError):
+        ours = False
+    if ours:
+        return (f"matrix: {user_id} has the cross-signing identity this bot made, but its keys are not in {path} "
+                "(a new or moved state folder?); set matrix.recovery_key (or env PERMISSION_BOT_MATRIX_RECOVERY_KEY) "
+                f"to the key the bot wrote to {identity_backup.KEY_FILE} at its first start and it takes its "
+                f"identity back from secret storage; {fix}")
+    return (f"matrix: {user_id} already has a cross-signing identity that is not in {path} (made elsewhere, "
+            "e.g. in Element, or by this bot before its state folder was replaced); set matrix.recovery_key "
+            "(or env PERMISSION_BOT_MATRIX_RECOVERY_KEY) to import it from secret storage; " + fix)
 
 
 async def import_identity(

@@ -6,6 +6,7 @@ pycryptodome). :func:`bot.matrix.cross_signing.import_identity` reads the accoun
 from __future__ import annotations
 
 import hmac
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +39,32 @@ def decode_recovery_key(text: str) -> bytes:
     if parity != raw[-1]:
         raise ValueError("not a recovery key (its check byte does not fit; a typo?)")
     return raw[2:34]
+
+
+def encode_recovery_key(key: bytes) -> str:
+    """The 32-byte ``key`` as Element writes a recovery key: base58 in groups of four ("EsT... ...")."""
+    raw = b"\x8b\x01" + key
+    parity = 0
+    for b in raw:
+        parity ^= b
+    n, out = int.from_bytes(raw + bytes([parity]), "big"), ""
+    while n:
+        n, r = divmod(n, 58)
+        out = _B58[r] + out
+    return " ".join(out[i : i + 4] for i in range(0, len(out), 4))
+
+
+def new_iv() -> bytes:
+    """16 random bytes with bit 63 clear (the spec's AES-CTR counter room)."""
+    iv = bytearray(os.urandom(16))
+    iv[8] &= 0x7F
+    return bytes(iv)
+
+
+def key_description(key: bytes, name: str) -> dict[str, str]:
+    """``m.secret_storage.key.<id>``'s content for ``key`` (its iv and the mac that proves a key fits)."""
+    check = encrypt(key, "", b"\0" * 32, new_iv())
+    return {"algorithm": ALGORITHM, "name": name, "iv": check["iv"], "mac": check["mac"]}
 
 
 def _keys(key: bytes, name: str) -> tuple[bytes, bytes]:

@@ -3,6 +3,8 @@ again when the homeserver revokes the token; open the device's crypto store and 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from typing import Any
 
@@ -10,10 +12,10 @@ import structlog
 from nio import KeysUploadError, LoginResponse, WhoamiResponse
 from nio.crypto import ENCRYPTION_ENABLED
 
-from bot.matrix import cross_signing, key_upload
+from bot.matrix import cross_signing, key_upload, probe
 from bot.matrix.crypto import accept_forwards_from_session_owner, fingerprint
 from bot.matrix.errors import REVOKED, MatrixFatal, TokenRevoked
-from bot.matrix.retry import retry
+from bot.matrix.retry import NETWORK_ERRORS, retry
 from bot.matrix.station import Station
 from bot.matrix.vault import Vault
 from bot.util.logs import add_secret
@@ -37,6 +39,7 @@ class Session:
         self.encryption = st.cfg.encryption
         self.vault = vault if self.encryption else None
         self.cross_signing: dict[str, Any] = {}  # what cross_signing.ensure found (doctor shows it)
+        self.new_device = False  # this start logged in with the password: a failed start logs it out again
 
     async def restore(self) -> bool:
         """Restore the saved session (and open its crypto store); False when none is saved."""
@@ -61,6 +64,8 @@ class Session:
     async def login(self) -> None:
         """Restore the saved session, else use the configured token, else log in once."""
         c = self.client
+        self.new_device = False  # only a device this very start logs in is logged out when the start fails
+        await probe.homeserver(self.cfg.homeserver)  # not Matrix, or https:// to plain HTTP: said as doctor says it
         if await self.restore():
             try:
                 await self._whoami("the saved session (delete state/ to log in afresh)")
@@ -96,9 +101,30 @@ class Session:
 
     async def _password_login(self) -> None:
         c = self.client
-        r = await retry("login", lambda: c.login(self.cfg.password or "", device_name=self.cfg.device_name))
+        r = await probe.login(lambda: c.login(self.cfg.password or "", device_name=self.cfg.device_name))
         if not isinstance(r, LoginResponse):
-            raise MatrixFatal(f"matrix.password: login as {self.cfg.user_id} failed: {getattr(r, 'message', r)}")
+            raise MatrixFatal(f"matrix.password: login as {self.cfg.user_id} failed ({probe.why(r)}); "
+                              "check matrix.user_id and matrix.password")
+        self.new_device = True
+
+    async def forget_new_device(self) -> None:
+        """The start failed after this start logged in: log that device out and forget its session, so
+        failed starts leave no devices behind on the account."""
+        if not self.new_device:
+            return
+        self.new_device = False
+        c = self.client
+        device = c.device_id
+        try:
+            await asyncio.wait_for(c.logout(), 15)
+        except NETWORK_ERRORS as e:
+            log.warning("matrix_logout_failed", device_id=device, error=str(e))
+            return
+        await self.kv.set_json(SESSION_KEY, None)
+        for suffix in (".db", ".trusted_devices", ".blacklisted_devices", ".ignored_devices"):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(self.store_path, f"{self.cfg.user_id}_{device}{suffix}"))
+        log.info("matrix_logged_out", device_id=device, reason="the start failed; no device is left behind")
 
     async def _logged_in(self) -> None:
         """Open the new device's crypto store and save the session."""

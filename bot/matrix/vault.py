@@ -112,6 +112,19 @@ def unpack(blob: bytes, store_path: str | Path, user_id: str, device_id: str) ->
     return sorted(files)
 
 
+def read_member(blob: bytes, name: str) -> bytes | None:
+    """One file of the archive (None when it has none), read without writing anything: what doctor reads."""
+    try:
+        with tarfile.open(fileobj=io.BytesIO(blob), mode="r:gz") as tar:
+            m = tar.getmember(name)
+            f = tar.extractfile(m) if m.isfile() else None
+            return f.read() if f is not None else None
+    except KeyError:
+        return None
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise VaultError(f"the saved crypto store is damaged ({e})") from None
+
+
 def fingerprint(store_path: str | Path, user_id: str, device_id: str, changes: Any = None) -> Fingerprint:
     """What changes when the device's files do: ``changes`` (the open store's ``total_changes``) and each
     file's size and mtime. Cheap: a few stat calls."""

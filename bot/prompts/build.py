@@ -41,6 +41,15 @@ def option_meaning(kind: str) -> tuple[str, str | None]:
     return _MEANINGS.get(kind, ("choose", None)) if isinstance(kind, str) else ("choose", None)
 
 
+def deny_number(kinds: list[str]) -> int | None:
+    """The number (1-based, in shown order) a person types to deny: the first ``reject_once``, else the
+    first reject-flavoured option; None when nothing denies."""
+    for wanted in ("reject_once", "reject_always"):
+        if wanted in kinds:
+            return kinds.index(wanted) + 1
+    return None
+
+
 def _identity(name: str, value: object, *, limit: int | None = None) -> str:
     """An identifier that must travel unchanged: a non-empty string of valid Unicode, else ``ValueError``."""
     if not isinstance(value, str) or not value:
@@ -160,11 +169,12 @@ def _prompt_at(
         limits=limits,
     )
     display = prose(v2_title) or prose(facts["tool"], limits.title) or "tool call"
+    deny = deny_number([kind for _, _, kind in facts["acp"]])
     prompt: dict[str, Any] = {
         "msgtype": "m.text",
-        "body": message.body(display, preview, shown),
+        "body": message.body(display, preview, shown, deny),
         "format": HTML_FORMAT,
-        "formatted_body": message.formatted(display, shown, preview),
+        "formatted_body": message.formatted(display, shown, preview, deny),
         "m.mentions": {},
         "suite_event_type": SUITE_EVENT_TYPE,
         "schema_version": 1,

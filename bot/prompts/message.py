@@ -16,6 +16,14 @@ from bot.prompts.preview import OUTSIDE, DiffSummary, Preview
 from bot.prompts.text import esc, title_html
 
 ANSWER_HINT = "Reply with the number, or the option's name."
+HINT_START = "Reply with the number"
+
+
+def answer_hint(deny: int | None) -> str:
+    """The prompt's last line: how to answer, and which number denies (it differs by route: 2, 3 or 4)."""
+    if deny is None:
+        return "Reply with the number, or the option's name (no option denies)."
+    return f"Reply with the number ({deny} denies), or the option's name."
 GUTTER = "│ "
 SHORTENED = (
     "⚠ Shortened: this prompt does not show everything the agent sent as it was sent (cut, or long blanks "
@@ -24,8 +32,8 @@ SHORTENED = (
 )
 
 
-def hint_html() -> str:
-    return f"<p>{esc(ANSWER_HINT)}</p>"
+def hint_html(deny: int | None) -> str:
+    return f"<p>{esc(answer_hint(deny))}</p>"
 
 
 def _diff_line(d: DiffSummary) -> str:
@@ -37,8 +45,9 @@ def _block(label: str, text: str) -> list[str]:
     return [f"{label}:", *(GUTTER + line for line in text.split("\n"))]
 
 
-def body(title: str, preview: Preview, labels: Sequence[str]) -> str:
-    """The plain-text body. ``title`` and ``labels`` are shown forms (see :func:`text.prose`)."""
+def body(title: str, preview: Preview, labels: Sequence[str], deny: int | None = None) -> str:
+    """The plain-text body. ``title`` and ``labels`` are shown forms (see :func:`text.prose`); ``deny``: the
+    number of the option that denies (said on the last line)."""
     lines = [f"Permission needed: {title}"]
     fields = {item["label"]: item["value"] for item in preview.items if item["type"] == "field"}
     for name in ("Agent", "Directory", "Session directory", "Tool", "Kind", OUTSIDE):
@@ -49,18 +58,18 @@ def body(title: str, preview: Preview, labels: Sequence[str]) -> str:
     if preview.settings is not None:
         lines += _block("Settings", preview.settings)
     lines += [_diff_line(d) for d in preview.diffs]
-    for text in preview.details:
-        lines += _block("Details", text)
+    if preview.details:  # one label over all of them (a hook's description and its session line)
+        lines += _block("Details", "\n".join(preview.details))
     lines += [f"Location: {item['value']}" for item in preview.items if item["label"] == "Location"]
     if not preview.complete:
         lines.append(SHORTENED)
     lines.append("")
     lines += [f"{n}. {label}" for n, label in enumerate(labels, 1)]
-    lines += ["", ANSWER_HINT]
+    lines += ["", answer_hint(deny)]
     return "\n".join(lines)
 
 
-def formatted(title: str, labels: Sequence[str], preview: Preview) -> str:
+def formatted(title: str, labels: Sequence[str], preview: Preview, deny: int | None = None) -> str:
     """The HTML body: the same content; the title's inline code as ``<code>``, all else escaped."""
     items: Sequence[Mapping[str, Any]] = preview.items
     parts = [f"<p><strong>Permission needed:</strong> {title_html(title)}</p>"]
@@ -73,13 +82,16 @@ def formatted(title: str, labels: Sequence[str], preview: Preview) -> str:
             fields.append(f"<b>{esc(str(item.get('label', '')))}:</b> {value}")
     if fields:
         parts.append("<p>" + "<br>".join(fields) + "</p>")
+    last = ""
     for item in items:
         if item.get("type") == "text":
             label = str(item.get("label", ""))
             lang = ' class="language-diff"' if label.startswith("Diff") else ""
-            parts.append(f"<p><b>{esc(label)}</b></p><pre><code{lang}>{esc(str(item.get('text', '')))}</code></pre>")
+            head = "" if label == last == "Details" else f"<p><b>{esc(label)}</b></p>"  # one label over details
+            parts.append(f"{head}<pre><code{lang}>{esc(str(item.get('text', '')))}</code></pre>")
+            last = label
     if not preview.complete:
         parts.append(f"<p><strong>{esc(SHORTENED)}</strong></p>")
     parts.append("<ol>" + "".join(f"<li>{esc(label)}</li>" for label in labels) + "</ol>")
-    parts.append(hint_html())
+    parts.append(hint_html(deny))
     return "".join(parts)

@@ -7,10 +7,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from bot.events import format_utc_ms, validate_content
+from bot.events import CARD_KEY, format_utc_ms, validate_content
 from bot.events.states import VIA_WORDS, State, Via
 from bot.prompts.build import HTML_FORMAT
-from bot.prompts.message import ANSWER_HINT, hint_html
+from bot.prompts.message import HINT_START
 from bot.prompts.text import cut, esc, one_line, prose, valid, visible
 
 MAX_FEEDBACK = 2000
@@ -53,8 +53,29 @@ def _outcome_line(
     return valid(line)
 
 
-def _strip_suffix(text: str, suffix: str) -> str:
-    return text[: -len(suffix)].rstrip("\n") if suffix and text.endswith(suffix) else text
+def _strip_hint(text: str) -> str:
+    """The body without its last paragraph when that is the answer hint (``Reply with the number ...``)."""
+    head, sep, last = text.rpartition("\n\n")
+    return head if sep and last.startswith(HINT_START) else text
+
+
+def _strip_hint_html(html: str) -> str:
+    at = html.rfind(f"<p>{HINT_START}")
+    return html[:at] if at >= 0 and html.endswith("</p>") else html
+
+
+def _strip_options(text: str) -> str:
+    """The body without its numbered options (the last paragraph, ``1. Allow once`` ...): settled, they are
+    no longer choices, and the outcome line names the one taken."""
+    head, sep, last = text.rpartition("\n\n")
+    lines = last.split("\n")
+    numbered = all(line.startswith(f"{n}. ") for n, line in enumerate(lines, 1))
+    return head if sep and numbered else text
+
+
+def _strip_options_html(html: str) -> str:
+    at = html.rfind("<ol>")
+    return html[:at] if at >= 0 and html.endswith("</ol>") else html
 
 
 def build_settled(
@@ -71,7 +92,9 @@ def build_settled(
     """The ``m.new_content`` of the edit that settles ``prompt``: the v2 content plus ``resolution``.
 
     ``state`` is ``resolved``, ``expired`` or ``cancelled``; ``option_name`` defaults to the option's label.
-    The body starts with a one-line outcome, then a blank line, then the prompt's body without the hint.
+    The body starts with a one-line outcome, then a blank line, then what was asked: the prompt's body
+    without its numbered options and the hint (no longer choices); the v1 card is left out. Each member's
+    client downloads every edit, so it carries no more than the settled message needs.
     """
     settled = copy.deepcopy(prompt)
     for key in ("m.relates_to", "m.new_content"):
@@ -91,9 +114,10 @@ def build_settled(
         via=via,
         feedback=feedback,
     )
-    body = _strip_suffix(str(settled.get("body", "")), ANSWER_HINT)
+    body = _strip_options(_strip_hint(str(settled.get("body", ""))))
     formatted = settled.get("formatted_body")
-    old_html = _strip_suffix(formatted, hint_html()) if isinstance(formatted, str) else esc(body)
+    old_html = _strip_options_html(_strip_hint_html(formatted)) if isinstance(formatted, str) else esc(body)
+    settled.pop(CARD_KEY, None)  # the v1 card asks; the settled v2 content (with its resolution) answers
     settled["body"] = f"{line}\n\n{body}" if body else line
     settled["format"] = HTML_FORMAT
     settled["formatted_body"] = f"<p><strong>{esc(line)}</strong></p>{old_html}"
@@ -112,14 +136,11 @@ def build_settled(
 
 
 def edit_content(prompt_event_id: str, new_content: dict[str, Any]) -> dict[str, Any]:
-    """An ``m.replace`` edit of ``prompt_event_id`` to ``new_content`` (fallback body prefixed ``* ``)."""
-    edit: dict[str, Any] = {
-        "msgtype": new_content.get("msgtype", "m.text"),
-        "body": "* " + str(new_content.get("body", "")),
-    }
-    if isinstance(new_content.get("formatted_body"), str):
-        edit["format"] = new_content.get("format", HTML_FORMAT)
-        edit["formatted_body"] = "* " + new_content["formatted_body"]
+    """An ``m.replace`` edit of ``prompt_event_id`` to ``new_content``. Its fallback (what a client without
+    edits shows) is the outcome line alone, prefixed ``* ``: the whole settled message is in
+    ``m.new_content``, and repeating it would double what every member downloads."""
+    line = str(new_content.get("body", "")).split("\n", 1)[0]
+    edit: dict[str, Any] = {"msgtype": new_content.get("msgtype", "m.text"), "body": "* " + line}
     edit["m.new_content"] = new_content
     edit["m.relates_to"] = {"rel_type": "m.replace", "event_id": prompt_event_id}
     edit["m.mentions"] = {}

@@ -1,5 +1,9 @@
-"""Keycap reactions: 1️⃣ 2️⃣ ... seeded under prompts still pending a second after posting, taken back
-once they settle.
+"""Keycap reactions seeded under prompts still pending a second after posting: one-tap answers on a phone.
+
+Only the two answers most given are seeded on a permission prompt (:func:`seeded`: allow once and the
+option that denies; a question's choices all are): every seed is an event each member's client downloads.
+Once the prompt settles they stay (its edit shows the outcome); ``prompts.clear_reactions`` takes them back
+(a redaction each).
 
 Background work: each reaction waits until no prompt or urgent edit is being sent
 (the outbox's ``foreground_idle``) and the room is quiet (bot/room/quiet.py), so a burst
@@ -11,15 +15,33 @@ a restart neither seeds twice nor leaves one behind.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from bot import answers
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix, txn_id
+from bot.prompts.options import by_meaning
 from bot.room.quiet import Quiet
 from bot.util.aio import sleep_unless_stopped, wait_any
 
 SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
+
+
+_PLAIN = ("allow_once", "allow_always", "reject_once", "reject_always")
+
+
+def seeded(kinds: Sequence[str]) -> list[int]:
+    """The 0-based shown positions whose keycaps are seeded: allow once (else allow always) and the option
+    that denies (reject once, else reject always); every one when any option is another kind (a question's
+    choices, an agent's own kinds: no answer is more likely than another)."""
+    if any(k not in _PLAIN for k in kinds):
+        return list(range(min(len(kinds), len(answers.KEYCAPS))))
+    out = []
+    for pair in (("allow_once", "allow_always"), ("reject_once", "reject_always")):
+        at = next((kinds.index(k) for k in pair if k in kinds), None)
+        if at is not None and at < len(answers.KEYCAPS):
+            out.append(at)
+    return out
 
 
 class Keycaps:
@@ -30,6 +52,7 @@ class Keycaps:
         inbox: Inbox,
         matrix: Matrix,
         seed_reactions: bool,
+        clear_reactions: bool,
         stop: asyncio.Event,
         now: Callable[[], float],
         quiet: Quiet,
@@ -38,6 +61,7 @@ class Keycaps:
         self.inbox = inbox
         self.matrix = matrix
         self.seed_reactions = seed_reactions
+        self.clear_reactions = clear_reactions
         self.stop = stop
         self.now = now
         self.quiet = quiet
@@ -62,7 +86,10 @@ class Keycaps:
         return False
 
     async def clear_step(self) -> float:
-        """Take back the keycaps seeded under settled prompts, one at a time, behind the foreground."""
+        """Take back the keycaps seeded under settled prompts, one at a time, behind the foreground
+        (``prompts.clear_reactions`` only: by default they stay, the edit shows the outcome)."""
+        if not self.clear_reactions:
+            return 3600.0
         while todo := await self.inbox.reactions_to_clear():
             for rid, key, ev in todo:
                 if not await self.background_turn():
@@ -80,7 +107,9 @@ class Keycaps:
         cutoff = self.now() - SEED_DELAY
         for rec in await self.inbox.needing_seed(posted_before=cutoff, limit=8):
             have = {k for k, _e, _r in await self.inbox.reactions(rec.id)}
-            for i, key in enumerate(answers.KEYCAPS[: len(rec.options)]):
+            kinds = [str(o.get("kind")) if isinstance(o, Mapping) else "" for o in by_meaning(rec.options)]
+            for i in seeded(kinds):
+                key = answers.KEYCAPS[i]
                 if key in have:
                     continue
                 if not await self.background_turn():

@@ -110,7 +110,8 @@ class Outbox:
         self._editing: set[str] = set()  # request ids whose edit is being sent (by settle or pace)
         self.pacer = EditPacer()  # edits the room already shows (by their answers) wait for a quiet room
         self.timings = Timings()  # each request's way through, logged as request_timing once edited
-        self.keycaps = Keycaps(inbox, matrix, prompts.seed_reactions, stop, now, self.quiet, self.foreground_idle)
+        self.keycaps = Keycaps(inbox, matrix, prompts.seed_reactions, prompts.clear_reactions, stop, now, self.quiet,
+                               self.foreground_idle)
 
     @property
     def install_id(self) -> str:

@@ -263,10 +263,17 @@ class Daemon:
 
     async def connect(self) -> None:
         """Log in and join every station room; then the daemon is ready."""
-        await self.matrix.login()
-        await self.matrix.join_room()
+        try:
+            await self.matrix.login()
+            await self.matrix.join_room()
+        except Exception:  # a failed start logs out the device it logged in (none left behind)
+            await self.matrix.session.forget_new_device()
+            raise
         self.ready = True
         self.ready_at = self.now()
+        rooms = ", ".join(r.room_id for r in self.matrix.rooms.values())
+        log.info("ready", message=f"permission-bot is ready: {self.matrix.user_id} in {rooms}, "
+                 f"the API on {self.cfg.api.listen}")
 
     def matrix_tasks(self) -> list[asyncio.Task[None]]:
         """The Matrix-side tasks, started (sync, outbox workers, notices, harness watchers); run by

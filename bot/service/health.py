@@ -49,12 +49,14 @@ def harness_reasons(harnesses: Sequence[Mapping[str, Any]]) -> list[str]:
 def body(
     f: Facts, now: float, connected: bool, harnesses: Sequence[Mapping[str, Any]] = (), role: str = "leader"
 ) -> dict[str, object]:
-    """The ``/healthz`` JSON: ``ok`` stays true while the process serves (liveness); ``status`` tells.
+    """The ``/healthz`` JSON: ``ok`` is ``status == "ok"`` (false while degraded, so a check that reads ``ok``
+    is not misled); ``live`` stays true while the process serves (liveness).
     ``harnesses`` (each watcher's health, listed when there are any) adds a reason per unhealthy one.
     ``role``: ``leader`` runs the Matrix side; a ``standby`` serves the API only, so it has no Matrix reasons."""
     why = (reasons(f, now) + harness_reasons(harnesses)) if role == "leader" else []
     out: dict[str, object] = {
-        "ok": True,
+        "ok": not why,
+        "live": True,
         "status": "degraded" if why else "ok",
         "role": role,
         "reasons": why,

@@ -129,12 +129,37 @@ def configure(
     )
     # Libraries log through stdlib logging; keep them quiet and masked too.
     handler = logging.StreamHandler(out)
+    handler.addFilter(_NioLines())
     handler.addFilter(_StdlibMask(masker, _REPEATS))
     if formatter is not None:
         handler.setFormatter(formatter)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(max(lvl, logging.WARNING))
+
+
+class _NioLines(logging.Filter):
+    """matrix-nio's retry chatter into the structured log: its 429 waits as one ``matrix_rate_limited``
+    line, its ``Timed out, sleeping for 0s`` dropped (bot.matrix.retry says ``matrix_unreachable``), any
+    other nio line as ``matrix_library`` (level and message kept)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("nio"):
+            return True
+        msg = str(record.msg)
+        if msg.startswith("Timed out, sleeping"):
+            return False
+        log = structlog.get_logger("matrix")
+        if msg.startswith("Got 429 response"):
+            arg = record.args[0] if isinstance(record.args, tuple) and record.args else 0
+            secs = round(float(arg) / 1000, 1) if isinstance(arg, int | float) else 0.0
+            hint = f"rate-limited by the homeserver, retrying in {secs:g} s"
+            log.warning("matrix_rate_limited", retry_in=secs, hint=hint)
+            return False
+        level = record.levelname.lower()
+        getattr(log, level if level in ("warning", "error", "critical") else "info")(
+            "matrix_library", logger=record.name, message=record.getMessage()[:500])
+        return False
 
 
 class _StdlibMask(logging.Filter):

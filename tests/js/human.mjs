@@ -61,7 +61,9 @@ function matches(ev, m) {
   const c = ev.getContent();
   if (m.session_id && (c.session_id !== m.session_id || c["m.relates_to"]?.rel_type === "m.replace")) return false;
   if (m.seq !== undefined && c.request_seq !== m.seq) return false;
-  if (m.body && !(typeof c.body === "string" && c.body.includes(m.body))) return false;
+  // an edit matches by what a client shows of it: its m.new_content (the fallback body is the outcome line only)
+  const shown = [c.body, c["m.new_content"]?.body].filter((b) => typeof b === "string");
+  if (m.body && !shown.some((b) => b.includes(m.body))) return false;
   if (m.event_id && ev.getId() !== m.event_id) return false;
   return true;
 }

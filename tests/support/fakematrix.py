@@ -66,6 +66,7 @@ class FakeHomeserver:
     async def start(self) -> FakeHomeserver:
         app = web.Application()
         r = app.router
+        r.add_get("/_matrix/client/versions", self._versions)
         r.add_post(f"{API}/login", self._login)
         r.add_get(f"{API}/account/whoami", self._whoami)
         r.add_post(f"{API}/join/{{room}}", self._join)
@@ -170,6 +171,9 @@ class FakeHomeserver:
         if self.faults[endpoint]:
             f = self.faults[endpoint].pop(0)
             raise _error(f.status, f.errcode, f.error)
+
+    async def _versions(self, _req: web.Request) -> web.Response:
+        return web.json_response({"versions": ["v1.11"]})
 
     async def _login(self, req: web.Request) -> web.Response:
         self._enter("login", req)

@@ -80,7 +80,7 @@ def check_listen(cfg: Config, rep: Report, container: bool | None = None) -> Non
             status, body = call("GET", f"http://{netloc}:{port}/healthz", timeout=10.0)
         except Unreachable:
             status, body = 0, None
-        if status == 200 and isinstance(body, dict) and body.get("ok") is True:
+        if status == 200 and isinstance(body, dict) and (body.get("live") is True or body.get("ok") is True):
             state = "connected to Matrix" if body.get("matrix_ready") else "not ready yet"
             rep.ok(f"api: {cfg.api.listen} is served by a running permission-bot daemon ({state})")
         else:

@@ -3,6 +3,8 @@ answerers' pinned identities (with what to do about each problem)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from bot.cli.doctor.homeserver import C, Login, call, why
@@ -12,7 +14,7 @@ from bot.config import Config
 from bot.matrix.cross_signing import identity_path, load_identity
 from bot.matrix.crypto import fingerprint
 from bot.matrix.errors import MatrixFatal
-from bot.matrix.signing import device_signed_by, key_of
+from bot.matrix.signing import Identity, device_signed_by, key_of
 
 
 def check_encryption_support(cfg: Config, saved: Saved, rep: Report) -> None:
@@ -32,6 +34,9 @@ def check_encryption_support(cfg: Config, saved: Saved, rep: Report) -> None:
         rep.ok("encryption: supported; the bot's device and keys are made on its first start")
         return
     store = cfg.state_dir / f"{cfg.matrix.user_id}_{session['device_id']}.db"
+    if saved.database:  # PostgreSQL: the device is the database's copy; a daemon that leads restores it
+        rep.ok(f"encryption: device {session['device_id']} (its keys kept in the database, state.database)")
+        return
     if not store.is_file():
         rep.warn(
             f"encryption: the crypto store of device {session['device_id']} is missing ({store.name})",
@@ -55,10 +60,12 @@ def check_cross_signing(cfg: Config, saved: Saved, login: Login | None, rep: Rep
         return
     master, ssk = key_of((q.get("master_keys") or {}).get(user)), key_of((q.get("self_signing_keys") or {}).get(user))
     try:
-        local = load_identity(path)
+        local = _database_identity(saved) if saved.database else load_identity(path)
     except MatrixFatal as e:
         rep.fail(f"identity: {e}", "restore the file from your copy, or `permission-bot e2ee reset-identity`")
         return
+    if saved.database:
+        path = Path("the database's copy of the device (state.database)")
     if master is None:
         rep.ok("identity: none published yet; the bot makes and publishes one on its next start")
         return
@@ -68,10 +75,11 @@ def check_cross_signing(cfg: Config, saved: Saved, login: Login | None, rep: Rep
             "set matrix.recovery_key to import it, or `permission-bot e2ee reset-identity` to replace it",
         )
         return
-    if path.stat().st_mode & 0o077:
+    if not saved.database and path.stat().st_mode & 0o077:
         rep.fail(f"identity: {path} is readable by others", f"chmod 600 {path}")
     else:
-        rep.ok(f"identity: published, master key {fingerprint(master)} (private keys in {path}, mode 600)")
+        where = f"{path}, mode 600" if not saved.database else str(path)
+        rep.ok(f"identity: published, master key {fingerprint(master)} (private keys in {where})")
     session = saved.session
     device = (q.get("device_keys") or {}).get(user, {}).get(session["device_id"]) if session else None
     if session is None:
@@ -82,6 +90,16 @@ def check_cross_signing(cfg: Config, saved: Saved, login: Login | None, rep: Rep
         rep.fail(f"identity: the bot's device {session['device_id']} is not cross-signed",
                  "restart the bot: it signs its device on start")
     _check_pins(cfg, saved, login, rep)
+
+
+def _database_identity(saved: Saved) -> Identity | None:
+    """The bot's identity from the database's copy of its device (PostgreSQL); None when there is none."""
+    if saved.identity is None:
+        return None
+    try:
+        return Identity.from_json(json.loads(saved.identity))
+    except ValueError as e:
+        raise MatrixFatal(f"the database's copy of the bot's cross-signing keys is damaged ({e})") from None
 
 
 def _check_pins(cfg: Config, saved: Saved, login: Login, rep: Report) -> None:

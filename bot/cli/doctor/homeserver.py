@@ -10,6 +10,7 @@ from bot.cli.doctor.report import Report
 from bot.cli.doctor.state import Saved
 from bot.config import ENV_PASSWORD, Config
 from bot.util import jsonhttp
+from bot.util.plainhttp import speaks_plain_http
 
 TIMEOUT = 10.0
 C = "/_matrix/client/v3"
@@ -37,11 +38,20 @@ def why(status: int, body: Any) -> str:
     return f"HTTP {status}"
 
 
+def limited(status: int, body: Any) -> bool:
+    """A homeserver's rate limit (429, ``M_LIMIT_EXCEEDED``)."""
+    return status == 429 or (isinstance(body, dict) and body.get("errcode") == "M_LIMIT_EXCEEDED")
+
+
 def check_homeserver(cfg: Config, rep: Report) -> bool:
     hs = cfg.matrix.homeserver
     try:
         status, body = call(cfg, "GET", "/_matrix/client/versions")
     except jsonhttp.Unreachable as e:
+        if speaks_plain_http(hs):
+            rep.fail(f"homeserver: the TLS handshake with {hs} failed (the port answers plain HTTP)",
+                     "use http:// for a plain-HTTP port, or the server's TLS port")
+            return False
         rep.fail(f"homeserver: cannot reach {hs} ({e})", "check matrix.homeserver and that the server is up")
         return False
     versions = body.get("versions") if isinstance(body, dict) else None
@@ -87,6 +97,14 @@ def check_login(cfg: Config, saved: Saved, rep: Report) -> Login | None:
     }
     status, body = call(cfg, "POST", C + "/login", body_in)
     token = body.get("access_token") if isinstance(body, dict) else None
+    if limited(status, body):
+        wait = (body.get("retry_after_ms") or 0) / 1000 if isinstance(body, dict) else 0
+        rep.fail(
+            f"login: rate-limited by the homeserver ({why(status, body)}; retry after {wait:g} s), "
+            "not a wrong password",
+            "wait and run doctor again; once the daemon has logged in, doctor uses its saved session",
+        )
+        return None
     if status != 200 or not isinstance(token, str):
         rep.fail(
             f"login: as {m.user_id} with matrix.password failed ({why(status, body)})",

@@ -1,5 +1,6 @@
 """doctor's check of every ``[[rooms]]`` entry: the same room and answerer checks as for the default room,
-each line marked with the room's name (``ok   [infra] room: ...``)."""
+each line marked with the room's name (``ok   [infra] room: ...``), its advice naming the entry's own keys
+(``rooms.0.room``, ``rooms.0.answerers.users``), as the config's errors do."""
 
 from __future__ import annotations
 
@@ -18,8 +19,11 @@ class Marked(Report):
 
     parent: Report = field(default_factory=Report)
     name: str = ""
+    index: int = 0
 
     def _emit(self, line: str) -> None:
+        key = f"rooms.{self.index}"  # the advice names this entry's keys, not the default room's
+        line = line.replace("matrix.room", f"{key}.room").replace("answerers.", f"{key}.answerers.")
         self.parent._emit(f"{line[:5]}[{self.name}] {line[5:]}")
 
     def fail(self, what: str, todo: str) -> None:
@@ -29,9 +33,9 @@ class Marked(Report):
 
 def check_rooms(cfg: Config, login: Login | None, rep: Report) -> None:
     """Joined (or invited), the bot's power, encryption and the answerers of each ``[[rooms]]`` room."""
-    for r in cfg.rooms:
+    for i, r in enumerate(cfg.rooms):
         one = cfg.model_copy(update={"matrix": cfg.matrix.model_copy(update={"room": r.room}),
                                      "answerers": r.answerers})
-        marked = Marked(parent=rep, name=r.name)
+        marked = Marked(parent=rep, name=r.name, index=i)
         room = check_room(one, login, marked) if login is not None else None
         check_answerers(one, login, room, marked)

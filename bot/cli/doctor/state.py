@@ -1,4 +1,6 @@
-"""What doctor reads of the daemon's state: the inbox opened read-only through the Inbox class."""
+"""What doctor reads of the daemon's state: the inbox opened read-only through the Inbox class (SQLite under
+``state.path``, or the daemons' PostgreSQL database when ``state.database`` is set: there the device and its
+cross-signing keys are the database's copy, not files of this machine)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.config import Config
-from bot.inbox.db import DatabaseError
+from bot.inbox.db import DatabaseError, DatabaseUrlError
 from bot.inbox.store import Inbox
 from bot.matrix.client import CRYPTO_KEY, SESSION_KEY
+from bot.matrix.cross_signing import FILE_NAME as CROSS_SIGNING_FILE
 from bot.matrix.identities import PIN_KEY
+from bot.matrix.vault import VAULT_KEY, VaultError, archive_of, read_member
+from bot.service.state_db import database_url, state_database
 
 
 @dataclass
@@ -22,6 +27,8 @@ class Saved:
     session: dict[str, str] | None = None
     crypto: Any = None
     pins: dict[str, str] = field(default_factory=dict)
+    database: bool = False  # the state is in PostgreSQL ([state] database): the device is the database's copy
+    identity: bytes | None = None  # PostgreSQL: cross_signing.json from the database's copy of the device
 
 
 def _json(raw: str | None) -> Any:
@@ -32,17 +39,22 @@ def _json(raw: str | None) -> Any:
 
 
 async def _read(cfg: Config) -> Saved:
+    url = database_url(cfg)
     db = cfg.state_dir / "inbox.sqlite3"
-    if not db.is_file():
+    if url is None and not db.is_file():
         return Saved()
-    inbox = Inbox(db)
+    try:
+        inbox = Inbox(state_database(cfg, "doctor") if url else db)  # PostgreSQL: the daemons' database
+    except DatabaseUrlError:
+        return Saved(database=True)
     try:
         await inbox.open_read_only()
         session = _json(await inbox.get_kv(SESSION_KEY))
         crypto = _json(await inbox.get_kv(CRYPTO_KEY))
         pinned = await inbox.kv_with_prefix(PIN_KEY)
-    except (sqlite3.Error, DatabaseError):
-        return Saved()
+        vault = _json(await inbox.get_kv(VAULT_KEY)) if url else None
+    except (sqlite3.Error, DatabaseError, OSError):
+        return Saved(database=url is not None)
     finally:
         await inbox.close()
     pins: dict[str, str] = {}
@@ -52,7 +64,14 @@ async def _read(cfg: Config) -> Saved:
             pins[k[len(PIN_KEY):]] = str(master["master"])
     ok = isinstance(session, dict) and session.get("user_id") == cfg.matrix.user_id and session.get("access_token")
     saved = {k: str(session.get(k) or "") for k in ("user_id", "device_id", "access_token")} if ok else None
-    return Saved(saved, crypto, pins)
+    identity = None
+    if saved is not None and isinstance(vault, dict):
+        try:
+            blob = archive_of(vault, saved["user_id"], saved["device_id"])
+            identity = read_member(blob, CROSS_SIGNING_FILE)
+        except VaultError:
+            identity = None
+    return Saved(saved, crypto, pins, database=url is not None, identity=identity)
 
 
 def read_saved(cfg: Config) -> Saved:

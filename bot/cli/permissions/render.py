@@ -105,11 +105,11 @@ def age_of(rec: Mapping[str, Any], now: datetime) -> str:
 
 
 _HEAD = ("ID", "SESSION", "TOOL", "AGE", "QUESTION")
-_CAPS = (32, 24, 24, 6)
+_CAPS = (1_000, 24, 24, 6)  # the id whole, never cut: it is what approve/deny take (a UUID session's id is 40+)
 
 
 def table(records: Sequence[Mapping[str, Any]], width: int, now: datetime) -> list[str]:
-    """The ``ls`` table: one line per record, cells cut with … to fit ``width`` columns."""
+    """The ``ls`` table: one line per record, cells cut with … to fit ``width`` columns (never the id)."""
     rows = [
         (
             clean(str(r.get("id", "?"))),

@@ -69,6 +69,17 @@ def _fetch(client: Client, rid: str) -> tuple[int, dict[str, Any] | None]:
     return status, (rec if status == 200 and isinstance(rec, dict) else None)
 
 
+def _unique_prefix(client: Client, prefix: str) -> str | None:
+    """The one pending request whose id starts with ``prefix`` (None: none, several, or not a prefix)."""
+    if len(prefix) < 4:
+        return None
+    status, body = client.call("GET", "/permissions", query={"limit": LS_PAGE})
+    if status != 200 or not isinstance(body, list):
+        return None
+    found = {str(r.get("id")) for r in body if isinstance(r, dict) and str(r.get("id", "")).startswith(prefix)}
+    return found.pop() if len(found) == 1 else None
+
+
 def _explain_404(client: Client, rid: str) -> str:
     status, rec = _fetch(client, rid)
     if status == 404:
@@ -109,6 +120,9 @@ def decide(args: argparse.Namespace, client: Client, verb: str) -> int:
     if args.feedback is not None:
         body["feedback"] = args.feedback
     status, rec = client.call("POST", f"/permissions/{quote_id(rid)}", body)
+    if status == 404 and (whole := _unique_prefix(client, rid)) is not None:  # a prefix of one pending id
+        rid = whole
+        status, rec = client.call("POST", f"/permissions/{quote_id(rid)}", body)
     if status == 404:
         raise Fail(_explain_404(client, rid))
     if status == 409:

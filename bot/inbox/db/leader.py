@@ -96,12 +96,17 @@ class Leader:
         """Wait until this daemon leads; the new term."""
         self.term = None
         self.lost.clear()
+        said = False
         while True:
             try:
                 conn = await self._connection()
                 try:
                     await conn.execute("SELECT pg_advisory_lock($1, $2)", *LOCK)  # waits up to ``poll``
                 except asyncpg.exceptions.LockNotAvailableError:
+                    if not said:  # once a campaign: the operator sees which daemon waits
+                        said = True
+                        log.info("standby", holder=self.db.holder,
+                                 message="another daemon leads: this one serves the API and takes over when it stops")
                     await self._end_if_stale(conn)
                     continue
                 self.term = await self._take_over(conn)
