@@ -23,6 +23,8 @@ class Outcome:
     via: Via
     feedback: str | None
     decided_at: float
+    answers: dict[str, str] | None = None  # a question's: its text -> the answer as given
+    chosen: list[str] | None = None  # a question's: the option ids picked (none for the person's own words)
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class Record:
     cwd: str | None = None  # the asking session's working directory, when the submitter said
     submitted_by: str | None = None  # the API token's name
     room: str = "default"  # the station room's name ([[rooms]]; "default": [matrix] room)
+    kind: str = "permission"  # bot.events.kinds.Kind: permission, question or plan
 
     @property
     def pending(self) -> bool:
@@ -71,7 +74,7 @@ class Record:
 
     def to_api(self) -> dict[str, Any]:
         """The JSON record of the HTTP API (snake_case plus agentproto's camelCase names)."""
-        out = None
+        out: dict[str, Any] | None = None
         if self.outcome is not None:
             o = self.outcome
             out = {
@@ -82,6 +85,9 @@ class Record:
                 "feedback": o.feedback,
                 "decided_at": iso_ms(o.decided_at),
             }
+            if o.answers is not None:
+                out["answers"] = o.answers
+                out["chosen"] = o.chosen or []
         requested = iso_ms(self.requested_at)
         return {
             "id": self.id,
@@ -105,6 +111,7 @@ class Record:
             "outcome": out,
             "submitted_by": self.submitted_by,
             "room": self.room,
+            "kind": self.kind,
             "params": self.params,
             "sessionId": self.session_id,
             "toolCallId": self.tool_call_id,

@@ -91,6 +91,14 @@ async def _v11_sqlite(db: Connection) -> None:
         await db.execute("ALTER TABLE requests ADD COLUMN post_held INTEGER NOT NULL DEFAULT 0")
 
 
+async def _questions_sqlite(db: Connection) -> None:
+    have = await _columns(db, "requests")  # a version set back by hand may have them already
+    if "kind" not in have:
+        await db.execute("ALTER TABLE requests ADD COLUMN kind TEXT NOT NULL DEFAULT 'permission'")
+    if "outcome_answers" not in have:
+        await db.execute("ALTER TABLE requests ADD COLUMN outcome_answers TEXT")
+
+
 STEPS: list[Step] = [
     both("first release", V1_DDL),
     Step(
@@ -160,6 +168,14 @@ STEPS: list[Step] = [
     # database: on a shared PostgreSQL database the leader posts what a standby's API took.
     Step(
         "post_held", _v11_sqlite, "ALTER TABLE requests ADD COLUMN IF NOT EXISTS post_held INTEGER NOT NULL DEFAULT 0"
+    ),
+    # Questions and plans (issue 33): what a request asks (permission, question, plan), and a question's answers
+    # (its text -> the answer as given, and the option ids picked) stored with the outcome.
+    Step(
+        "questions and plans",
+        _questions_sqlite,
+        "ALTER TABLE requests ADD COLUMN IF NOT EXISTS kind TEXT NOT NULL DEFAULT 'permission';"
+        " ALTER TABLE requests ADD COLUMN IF NOT EXISTS outcome_answers TEXT",
     ),
 ]
 LATEST = len(STEPS)
