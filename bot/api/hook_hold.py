@@ -102,7 +102,7 @@ async def hold(
                 return None, None
             waiting = next(r for r in recs if r.pending)
             settled = await daemon.inbox.wait_settled(waiting.id, TICK) or waiting
-            recs = [settled if r.id == settled.id else r for r in recs]
+            recs = [settled if r.id == settled.id else await _now(daemon, r) for r in recs]
     except asyncio.CancelledError:
         await asyncio.shield(_withdraw_all(daemon, recs, withdrawn_by(cli), GONE))
         raise
@@ -112,6 +112,11 @@ async def hold(
             await _withdraw_all(daemon, recs, withdrawn_by(cli), FORM_OVER)
         return form_decision(inp, [r.to_api() for r in recs]), digest
     return decision(cli, inp, recs[0].to_api()), digest
+
+
+async def _now(daemon: Daemon, rec: Record) -> Record:
+    """``rec`` as the inbox has it now (another question of the form may have been answered meanwhile)."""
+    return (await daemon.inbox.get(rec.id) or rec) if rec.pending else rec
 
 
 def _gave_up(rec: Record) -> bool:
