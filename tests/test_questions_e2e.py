@@ -178,3 +178,14 @@ async def test_a_long_plan_is_cut_and_whole_in_its_thread(station: Station, sid:
     code, out, _ = await finish(proc)
     assert code == 0
     assert out["hookSpecificOutput"]["decision"]["updatedInput"]["plan"] == data["tool_input"]["plan"]
+
+
+async def test_the_http_hook_route_answers_a_question(station: Station, sid: str) -> None:
+    data = hook_input("hook-PermissionRequest-AskUserQuestion", sid)
+    data["tool_input"]["questions"] = data["tool_input"]["questions"][1:]  # the multi-select one alone
+    call = asyncio.ensure_future(station.ahttp("POST", "/hooks/claude-code", data, token=AGENT_TOKEN[1]))
+    prompt = await station.prompt_for(sid, seq=1)
+    assert prompt
+    await station.alice.text("CI, Docs", reply_to=prompt["event_id"])
+    status, out = await asyncio.wait_for(call, 30)
+    assert status == 200 and out == answered(data, {Q2: "CI, Docs"})
