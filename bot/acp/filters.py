@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("bot.acp")
 
 _FWD_MARK = FWD_PREFIX.encode()
-_AGENT_WORDS = (b"request_permission", b"tool_call", b"cancel_request")
-_CLIENT_WORDS = (b"cancel", b'"cwd"', b"session/close")
+_AGENT_WORDS = (b"request_permission", b"tool_call", b"cancel_request", b"elicitation/create")
+_CLIENT_WORDS = (b"cancel", b'"cwd"', b"session/close", b"initialize")
 _SESSION_WORD = b"sessionId"
 
 
@@ -106,6 +106,9 @@ class FromAgent:
         if is_permission_request(msg):
             self._loop.call_soon_threadsafe(proxy.on_permission_request, msg)
             return False
+        if method == "elicitation/create" and _is_request(msg):  # answered from the room, never the client's
+            self._loop.call_soon_threadsafe(proxy.on_elicitation, msg)
+            return False
         if method == "$/cancel_request" and "id" not in msg:
             return not _ask(self._loop, proxy.on_cancel_request(msg.get("params")), 5.0, "$/cancel_request")
         if method == "session/update" and "id" not in msg:
@@ -154,6 +157,9 @@ class FromClient:
             if (sid := session_of(CancelNotification, params)) is not None:
                 _ask(self._loop, proxy.cancel_session(sid), proxy.cfg.cancel_budget + 3.0, "session/cancel")
             return True  # relayed after the raced requests were answered
+        if method == "initialize" and "id" in msg and isinstance(params, dict) and proxy.to_agent is not None:
+            proxy.to_agent.write(proxy.advertise_elicitation(msg))  # in order: this relay thread writes it
+            return False
         if method == "session/close" and (sid := session_of(CloseSessionRequest, params)) is not None:
             self._loop.call_soon_threadsafe(proxy.on_session_close, sid)
             return True  # relayed as it is; the session's rules end beside it

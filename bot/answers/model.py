@@ -39,6 +39,7 @@ class Asked:
     text: str  # the question, the key of the agent's answers
     multi: bool  # several choices may be given
     free_text: bool  # the person's own words may be the answer (a reply, or in the prompt's thread)
+    answer_type: str = "text"  # "number" / "integer": the words must be one
 
 
 @dataclass(frozen=True)

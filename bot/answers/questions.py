@@ -14,8 +14,8 @@ import re
 
 from bot.answers.model import Answer, Candidate, Refusal, Target
 from bot.answers.outcomes import answer, incomplete, not_pending, show, unparsable
-from bot.answers.text import NoSuchNumber, Pick, parse
-from bot.events.kinds import ANSWERED, joined
+from bot.answers.text import NoSuchNumber, Pick, norm, parse
+from bot.events.kinds import ANSWERED, as_number, joined
 
 _NUMBERS = re.compile(r"#?[0-9]{1,6}[.)]?(?:[ \t]+#?[0-9]{1,6}[.)]?)+", re.ASCII)
 
@@ -54,8 +54,20 @@ def _chosen(c: Candidate, target: Target, picks: list[int]) -> Answer | Refusal:
 def resolve_question(c: Candidate, target: Target, text: str) -> Answer | Refusal | None:
     """A typed answer ``text`` to the question ``target`` (pending or not; explicit or bound)."""
     assert target.question is not None
-    single = parse(text, target.options)
-    many = several(text, target) if not isinstance(single, Pick) else None
+    if len(target.options) == 1 and norm(text) not in {norm(n) for n in target.options[0]}:
+        # no choices: any words but "decline" answer it ("1" is an answer, not the decline line's number)
+        single: Pick | NoSuchNumber | None = None
+        many: list[int] | NoSuchNumber | None = None
+    else:
+        single = parse(text, target.options)
+        many = several(text, target) if not isinstance(single, Pick) else None
+    return _decide(c, target, text, single, many)
+
+
+def _decide(
+    c: Candidate, target: Target, text: str, single: Pick | NoSuchNumber | None, many: list[int] | NoSuchNumber | None
+) -> Answer | Refusal | None:
+    assert target.question is not None
     if not target.pending:
         answer_like = isinstance(single, Pick) or isinstance(many, list) or (c.explicit and target.question.free_text)
         return not_pending(target) if answer_like else None
@@ -70,6 +82,10 @@ def resolve_question(c: Candidate, target: Target, text: str) -> Answer | Refusa
     missing = single if isinstance(single, NoSuchNumber) else many if isinstance(many, NoSuchNumber) else None
     if missing is not None:
         return unparsable(target, f"There is no choice {missing.number}. ")
+    if target.question.free_text and target.question.answer_type != "text":
+        if as_number(text, target.question.answer_type) is None:
+            wanted = "an integer" if target.question.answer_type == "integer" else "a number"
+            return unparsable(target, f"This question takes {wanted}. ")
     if target.question.free_text:
         return Answer(target.request_id, ANSWERED, c.via, None, c.sender, c.event_id, answer=text, chosen=())
     if len(text.split()) > 1:

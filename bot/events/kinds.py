@@ -9,8 +9,9 @@ A request's ``kind`` is decided from its facts alone, once, when it is submitted
 - ``permission``: everything else.
 
 A question's ``rawInput`` is ``{"question", "header"?, "multiSelect"?, "freeText"?, "options": [{"label",
-"description"?}]}`` (Claude Code's ``AskUserQuestion`` question object, plus ``freeText``: whether an answer
-may be the person's own words; absent means yes, as Claude Code takes any text). Its ACP options are the
+"description"?}], "answerType"?}`` (Claude Code's ``AskUserQuestion`` question object, plus ``freeText``:
+whether an answer may be the person's own words, absent means yes, as Claude Code takes any text; and
+``answerType``: ``number`` or ``integer`` when the words must be one). Its ACP options are the
 choices (``optionId`` = the value the agent gets, ``name`` = the label, any kind but the reject ones), in the
 agent's order, and one ``reject_once`` option: decline.
 """
@@ -59,6 +60,7 @@ class Question:
     multi: bool
     free_text: bool
     descriptions: Mapping[str, str]  # label -> the choice's description
+    answer_type: str = "text"  # free text that must be a "number" or an "integer" (an ACP form's field)
 
 
 def question_of(raw_input: Any) -> Question:
@@ -79,13 +81,30 @@ def question_of(raw_input: Any) -> Question:
         raise ValueError("toolCall.rawInput.multiSelect: must be true or false")
     if not isinstance(free, bool):
         raise ValueError("toolCall.rawInput.freeText: must be true or false")
+    answer_type = raw_input.get("answerType", "text")
+    if answer_type not in ("text", "number", "integer"):
+        raise ValueError('toolCall.rawInput.answerType: must be "text", "number" or "integer"')
     described: dict[str, str] = {}
     choices = raw_input.get("options", [])
     if isinstance(choices, list):
         for c in choices:
             if isinstance(c, Mapping) and isinstance(c.get("label"), str) and isinstance(c.get("description"), str):
                 described[c["label"]] = c["description"]
-    return Question(text=text, header=header, multi=multi, free_text=free, descriptions=described)
+    return Question(text=text, header=header, multi=multi, free_text=free, descriptions=described,
+                    answer_type=answer_type)
+
+
+def as_number(text: str, answer_type: str) -> float | int | None:
+    """``text`` as the number a ``number`` / ``integer`` question takes, or None when it is not one."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    if answer_type == "integer":
+        return int(value) if value.is_integer() and abs(value) < 2**53 else None
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
 def check_question_options(options: Sequence[Mapping[str, Any]]) -> None:

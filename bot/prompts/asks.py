@@ -77,6 +77,9 @@ def question(
     lines += who
     fields += who_html
     how = "several choices allowed: give their numbers or names, separated by commas" if q.multi else "one choice"
+    if len(labels) == 1:  # decline alone: the answer is the person's words
+        how = {"number": "a number", "integer": "a whole number"}.get(q.answer_type, "your own words")
+        how += ", as a reply to this message"
     if form is not None and form[1] > 1:
         how = f"question {form[0]} of {form[1]}; {how}"
     lines.append(f"Answer: {how}")

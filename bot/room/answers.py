@@ -79,7 +79,7 @@ def asked(rec: Record) -> answers.Asked | None:
         q = question_of(rec.raw_input)
     except ValueError:
         return None
-    return answers.Asked(text=q.text, multi=q.multi, free_text=q.free_text)
+    return answers.Asked(text=q.text, multi=q.multi, free_text=q.free_text, answer_type=q.answer_type)
 
 
 def rule_notice(rule: SessionRule) -> str:
