@@ -157,7 +157,8 @@ class FromClient:
             if (sid := session_of(CancelNotification, params)) is not None:
                 _ask(self._loop, proxy.cancel_session(sid), proxy.cfg.cancel_budget + 3.0, "session/cancel")
             return True  # relayed after the raced requests were answered
-        if method == "initialize" and "id" in msg and isinstance(params, dict) and proxy.to_agent is not None:
+        if method == "initialize" and "id" in msg and isinstance(params, dict) and proxy.to_agent is not None \
+                and not _elicits(params):
             proxy.to_agent.write(proxy.advertise_elicitation(msg))  # in order: this relay thread writes it
             return False
         if method == "session/close" and (sid := session_of(CloseSessionRequest, params)) is not None:
@@ -181,6 +182,13 @@ class FromClient:
             self._proxy.cwd_by_session[sid] = cwd
         elif (key := id_key(msg.get("id"))) is not None:
             self._proxy.cwd_by_rpc[key] = cwd
+
+
+def _elicits(params: dict[str, Any]) -> bool:
+    """Whether an ``initialize`` already advertises elicitation in form and URL mode (then relayed unchanged)."""
+    caps = params.get("clientCapabilities")
+    el = caps.get("elicitation") if isinstance(caps, dict) else None
+    return isinstance(el, dict) and isinstance(el.get("form"), dict) and isinstance(el.get("url"), dict)
 
 
 def _set_result(fut: asyncio.Future[Any], value: Any) -> None:
