@@ -81,8 +81,10 @@ async def plan_model() -> Any:
     await api.close()
 
 
-async def test_a_real_claude_code_plan_approved_in_the_room(
-    station: Any, plan_model: PlanModel, tmp_path: Path
+@pytest.mark.parametrize(("answer", "option"), [("1", "default"), ("3 - add a lint step", "plan")],
+                         ids=["approve", "keep-planning"])
+async def test_a_real_claude_code_plan_answered_in_the_room(
+    station: Any, plan_model: PlanModel, tmp_path: Path, answer: str, option: str
 ) -> None:
     run = await real.Run.start(station, plan_model, tmp_path, "claude")
     try:
@@ -93,10 +95,13 @@ async def test_a_real_claude_code_plan_approved_in_the_room(
         assert body.startswith("Plan to approve: Ready to code?"), body
         assert "│ # Plan" in body and "│ 2. Run the tests" in body and "make test" in p["content"]["formatted_body"]
         assert "1. Yes, and manually approve edits\n2. Yes, and auto-accept edits\n3. No, keep planning" in body
-        await station.alice.text("1", reply_to=p["event_id"])
+        await station.alice.text(answer, reply_to=p["event_id"])
         await run.done(plan_model)
-        assert any("approved" in r for r in plan_model.results), plan_model.results
+        if option == "default":  # what Claude Code 2.1.44 tells the model of an approval (FACTS.md fact 38)
+            assert any("User has approved exiting plan mode" in r for r in plan_model.results), plan_model.results
+        else:  # keep planning: deny with interrupt, the turn ends; ACP has no field for the feedback (fact 42)
+            assert not any("approved" in r for r in plan_model.results), plan_model.results
         _, rec = await station.ahttp("GET", f"/permissions/{sid}:1")
-        assert rec["kind"] == "plan" and rec["outcome"]["option_id"] == "default"
+        assert rec["kind"] == "plan" and rec["outcome"]["option_id"] == option
     finally:
         await run.client.close()
