@@ -128,3 +128,43 @@ async def test_a_plan_through_acp_is_shown_as_a_plan(station: Any, tmp_path: Pat
         assert rec["kind"] == "plan"
     finally:
         await r.close()
+
+
+async def test_a_client_that_elicits_gets_it_too_and_the_first_answer_wins(
+    station: Any, tmp_path: Path, sid: str
+) -> None:
+    r = await raw(station, tmp_path)
+    try:
+        caps = {"elicitation": {"form": {}, "url": {}}}
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": 1, "clientCapabilities": caps}}
+        await r.send(init)
+        await r.wait(lambda: [m for m in r.agent_json() if m.get("method") == "initialize"], what="initialize")
+        # the editor answers first: the agent gets its answer, the room's questions are withdrawn
+        await r.agent_sends(elicitation(21, sid))
+        got = await r.wait(lambda: [json.loads(x) for x in r.client_lines if b"elicitation/create" in x],
+                           what="the elicitation at the client")
+        fid = got[0]["id"]
+        assert fid != 21 and got[0]["params"]["sessionId"] == sid
+        first = await station.prompt_for(sid, seq=1)
+        assert first and await station.prompt_for(sid, seq=2)
+        editor = {"action": "accept", "content": {"question_0": "SQLite", "question_1": ["Docs"]}}
+        await r.send({"jsonrpc": "2.0", "id": fid, "result": editor})
+        assert (await r.agent_reply(21))["result"] == editor
+        _, rec = await station.ahttp("GET", f"/permissions/{sid}:1")
+        assert rec["state"] == "cancelled" and rec["outcome"]["feedback"] == "withdrawn: answered in the editor"
+        assert await station.edit_of(first["event_id"])
+        # the room answers first: the client is told to drop it
+        await r.agent_sends(elicitation(22, sid))
+        third = await station.prompt_for(sid, seq=3)
+        fourth = await station.prompt_for(sid, seq=4)
+        assert third and fourth
+        await station.alice.text("2", reply_to=third["event_id"])
+        await station.alice.text("3", reply_to=fourth["event_id"])
+        reply = await r.agent_reply(22)
+        assert reply["result"] == {"action": "accept", "content": {"question_0": "SQLite", "question_1": ["Docs"]}}
+        withdrawn = await r.wait(lambda: [json.loads(x) for x in r.client_lines if b"$/cancel_request" in x],
+                                 what="the withdrawal at the client")
+        assert withdrawn[-1]["params"]["requestId"].startswith("permission-bot:fwd:")
+    finally:
+        await r.close()

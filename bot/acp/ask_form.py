@@ -5,31 +5,48 @@ one is answered (``accept`` with the content), one is declined (``decline``; the
 turn ends: ``session/cancel``, ``$/cancel_request`` for this request, a question timing out, the daemon
 losing one (``cancel``; the pending ones are cancelled in the daemon). A record is taken only when it carries
 the digest of the body sent for it. A form the room cannot ask (an unknown field type) is answered ``cancel``.
+
+A client that advertised elicitation gets the request too (under the proxy's own id): the first answer wins.
+The client first: its answer goes to the agent and the questions are withdrawn in the room. The room first:
+the client is sent ``$/cancel_request`` for it. A client's error reply leaves the room to answer.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+import json
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from bot.acp import outcomes
 from bot.acp.daemon_client import DaemonError
 from bot.acp.elicitation import Field, FormError, form_fields, result, submissions
+from bot.acp.ids import FWD_PREFIX
+from bot.acp.relay import in_thread
 from bot.util.digest import submission_digest
 
 if TYPE_CHECKING:
     from bot.acp.request import Host
 
+    class FormHost(Host, Protocol):
+        """What a form needs of the proxy beyond a request's: the client's side."""
+
+        fwd_id: str
+        forwarded: dict[str, asyncio.Future[dict[str, Any]]]
+        client_elicitation: bool | None
+
+        def relay_to_client(self, data: bytes) -> None: ...
+
 log = structlog.get_logger("bot.acp")
 CANCEL = {"action": "cancel"}
+ELSEWHERE = "withdrawn: answered in the editor"
 
 
 class FormRequest:
     """One elicitation: its questions in the daemon, its cancel and its answer to the agent."""
 
-    def __init__(self, proxy: Host, msg: dict[str, Any], n: int) -> None:
+    def __init__(self, proxy: FormHost, msg: dict[str, Any], n: int) -> None:
         self.proxy = proxy
         self.n = n
         self.rpc_id: Any = msg["id"]
@@ -93,6 +110,43 @@ class FormRequest:
         for b in bodies:
             b.update({"label": cfg.label} if cfg.label else {}, **({"cwd": cwd} if cwd else {}))
         recs: list[dict[str, Any]] = []
+        room = asyncio.ensure_future(self._ask_room(fields, bodies, recs))
+        if not self.proxy.client_elicitation:
+            return await room
+        fid = f"{FWD_PREFIX}{self.proxy.fwd_id}:e{self.n}"
+        client = asyncio.ensure_future(self._ask_client(fid))
+        try:
+            await asyncio.wait({room, client}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.proxy.forwarded.pop(fid, None)
+        if room.done():
+            client.cancel()
+            await in_thread(self.proxy.relay_to_client, _line(
+                {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": fid}}))
+            return room.result()
+        room.cancel()
+        await asyncio.gather(room, return_exceptions=True)
+        self.cancel_by = "client"
+        await self._cancel_all(bodies, recs, ELSEWHERE)
+        self.log.info("elicitation answered in the editor first; its questions withdrawn in the room")
+        return client.result()
+
+    async def _ask_client(self, fid: str) -> dict[str, Any]:
+        """The client's answer to the elicitation sent to it under ``fid``; never returns on an error reply."""
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.proxy.forwarded[fid] = fut
+        await in_thread(self.proxy.relay_to_client, _line({"jsonrpc": "2.0", "id": fid, "method": "elicitation/create",
+                                                           "params": self.params}))
+        reply = await fut
+        answer = reply.get("result")
+        while not isinstance(answer, dict) or answer.get("action") not in ("accept", "decline", "cancel"):
+            await asyncio.Event().wait()  # an error, or the proxy ending: the room answers
+        return dict(answer)
+
+    async def _ask_room(
+        self, fields: list[Field], bodies: list[dict[str, Any]], recs: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        cfg = self.proxy.cfg
         try:
             for body in bodies:
                 deadline = asyncio.get_running_loop().time() + cfg.connect_timeout
@@ -128,14 +182,16 @@ class FormRequest:
         self.log.info("elicitation answered", action=answer["action"])
         return answer
 
-    async def _cancel_all(self, bodies: list[dict[str, Any]], recs: list[dict[str, Any]]) -> None:
+    async def _cancel_all(
+        self, bodies: list[dict[str, Any]], recs: list[dict[str, Any]], why: str | None = None
+    ) -> None:
         for body, rec in zip(bodies, recs, strict=False):
             if rec.get("state") != "pending":
                 continue
             try:
                 await self.proxy.daemon.cancel_retrying(
                     rec["id"], self.cancel_by, self.proxy.cfg.cancel_budget, key=body["key"],
-                    digest=submission_digest(body),
+                    digest=submission_digest(body), feedback=why,
                 )
             except DaemonError as e:
                 self.log.warning("could not cancel a question in the daemon", request_id=rec["id"], error=str(e))
@@ -143,3 +199,7 @@ class FormRequest:
 
 class _Cancelled(Exception):
     """A cancel came first."""
+
+
+def _line(msg: dict[str, Any]) -> bytes:
+    return (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode()

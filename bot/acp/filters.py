@@ -157,10 +157,12 @@ class FromClient:
             if (sid := session_of(CancelNotification, params)) is not None:
                 _ask(self._loop, proxy.cancel_session(sid), proxy.cfg.cancel_budget + 3.0, "session/cancel")
             return True  # relayed after the raced requests were answered
-        if method == "initialize" and "id" in msg and isinstance(params, dict) and proxy.to_agent is not None \
-                and not _elicits(params):
-            proxy.to_agent.write(proxy.advertise_elicitation(msg))  # in order: this relay thread writes it
-            return False
+        if method == "initialize" and "id" in msg and isinstance(params, dict):
+            if _elicits(params):  # the client asks too: relayed as it is
+                proxy.client_elicitation = True
+            elif proxy.to_agent is not None:
+                proxy.to_agent.write(proxy.advertise_elicitation(msg))  # in order: this relay thread writes it
+                return False
         if method == "session/close" and (sid := session_of(CloseSessionRequest, params)) is not None:
             self._loop.call_soon_threadsafe(proxy.on_session_close, sid)
             return True  # relayed as it is; the session's rules end beside it
