@@ -265,3 +265,19 @@ def test_a_question_without_choices_takes_any_words_but_decline() -> None:
     assert isinstance(ask(rec, "many"), answers.Refusal)
     declined = ask(rec, "decline")
     assert isinstance(declined, answers.Answer) and declined.option_id == "decline"
+
+
+def test_a_rule_through_the_api_only_declines_a_question() -> None:
+    from bot.inbox.decisions import NoFittingOption
+    from bot.room.api_answers import settlement
+
+    db, _ = records("hook-PermissionRequest-AskUserQuestion")
+    kw: dict[str, Any] = {"scope": None, "answer": None, "by": "api:watch"}
+    with pytest.raises(NoFittingOption, match="never answers a question"):
+        settlement(db, "approve", option_id="Postgres", via="rule", **kw)
+    assert settlement(db, "deny", option_id="Postgres", via="rule", **kw).option_id == "decline"
+    picked = settlement(db, "approve", option_id="SQLite", via="api", **kw)
+    assert (picked.option_id, picked.answers) == ("SQLite", {"Which database should we use?": "SQLite"})
+    with pytest.raises(NoFittingOption, match="only a question"):
+        settlement(records("hook-PermissionRequest-ExitPlanMode-planfile")[0], "answer", option_id=None,
+                   via="api", **{**kw, "answer": "1"})

@@ -40,8 +40,10 @@ def settlement(
             raise NoFittingOption("only a question takes an answer; use approve or deny")
         if not isinstance(answer, str) or not answer.strip():
             raise NoFittingOption("answer: give a number, a choice's label (or several) or your own words")
-    if question and via == Via.RULE and decision not in ("deny", "cancel"):
-        raise NoFittingOption("a rule never answers a question (it may only decline one)")
+    if question and via == Via.RULE:
+        if decision not in ("deny", "cancel"):
+            raise NoFittingOption("a rule never answers a question (it may only decline one)")
+        option_id = None  # a deny rule declines, whatever option it names
     target = as_target(rec)
     if decision == "answer":
         cand = answers.Candidate(event_id="", sender=by, via=Via.API, text=str(answer).strip(), explicit=True)
