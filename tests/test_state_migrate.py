@@ -140,7 +140,8 @@ async def test_an_older_folder_is_brought_up_to_date_first(tmp_path: Path, pg_ur
     src = sqlite3.connect(path)
     src.execute("UPDATE schema_versions SET version=$1 WHERE name='inbox'".replace("$1", str(LATEST - 1)))
     src.execute(f"PRAGMA user_version = {LATEST - 1}")
-    src.execute("ALTER TABLE requests DROP COLUMN post_held")  # as the step before the last left it
+    for column in ("kind", "outcome_answers"):  # as the step before the last (questions and plans) left it
+        src.execute(f"ALTER TABLE requests DROP COLUMN {column}")
     src.commit()
     src.close()
     copied = await migrate(path, pg_url)
