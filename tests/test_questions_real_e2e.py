@@ -236,3 +236,40 @@ async def test_real_claude_code_gets_the_rooms_answers(station: Any, ask_model: 
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+seen: set[str] = set()  # plan prompts a test took (the next test's plan has the same text)
+
+
+class PlanToolModel(ToolModel):
+    tool = "ExitPlanMode"
+    tool_input: dict[str, Any] = {"plan": PLAN}  # noqa: RUF012
+
+
+@pytest.mark.parametrize(("answer", "expect"), [("1", "approved"), ("3 - add a lint step", "add a lint step")],
+                         ids=["approve", "keep-planning"])
+async def test_real_claude_code_plan_through_the_hook(station: Any, tmp_path: Path, answer: str, expect: str) -> None:
+    """Claude Code 2.1.44 in plan mode calls ExitPlanMode; the hook posts the plan; alice approves it (the hook
+    echoes the input) or keeps planning with feedback (the model reads exactly her words)."""
+    api = await PlanToolModel().start()
+    proc = await sdk_host_run(station, api, tmp_path, "--permission-mode", "plan")
+    try:
+        p = await station.alice.wait(lambda e: station.is_prompt(e) and e["content"].get("tool_kind") == "switch_mode"
+                                     and "│ 2. Run the tests" in e["content"].get("body", "")
+                                     and "Agent: claude-code" in e["content"].get("body", "")  # the hook's
+                                     and e["content"].get("request_id", "").endswith(":1")
+                                     and e["event_id"] not in seen, 90)
+        assert p, f"no plan prompt; model calls {api.requests}"
+        seen.add(p["event_id"])
+        await station.alice.text(answer, reply_to=p["event_id"])
+        await turn_result(proc)
+        got = "\n".join(api.results)
+        assert expect in got, got
+        if expect == "add a lint step":
+            assert "add a lint step" in api.results, api.results  # the deny message, word for word
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        await api.close()
+
