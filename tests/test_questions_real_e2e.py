@@ -1,13 +1,16 @@
-"""A real Claude Code plan through ACP (issue 33), offline, against the real Synapse: Zed's adapter
-(``@zed-industries/claude-code-acp`` 0.16.2, which bundles Claude Code 2.1.44) behind ``permission-bot acp``.
+"""Real Claude Code, offline, against the real Synapse (issue 33).
 
-The scripted model calls ``ExitPlanMode`` with a Markdown plan; the adapter asks ``session/request_permission``
-with the plan in ``rawInput.plan`` (FACTS.md fact 36; 2.1.44 offers it in default mode too, fact 38); the room
-shows it as a plan, numbered by meaning; alice approves or sends it back; the model receives what Claude Code
-says of that answer (facts 37, 38).
+- Through ACP: Zed's adapter (``@zed-industries/claude-code-acp`` 0.16.2, bundling Claude Code 2.1.44) behind
+  ``permission-bot acp``; the model calls ``ExitPlanMode`` with a Markdown plan; the adapter asks
+  ``session/request_permission`` with the plan in ``rawInput.plan`` (FACTS.md facts 36, 38); the room shows a
+  plan numbered by meaning; alice approves or keeps planning; the model reads what Claude Code says of it.
+- Through the hook: the same Claude Code (the Agent SDK's ``cli.js``) run as an SDK host runs it
+  (``-p --input-format stream-json --permission-prompt-tool stdio``) with the product's PermissionRequest hook:
+  a two-question ``AskUserQuestion`` (one multi-select) answered in the room, and a plan in plan mode approved or
+  sent back with feedback; the model reads exactly the answers, the approval, the feedback.
 
-What this cannot show here: Claude Code 2.1.332 (the CLI whose hook behaviour FACTS.md records) is not in
-``tests/agents-npm``; the hook's outputs for it are checked against its captured inputs in test_questions_e2e.
+Claude Code 2.1.332 (the CLI FACTS.md records) is not in ``tests/agents-npm``; the hook's outputs for its
+captured inputs are checked in test_questions_e2e.
 """
 
 from __future__ import annotations
