@@ -69,7 +69,9 @@ class Record:
         return None
 
     def question(self) -> str:
-        """agentproto's one-line question: ``Allow "Bash"?``."""
+        """agentproto's one-line question: ``Allow "Bash"?`` (a question's own text, a plan's title)."""
+        if self.kind != "permission":
+            return self.title
         return f'Allow "{self.tool_name or self.title}"?'
 
     def to_api(self) -> dict[str, Any]:
