@@ -117,7 +117,9 @@ def _payloads(tmp: Path) -> tuple[bytes, bytes]:
     rnd = random.Random(7)
     big = "".join(rnd.choice("abcdefghij \u00e9\u4e2d") for _ in range(1000))
     up_lines = [
-        b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1}}',
+        # (an initialize without elicitation in form and URL mode is given it: bot.acp.proxy.advertise_elicitation)
+        b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,'
+        b'"clientCapabilities":{"elicitation":{"form":{},"url":{}}}}}',
         b'{ "jsonrpc" : "2.0", "method" : "session/cancel", "params" : { "sessionId" : "s1" } }',
         b"this is not json, but it has cancel in it",
         b'{"jsonrpc":"2.0","id":"x","result":{"outcome":{"outcome":"cancelled"}}}',

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("bot.acp")
 
 _FWD_MARK = FWD_PREFIX.encode()
-_AGENT_WORDS = (b"request_permission", b"tool_call", b"cancel_request")
-_CLIENT_WORDS = (b"cancel", b'"cwd"', b"session/close")
+_AGENT_WORDS = (b"request_permission", b"tool_call", b"cancel_request", b"elicitation/create")
+_CLIENT_WORDS = (b"cancel", b'"cwd"', b"session/close", b"initialize")
 _SESSION_WORD = b"sessionId"
 
 
@@ -106,6 +106,9 @@ class FromAgent:
         if is_permission_request(msg):
             self._loop.call_soon_threadsafe(proxy.on_permission_request, msg)
             return False
+        if method == "elicitation/create" and _is_request(msg):  # answered from the room, never the client's
+            self._loop.call_soon_threadsafe(proxy.on_elicitation, msg)
+            return False
         if method == "$/cancel_request" and "id" not in msg:
             return not _ask(self._loop, proxy.on_cancel_request(msg.get("params")), 5.0, "$/cancel_request")
         if method == "session/update" and "id" not in msg:
@@ -155,6 +158,12 @@ class FromClient:
             if (sid := session_of(CancelNotification, params)) is not None:
                 _ask(self._loop, proxy.cancel_session(sid), proxy.cfg.cancel_budget + 3.0, "session/cancel")
             return True  # relayed after the raced requests were answered
+        if method == "initialize" and "id" in msg and isinstance(params, dict):
+            if _elicits(params):  # the client asks too: relayed as it is
+                proxy.client_elicitation = True
+            elif proxy.to_agent is not None:
+                proxy.to_agent.write(proxy.advertise_elicitation(msg))  # in order: this relay thread writes it
+                return False
         if method == "session/close" and (sid := session_of(CloseSessionRequest, params)) is not None:
             self._loop.call_soon_threadsafe(proxy.on_session_close, sid)
             return True  # relayed as it is; the session's rules end beside it
@@ -177,6 +186,13 @@ class FromClient:
             self._loop.call_soon_threadsafe(self._proxy.on_session, sid)  # a session loaded: ours to claim
         elif (key := id_key(msg.get("id"))) is not None:
             self._proxy.cwd_by_rpc[key] = cwd
+
+
+def _elicits(params: dict[str, Any]) -> bool:
+    """Whether an ``initialize`` already advertises elicitation in form and URL mode (then relayed unchanged)."""
+    caps = params.get("clientCapabilities")
+    el = caps.get("elicitation") if isinstance(caps, dict) else None
+    return isinstance(el, dict) and isinstance(el.get("form"), dict) and isinstance(el.get("url"), dict)
 
 
 def _set_result(fut: asyncio.Future[Any], value: Any) -> None:

@@ -22,6 +22,7 @@ import structlog
 from acp.schema import CancelRequestNotification
 
 from bot.acp import outcomes
+from bot.acp.ask_form import FormRequest
 from bot.acp.config import ProxyConfig
 from bot.acp.daemon_client import DaemonClient, DaemonError
 from bot.acp.ids import FWD_PREFIX, id_key
@@ -47,7 +48,8 @@ class Proxy:
         self.used_keys: dict[str, str] = {}  # session id -> the key of a request of it the daemon took
         self.cache = ToolCallCache()
         self.daemon = DaemonClient(cfg.url, cfg.token)
-        self.requests: dict[int, Request] = {}
+        self.requests: dict[int, Request | FormRequest] = {}
+        self.client_elicitation: bool | None = None  # whether the client advertised elicitation (initialize)
         self.forwarded: dict[str, asyncio.Future[dict[str, Any]]] = {}
         # working directories: by the id of a session/new not answered yet, then by session id
         self.cwd_by_rpc: dict[tuple[str, Any], str] = {}
@@ -71,6 +73,26 @@ class Proxy:
         req.task = asyncio.create_task(req.run())
         req.task.add_done_callback(lambda _t: self.requests.pop(req.n, None))
 
+    def on_elicitation(self, msg: dict[str, Any]) -> None:
+        """Take an ``elicitation/create`` off the relay: its questions go to the room (bot.acp.ask_form)."""
+        self._n += 1
+        form = FormRequest(self, msg, self._n)
+        self.requests[form.n] = form
+        form.log.info("elicitation from agent", client_has_it=bool(self.client_elicitation))
+        form.task = asyncio.create_task(form.run())
+        form.task.add_done_callback(lambda _t: self.requests.pop(form.n, None))
+
+    def advertise_elicitation(self, msg: dict[str, Any]) -> bytes:
+        """The client's ``initialize`` with ``elicitation: {form, url}`` in its capabilities (whatever it said):
+        the agent may ask questions, the room answers them. Notes what the client said."""
+        params = dict(msg["params"])
+        caps = params.get("clientCapabilities")
+        caps = dict(caps) if isinstance(caps, dict) else {}
+        self.client_elicitation = bool(caps.get("elicitation"))  # noted, not yet used: the room answers it all
+        caps["elicitation"] = {"form": {}, "url": {}}
+        params["clientCapabilities"] = caps
+        return _dump({**msg, "params": params})
+
     async def cancel_session(self, session_id: str) -> None:
         """The client cancelled a turn: cancel the session's pending requests; return once each is answered."""
         hit = [r for r in self.requests.values() if r.session_id == session_id and r.task and not r.task.done()]
@@ -89,7 +111,7 @@ class Proxy:
         req = next((r for r in self.requests.values() if id_key(r.rpc_id) == key), None)
         if req is None:
             return False  # not one of ours: it goes to the client unchanged
-        if req.forwarded:  # the client holds it under the proxy's id: tell it under that id
+        if isinstance(req, Request) and req.forwarded:  # the client holds it under the proxy's id: tell it so
             withdraw = CancelRequestNotification(request_id=self._fwd_id(req))
             note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": outcomes.wire(withdraw)}
             await in_thread(self.relay_to_client, _dump(note))

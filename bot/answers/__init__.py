@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from bot.answers.classify import classify, strip_reply_fallback
 from bot.answers.decide import resolve
-from bot.answers.model import ROOM_VIAS, Answer, Candidate, Refusal, RefusalKind, Target
+from bot.answers.model import ROOM_VIAS, Answer, Asked, Candidate, Refusal, RefusalKind, Target
 from bot.answers.reactions import SHORTCUTS
 from bot.answers.text import KEYCAPS, keycap_index
 from bot.events.models import ANSWER_KEY
@@ -36,6 +36,7 @@ __all__ = [
     "ROOM_VIAS",
     "SHORTCUTS",
     "Answer",
+    "Asked",
     "Candidate",
     "Refusal",
     "RefusalKind",

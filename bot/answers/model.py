@@ -33,6 +33,16 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Asked:
+    """What a question prompt (bot.events.kinds) asks: answers to it read several choices or free text."""
+
+    text: str  # the question, the key of the agent's answers
+    multi: bool  # several choices may be given
+    free_text: bool  # the person's own words may be the answer (a reply, or in the prompt's thread)
+    answer_type: str = "text"  # "number" / "integer": the words must be one
+
+
+@dataclass(frozen=True)
 class Target:
     """A prompt the bot posted (from the durable inbox)."""
 
@@ -45,6 +55,7 @@ class Target:
     kinds: Sequence[str] = ()  # the ACP kind of each option, same order (for ✅ / ❌)
     complete: bool = True  # the prompt showed everything; if not, only an addressed answer counts
     session: str | None = None  # the "Allow for this session" line when offered, numbered after the options
+    question: Asked | None = None  # a question's prompt: its choices, then decline (the last option)
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,8 @@ class Answer:
     sender: str
     event_id: str
     session_rule: bool = False  # also add a session rule (the option is the allow-once one)
+    answer: str | None = None  # a question's answer as given (labels joined by ", ", or the person's words)
+    chosen: tuple[str, ...] = ()  # a question's: the option ids picked
 
 
 RefusalKind = Literal["unparsable", "ambiguous", "stale", "not_pending", "unknown_request", "incomplete"]

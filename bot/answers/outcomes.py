@@ -66,7 +66,10 @@ def answer(c: Candidate, target: Target, index: int, feedback: str | None) -> An
     if target.session and index == len(target.options):  # allow once, and a session rule
         once = target.options[list(target.kinds).index("allow_once")][0]
         return Answer(target.request_id, once, c.via, feedback, c.sender, c.event_id, session_rule=True)
-    return Answer(target.request_id, target.options[index][0], c.via, feedback, c.sender, c.event_id)
+    oid, label = target.options[index]
+    if target.question is not None and index < len(target.options) - 1:  # a choice (the last one declines)
+        return Answer(target.request_id, oid, c.via, feedback, c.sender, c.event_id, answer=label, chosen=(oid,))
+    return Answer(target.request_id, oid, c.via, feedback, c.sender, c.event_id)
 
 
 def incomplete(target: Target) -> Refusal:

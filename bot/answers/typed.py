@@ -8,11 +8,14 @@ from collections.abc import Sequence
 
 from bot.answers.model import Answer, Candidate, Refusal, Target
 from bot.answers.outcomes import answer, incomplete, not_pending, parse_for, show, unparsable
+from bot.answers.questions import resolve_question
 from bot.answers.text import NoSuchNumber, Pick
 
 
 def resolve_text(c: Candidate, target: Target | None, live: Sequence[Target]) -> Answer | Refusal | None:
     text = c.text.strip() if isinstance(c.text, str) else ""
+    if target is not None and target.question is not None:
+        return resolve_question(c, target, text) if text else None
     if c.explicit:
         if target is None:
             return None  # a reply to something that is not a prompt: ordinary chat

@@ -179,8 +179,8 @@ async def decide(request: web.Request) -> web.Response:
     if not isinstance(body, dict):
         raise SubmissionError("body: expected a JSON object")
     decision = body.get("decision")
-    if decision not in ("approve", "deny", "cancel"):
-        raise SubmissionError('decision: expected "approve", "deny" or "cancel"')
+    if decision not in ("approve", "deny", "cancel", "answer"):
+        raise SubmissionError('decision: expected "approve", "deny", "cancel" or "answer"')
     scope = body.get("scope")
     if scope not in (None, "once", "always"):
         raise SubmissionError('scope: expected "once" or "always"')
@@ -188,6 +188,7 @@ async def decide(request: web.Request) -> web.Response:
         raise SubmissionError('via: expected "api" or "rule"')
     option_id = _opt_str(body, "option_id", 200)
     feedback = _opt_str(body, "feedback", 4000)
+    answer = _opt_str(body, "answer", 4000)  # a question's (decision "answer"): a number, label(s) or free text
     _opt_str(body, "by", 200)  # accepted from old clients, never trusted: the token names the decider
     key = _opt_str(body, "key", 255)
     if decision == "cancel":
@@ -204,6 +205,7 @@ async def decide(request: web.Request) -> web.Response:
         rec = await request.app[DAEMON].decide(
             rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=who.answered_by, via="api",
             rooms=reach(request, who).rooms,  # a caller's other rooms' requests are unknown to it
+            answer=answer,
         )
     except NotFound:
         return error(404, "not_found", f"no pending request {rid!r} (unknown or already resolved)")

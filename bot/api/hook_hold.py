@@ -25,10 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from bot.events.kinds import Kind
 from bot.events.states import Via
+from bot.hooks.asks import form_decision, form_digest
 from bot.hooks.models import Cli, HookInput, parse_hook_input
 from bot.hooks.output import decision
-from bot.hooks.translate import build_submission
+from bot.hooks.translate import build_submissions
 from bot.inbox.record import Record
 from bot.inbox.session_rules import origin_of
 from bot.inbox.sessions import HOOK_KEY_PREFIX, proxy_of
@@ -46,6 +48,7 @@ GONE = "withdrawn: the hook went away (its CLI stopped, answered in its terminal
 """Why a request whose hook stopped waiting was cancelled: nobody answered it here."""
 RESTARTED = "withdrawn: the daemon restarted while the hook waited, so no answer could reach it"
 TWIN = "withdrawn: the same request came through ACP, whose prompt decides"
+FORM_OVER = "withdrawn: another question of the same form was declined or withdrawn"
 
 
 def withdrawn_by(cli: str) -> str:
@@ -96,21 +99,46 @@ async def hold(
     if (twin := await _twin(daemon, inp, room)) is not None:
         log.info("hook_defers_to_other_door", request_id=twin.id, session_id=inp.session_id)
         return None, None
-    body = build_submission(cli, inp, key=KEY_PREFIX + secrets.token_hex(16))
-    rec, _ = await daemon.submit(body, submitted_by=submitted_by)
+    bodies = build_submissions(cli, inp, key=KEY_PREFIX + secrets.token_hex(16))
+    recs: list[Record] = []
     try:
-        while rec.pending:
+        for body in bodies:  # a question form: one request per question, in the agent's order
+            recs.append((await daemon.submit(body, submitted_by=submitted_by))[0])
+        while any(r.pending for r in recs) and not any(_gave_up(r) for r in recs):
             if gone():
-                await _withdraw(daemon, rec, withdrawn_by(cli), GONE)
+                await _withdraw_all(daemon, recs, withdrawn_by(cli), GONE)
                 return None, None
             if await _twin(daemon, inp, room) is not None:
-                await _withdraw(daemon, rec, withdrawn_by(cli), TWIN)
+                await _withdraw_all(daemon, recs, withdrawn_by(cli), TWIN)
                 return None, None
-            rec = await daemon.inbox.wait_settled(rec.id, TICK) or rec
+            waiting = next(r for r in recs if r.pending)
+            settled = await daemon.inbox.wait_settled(waiting.id, TICK) or waiting
+            recs = [settled if r.id == settled.id else await _now(daemon, r) for r in recs]
     except asyncio.CancelledError:
-        await asyncio.shield(_withdraw(daemon, rec, withdrawn_by(cli), GONE))
+        await asyncio.shield(_withdraw_all(daemon, recs, withdrawn_by(cli), GONE))
         raise
-    return decision(cli, inp, rec.to_api()), rec.digest
+    digest = form_digest([r.digest for r in recs])
+    if len(bodies) > 1 or recs[0].kind == Kind.QUESTION:
+        if any(r.pending for r in recs):  # one was declined or withdrawn: the form is over
+            await _withdraw_all(daemon, recs, withdrawn_by(cli), FORM_OVER)
+        return form_decision(inp, [r.to_api() for r in recs]), digest
+    return decision(cli, inp, recs[0].to_api()), digest
+
+
+async def _now(daemon: Daemon, rec: Record) -> Record:
+    """``rec`` as the inbox has it now (another question of the form may have been answered meanwhile)."""
+    return (await daemon.inbox.get(rec.id) or rec) if rec.pending else rec
+
+
+def _gave_up(rec: Record) -> bool:
+    """A question of a form that will not be answered: declined, expired or cancelled."""
+    return not rec.pending and (rec.outcome is None or not rec.outcome.answers)
+
+
+async def _withdraw_all(daemon: Daemon, recs: list[Record], by: str, why: str) -> None:
+    for rec in recs:
+        if rec.pending:
+            await _withdraw(daemon, rec, by, why)
 
 
 async def withdraw_orphans(daemon: Daemon) -> int:

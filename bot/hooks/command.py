@@ -28,11 +28,12 @@ from typing import Any, Literal
 
 import aiohttp
 
+from bot.hooks.asks import form_digest
 from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
 from bot.hooks.output import deny, failure_notice
 from bot.hooks.preview_files import read_before
 from bot.hooks.snippet import default_token_file
-from bot.hooks.translate import build_submission
+from bot.hooks.translate import build_submissions
 from bot.util.aio import on_signals
 from bot.util.digest import HEADER, submission_digest
 from bot.util.discovery import TOKEN_ENV, TokenFileError, discover, is_http_url
@@ -146,9 +147,10 @@ async def _post(url: str, token: str | None, body: dict[str, Any], connect_timeo
 
 
 def expected_digest(cli: Cli, body: dict[str, Any]) -> str | None:
-    """The digest of the request the daemon makes of ``body`` (it builds the same submission)."""
+    """The digest of the request the daemon makes of ``body`` (it builds the same submissions: several for a
+    question form, whose decision is bound to all of them, bot.hooks.asks.form_digest)."""
     try:
-        return submission_digest(build_submission(cli, parse_hook_input(cli, body), key=""))
+        return form_digest([submission_digest(b) for b in build_submissions(cli, parse_hook_input(cli, body), key="")])
     except HookInputError:
         return None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from bot.hooks.asks import PLAN_TOOL, plan_decision
 from bot.hooks.models import Cli, HookInput
 from bot.hooks.translate import ALLOW_ONCE, ALLOW_SESSION, session_rule
 
@@ -38,6 +39,8 @@ def _deny_message(rec: dict[str, Any]) -> str:
 
 def decision(cli: Cli, inp: HookInput, rec: dict[str, Any]) -> dict[str, Any] | None:
     """The hook output for a settled record, or None (cancelled, or an option that is neither)."""
+    if cli == "claude-code" and inp.tool_name == PLAN_TOOL:
+        return plan_decision(inp, rec)  # a plain allow is no decision for ExitPlanMode: echo its input
     out = rec.get("outcome") or {}
     option_id = out.get("option_id")
     if rec.get("state") not in ("resolved", "expired") or not isinstance(option_id, str):

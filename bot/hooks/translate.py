@@ -16,6 +16,7 @@ import re
 import urllib.parse
 from typing import Any
 
+from bot.hooks.asks import PLAN_TOOL, QUESTION_TOOL, plan_options, question_submissions
 from bot.hooks.models import Cli, HookInput
 from bot.util.words import clip
 
@@ -42,7 +43,9 @@ KINDS = {
     "WebFetch": "fetch",
     "WebSearch": "fetch",
     "Task": "think",
+    "ExitPlanMode": "switch_mode",
 }
+PLAN_TITLE = "Ready to code? Approve the plan to leave plan mode"
 
 
 def _s(v: Any) -> str:
@@ -145,6 +148,8 @@ def describe(inp: HookInput) -> tuple[str, str, list[dict[str, Any]], list[dict[
                 content.append(_text("⚠ Suspicious URL", SUSPICIOUS_URL))
         if _s(ti.get("prompt")):
             content.append(_text("The agent asks of it", _s(ti["prompt"])))
+    elif name == PLAN_TOOL:
+        title = PLAN_TITLE
     elif mcp is not None:
         title = f"MCP {mcp[0]}: {mcp[1]}"
         content.append(_text("MCP server", mcp[0]))
@@ -185,7 +190,9 @@ def session_rule(cli: Cli, inp: HookInput) -> tuple[list[dict[str, Any]], str] |
 
 
 def options(cli: Cli, inp: HookInput) -> list[dict[str, str]]:
-    """Allow once, Allow for this session (when it can be honoured), Deny."""
+    """Allow once, Allow for this session (when it can be honoured), Deny; a plan's own (bot.hooks.asks)."""
+    if cli == "claude-code" and inp.tool_name == PLAN_TOOL:
+        return plan_options(inp)
     opts = [{"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"}]
     if session_rule(cli, inp) is not None:
         opts.append({"optionId": ALLOW_SESSION, "name": "Allow for this session", "kind": "allow_always"})
@@ -216,3 +223,11 @@ def build_submission(cli: Cli, inp: HookInput, key: str) -> dict[str, Any]:
         "label": cli,
         **({"cwd": inp.cwd} if inp.cwd.strip() else {}),
     }
+
+
+def build_submissions(cli: Cli, inp: HookInput, key: str) -> list[dict[str, Any]]:
+    """The daemon submissions for one hook input: one, or one per question of an AskUserQuestion
+    (HookInputError when its questions cannot be asked)."""
+    if cli == "claude-code" and inp.tool_name == QUESTION_TOOL:
+        return question_submissions(cli, inp, key, tool_call_id(inp))
+    return [build_submission(cli, inp, key)]

@@ -44,6 +44,7 @@ def row_to_record(r: Row) -> Record:
             via=Via(r["outcome_via"]),
             feedback=r["outcome_feedback"],
             decided_at=r["decided_at"],
+            **answers_of(r["outcome_answers"]),
         )
     return Record(
         id=r["id"],
@@ -77,7 +78,16 @@ def row_to_record(r: Row) -> Record:
         approvals_shown=r["approvals_shown"],
         escalated_at=r["escalated_at"],
         escalated_to=json.loads(r["escalated_to"]) if r["escalated_to"] is not None else None,
+        kind=r["kind"],
     )
+
+
+def answers_of(stored: str | None) -> dict[str, Any]:
+    """``answers`` and ``chosen`` of an ``Outcome`` from the stored ``outcome_answers`` JSON."""
+    if stored is None:
+        return {}
+    data = json.loads(stored)
+    return {"answers": data.get("answers"), "chosen": data.get("chosen")}
 
 
 class InboxBase:

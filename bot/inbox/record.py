@@ -23,6 +23,8 @@ class Outcome:
     via: Via
     feedback: str | None
     decided_at: float
+    answers: dict[str, str] | None = None  # a question's: its text -> the answer as given
+    chosen: list[str] | None = None  # a question's: the option ids picked (none for the person's own words)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class Record:
             return None
         return {"needed": self.approvals_needed,
                 "given": [{"by": a["by"], "at": iso_ms(float(a["at"]))} for a in self.approvals]}
+    kind: str = "permission"  # bot.events.kinds.Kind: permission, question or plan
 
     @property
     def pending(self) -> bool:
@@ -84,12 +87,14 @@ class Record:
         return None
 
     def question(self) -> str:
-        """agentproto's one-line question: ``Allow "Bash"?``."""
+        """agentproto's one-line question: ``Allow "Bash"?`` (a question's own text, a plan's title)."""
+        if self.kind != "permission":
+            return self.title
         return f'Allow "{self.tool_name or self.title}"?'
 
     def to_api(self) -> dict[str, Any]:
         """The JSON record of the HTTP API (snake_case plus agentproto's camelCase names)."""
-        out = None
+        out: dict[str, Any] | None = None
         if self.outcome is not None:
             o = self.outcome
             out = {
@@ -100,6 +105,9 @@ class Record:
                 "feedback": o.feedback,
                 "decided_at": iso_ms(o.decided_at),
             }
+            if o.answers is not None:
+                out["answers"] = o.answers
+                out["chosen"] = o.chosen or []
         requested = iso_ms(self.requested_at)
         return {
             "id": self.id,
@@ -125,6 +133,7 @@ class Record:
             "room": self.room,
             "approvals": self.approvals_api(),
             "escalated_at": None if self.escalated_at is None else iso_ms(self.escalated_at),
+            "kind": self.kind,
             "params": self.params,
             "sessionId": self.session_id,
             "toolCallId": self.tool_call_id,

@@ -73,13 +73,13 @@ class Requests(Approvals):
         await db.execute(
             "INSERT INTO requests (id, session_id, request_seq, key, label, tool_call_id, title, tool_kind,"
             " tool_name, options, raw_input, locations, content, params, digest, revision, state,"
-            " requested_at, expires_at, cwd, submitted_by, room) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,"
-            "$14,$15,$16,$17,$18,$19,$20,$21,$22)",
+            " requested_at, expires_at, cwd, submitted_by, room, kind) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,"
+            "$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)",
             rid, sub.session_id, seq, sub.key, sub.label, sub.tool_call_id, sub.title, sub.tool_kind,
             sub.tool_name, dumps(sub.options),
             None if sub.raw_input is None else dumps(sub.raw_input),
             dumps(sub.locations), dumps(sub.content), dumps(sub.params), sub.digest, revision,
-            PENDING, float(now), float(now + timeout), sub.cwd, submitted_by, room,
+            PENDING, float(now), float(now + timeout), sub.cwd, submitted_by, room, str(sub.kind),
         )
         row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", rid)
         assert row is not None
@@ -118,6 +118,8 @@ class Requests(Approvals):
         event_id: str | None = None,
         in_view: bool = False,
         ledger_by: Sequence[str] | None = None,
+        answers: dict[str, str] | None = None,
+        chosen: list[str] | None = None,
     ) -> Record | None:
         """Leave ``pending`` once. Returns the settled record, or None when it was not pending.
 
@@ -126,6 +128,8 @@ class Requests(Approvals):
         where it sits, bot.answers.timeline.in_view) its place in the timeline becomes the ``settled`` mark.
         The settlement is appended to the ledger in the same transaction (``ledger_by``: who it names, when
         ``by`` does not say it all: ``rule:N``, every approver of a quorum).
+        ``answers`` (a question's: its text -> the answer as given) and ``chosen`` (the option ids picked)
+        are stored with the outcome.
         """
         if state is None:
             state = RESOLVED if option_id is not None else CANCELLED
@@ -143,8 +147,9 @@ class Requests(Approvals):
             if counted is None:
                 changed = await db.execute(
                     "UPDATE requests SET state=$1, outcome_option_id=$2, outcome_by=$3, outcome_via=$4,"
-                    " outcome_feedback=$5, decided_at=$6 WHERE id=$7 AND state=$8",
+                    " outcome_feedback=$5, decided_at=$6, outcome_answers=$9 WHERE id=$7 AND state=$8",
                     state, option_id, by, via, feedback, float(now), request_id, PENDING,
+                    None if answers is None else dumps({"answers": answers, "chosen": chosen or []}),
                 )
                 if changed != 1:
                     return None

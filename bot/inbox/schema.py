@@ -129,6 +129,12 @@ async def _session_rooms_sqlite(db: Connection) -> None:
         if col not in have:
             await db.execute(f"ALTER TABLE seq ADD COLUMN {col} {kind}")
     await db.script(_SESSION_ROOMS)
+async def _questions_sqlite(db: Connection) -> None:
+    have = await _columns(db, "requests")  # a version set back by hand may have them already
+    if "kind" not in have:
+        await db.execute("ALTER TABLE requests ADD COLUMN kind TEXT NOT NULL DEFAULT 'permission'")
+    if "outcome_answers" not in have:
+        await db.execute("ALTER TABLE requests ADD COLUMN outcome_answers TEXT")
 
 
 STEPS: list[Step] = [
@@ -217,6 +223,14 @@ STEPS: list[Step] = [
     # append takes its turn on. And the quorum columns of a request (QUORUM_COLUMNS).
     Step("ledger and quorum", _v12_sqlite, LEDGER_DDL + "; " + "; ".join(
         f"ALTER TABLE requests ADD COLUMN IF NOT EXISTS {c} {t}" for c, t in QUORUM_COLUMNS)),
+    # Questions and plans (issue 33): what a request asks (permission, question, plan), and a question's answers
+    # (its text -> the answer as given, and the option ids picked) stored with the outcome.
+    Step(
+        "questions and plans",
+        _questions_sqlite,
+        "ALTER TABLE requests ADD COLUMN IF NOT EXISTS kind TEXT NOT NULL DEFAULT 'permission';"
+        " ALTER TABLE requests ADD COLUMN IF NOT EXISTS outcome_answers TEXT",
+    ),
 ]
 LATEST = len(STEPS)
 

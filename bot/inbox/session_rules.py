@@ -88,7 +88,10 @@ def _paths(locations: object, content: object) -> list[str]:
 
 def scope_of(rec: Mapping[str, Any]) -> Scope | None:
     """The scope a request falls in (its API form: ``key``, ``session_id``, ``tool_name``, ``tool_kind``,
-    ``raw_input``, ``locations``, ``content``, ``title``), or None when no session rule can cover it."""
+    ``raw_input``, ``locations``, ``content``, ``title``, ``kind``), or None when no session rule can cover it
+    (never a question or a plan)."""
+    if rec.get("kind", "permission") != "permission":
+        return None  # a question or a plan: a session rule never answers one (bot.events.kinds)
     origin = origin_of(rec.get("key"))
     session_id = rec.get("session_id")
     tool = rec.get("tool_name") or rec.get("tool_kind")
@@ -129,4 +132,5 @@ def facts(rec: Record) -> dict[str, Any]:
         "locations": rec.locations,
         "content": rec.content,
         "title": rec.title,
+        "kind": rec.kind,
     }

@@ -15,6 +15,7 @@ from typing import Any
 import rfc8785
 
 from bot.events._util import unicode_problem
+from bot.events.kinds import Kind, check_question_options, question_of, request_kind
 from bot.inbox.record import Record
 from bot.util.digest import EXTRAS, digest_params
 from bot.util.ids import SAFE_ID_RULE, is_safe_id
@@ -54,6 +55,7 @@ class Submission:
     content: list[dict[str, Any]]
     params: dict[str, Any]
     digest: str
+    kind: Kind = Kind.PERMISSION  # bot.events.kinds: a permission, a question or a plan
 
 
 def _str(v: Any, field: str, *, required: bool = True, max_len: int | None = None) -> str | None:
@@ -138,6 +140,14 @@ def parse_submission(body: Any) -> Submission:
     kind = pick("kind")
     kind = kind if isinstance(kind, str) and kind else None
     tool_name = _tool_name(tc) or (_tool_name(ctx) if ctx else None)
+    raw_input = pick("rawInput")
+    what = request_kind(kind, tool_name, raw_input)
+    if what == Kind.QUESTION:
+        try:
+            question_of(raw_input)
+            check_question_options(options)
+        except ValueError as e:
+            raise SubmissionError(str(e)) from None
     params = {k: v for k, v in body.items() if k not in OURS}
     try:
         digest = digest_params(params)
@@ -155,11 +165,12 @@ def parse_submission(body: Any) -> Submission:
         tool_kind=kind,
         tool_name=tool_name,
         options=options,
-        raw_input=pick("rawInput"),
+        raw_input=raw_input,
         locations=_list_of_dicts(pick("locations")),
         content=_list_of_dicts(pick("content")),
         params=params,
         digest=digest,
+        kind=what,
     )
 
 

@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from bot.events import CARD_KEY, SUBJECT_SCHEMA, SUITE_EVENT_TYPE, format_utc_ms, validate_content
-from bot.prompts import message
-from bot.prompts.options import by_meaning
+from bot.events.kinds import Kind, question_of
+from bot.prompts import asks, message
+from bot.prompts.options import shown_order
 from bot.prompts.preview import MAX_LABEL, STEPS, Limits, build_preview, gather
 from bot.prompts.text import cut, prose, valid
 
@@ -61,9 +62,9 @@ def _identity(name: str, value: object, *, limit: int | None = None) -> str:
     return value
 
 
-def shown_options(options: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
-    """(optionId, name, kind) of each ACP option in the shown order; ``ValueError`` when no valid event
-    could carry them (errors name the agent's index)."""
+def shown_options(options: Sequence[Mapping[str, Any]], kind: str | None = None) -> list[tuple[str, str, str]]:
+    """(optionId, name, kind) of each ACP option in the shown order (``kind``: the request's,
+    bot.events.kinds); ``ValueError`` when no valid event could carry them (errors name the agent's index)."""
     if not 1 <= len(options) <= MAX_OPTIONS:
         raise ValueError(f"options: 1 to {MAX_OPTIONS} options needed (got {len(options)})")
     seen: set[str] = set()
@@ -75,7 +76,7 @@ def shown_options(options: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, 
             raise ValueError(f"options[{index}].optionId: repeats {option_id!r}")
         seen.add(option_id)
     out: list[tuple[str, str, str]] = []
-    for option in by_meaning(options):
+    for option in shown_order(options, kind):
         name, kind = option.get("name"), option.get("kind")
         out.append((option["optionId"], name if isinstance(name, str) else "", kind if isinstance(kind, str) else ""))
     return out
@@ -99,6 +100,7 @@ def build_prompt(
     label: str | None = None,
     cwd: str | None = None,
     session_line: str | None = None,
+    kind: str = Kind.PERMISSION,
 ) -> dict[str, Any]:
     """The prompt's ``m.room.message`` content: prose, HTML, the v2 fields and the v1 card.
 
@@ -108,7 +110,8 @@ def build_prompt(
     "Allow for this session" line, numbered after the options in the body and HTML only (the v2
     ``options`` stay the agent's). ``expires_at`` naive means UTC.
     Raises ``ValueError`` when no valid event can say this (empty ids, no options or more than 20, repeated
-    or over-long option ids).
+    or over-long option ids). ``kind`` (bot.events.kinds): a question or a plan is shown as one
+    (:mod:`bot.prompts.asks`).
     """
     _identity("request_id", request_id)
     _identity("session_id", session_id)
@@ -117,7 +120,7 @@ def build_prompt(
     if isinstance(revision, bool) or not isinstance(revision, int):
         raise ValueError(f"revision: must be an int (got {revision!r:.60})")
     facts: dict[str, Any] = {
-        "acp": shown_options(options),
+        "acp": shown_options(options, kind),
         "title": valid(title) if isinstance(title, str) else "",
         "kind": cut(valid(tool_kind), MAX_LABEL)[0] if isinstance(tool_kind, str) and tool_kind else None,
         "tool": valid(tool_name) if isinstance(tool_name, str) and tool_name else "",
@@ -135,12 +138,47 @@ def build_prompt(
     ids = {"request_id": request_id, "session_id": session_id, "request_seq": request_seq}
     subject = {"digest": digest, "revision": revision, "expires_at": format_utc_ms(expires_at)}
     result: dict[str, Any] = {}
+    if kind in (Kind.QUESTION, Kind.PLAN):
+        for step in range(len(asks.PLAN_STEPS)):
+            result = _ask_at(facts, ids, subject, kind, raw_input, step)
+            if len(json.dumps(result, ensure_ascii=False).encode()) <= CONTENT_BUDGET:
+                break
+        validate_content(result)
+        return result
     for limits in STEPS:
         result = _prompt_at(facts, ids, subject, limits)
         if len(json.dumps(result, ensure_ascii=False).encode()) <= CONTENT_BUDGET:
             break
     validate_content(result)
     return result
+
+
+def _ask_at(
+    facts: Mapping[str, Any], ids: Mapping[str, Any], subject: Mapping[str, Any], kind: str, raw_input: Any,
+    step: int,
+) -> dict[str, Any]:
+    """A question's or a plan's prompt content at cut step ``step`` (0: nothing cut)."""
+    v2_options: list[dict[str, Any]] = []
+    for option_id, name, acp_kind in facts["acp"]:
+        meaning, scope = option_meaning(acp_kind)
+        option: dict[str, Any] = {"id": option_id, "label": cut(valid(name), MAX_LABEL)[0], "meaning": meaning}
+        if scope is not None:
+            option["scope"] = scope
+        v2_options.append(option)
+    if kind == Kind.QUESTION:
+        form = raw_input.get("form") if isinstance(raw_input, dict) else None
+        at = (form.get("index"), form.get("count")) if isinstance(form, dict) else (None, None)
+        shown = asks.question(
+            question_of(raw_input), [(o["id"], o["label"]) for o in v2_options], agent=facts["agent"],
+            cwd=facts["cwd"], form=(at[0], at[1]) if isinstance(at[0], int) and isinstance(at[1], int) else None,
+            short=step > 0,
+        )
+    else:
+        labels = [prose(o["label"]) or prose(o["id"]) or f"option {n}" for n, o in enumerate(v2_options, 1)]
+        shown = asks.plan(facts["title"], raw_input, labels, agent=facts["agent"], cwd=facts["cwd"],
+                          limit=asks.PLAN_STEPS[step])
+    return _envelope(ids, subject, facts, cut(shown.title, 1000)[0], v2_options, shown.body, shown.html,
+                     shown.items, shown.complete)
 
 
 def _prompt_at(
@@ -170,11 +208,20 @@ def _prompt_at(
     )
     display = prose(v2_title) or prose(facts["tool"], limits.title) or "tool call"
     deny = deny_number([kind for _, _, kind in facts["acp"]])
+    return _envelope(ids, subject, facts, v2_title, v2_options, message.body(display, preview, shown, deny),
+                     message.formatted(display, shown, preview, deny), preview.items, preview.complete)
+
+
+def _envelope(
+    ids: Mapping[str, Any], subject: Mapping[str, Any], facts: Mapping[str, Any], v2_title: str,
+    v2_options: list[dict[str, Any]], body: str, html: str, items: list[dict[str, str]], complete: bool,
+) -> dict[str, Any]:
+    """The v2 content around a prompt's prose: ids, title, options, subject and the v1 card."""
     prompt: dict[str, Any] = {
         "msgtype": "m.text",
-        "body": message.body(display, preview, shown, deny),
+        "body": body,
         "format": HTML_FORMAT,
-        "formatted_body": message.formatted(display, shown, preview, deny),
+        "formatted_body": html,
         "m.mentions": {},
         "suite_event_type": SUITE_EVENT_TYPE,
         "schema_version": 1,
@@ -190,8 +237,8 @@ def _prompt_at(
         "schema": SUBJECT_SCHEMA,
         "revision": subject["revision"],
         "expires_at": subject["expires_at"],
-        "preview": preview.items,
-        "preview_complete": preview.complete,
+        "preview": items,
+        "preview_complete": complete,
     }
     prompt[CARD_KEY] = {
         "schema_version": 1,

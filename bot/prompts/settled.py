@@ -9,8 +9,9 @@ from typing import Any
 
 from bot.events import CARD_KEY, format_utc_ms, validate_content
 from bot.events.states import VIA_WORDS, State, Via
+from bot.prompts.asks import PLAN_HINT, QUESTION_HINT, QUESTION_HINT_CLOSED
 from bot.prompts.build import HTML_FORMAT
-from bot.prompts.message import HINT_START
+from bot.prompts.message import ANSWER_HINT, HINT_START
 from bot.prompts.text import cut, esc, one_line, prose, valid, visible
 
 MAX_FEEDBACK = 2000
@@ -26,15 +27,19 @@ def _outcome_line(
     answered_by: str,
     via: str,
     feedback: str | None,
+    answer: str | None = None,
 ) -> str:
-    """One line saying what was decided, by whom and how (the option label is agent text: shown as prose)."""
+    """One line saying what was decided, by whom and how (the option label is agent text: shown as prose;
+    ``answer``: a question's answer as given)."""
     meaning = next(
         (o.get("meaning") for o in prompt.get("options", []) if isinstance(o, Mapping) and o.get("id") == option_id),
         None,
     )
     named = f" ({prose(label)})" if label else ""
     chosen = {"approve": "Approved", "reject": "Rejected"}.get(str(meaning), "Chose")
-    if state == State.RESOLVED:
+    if state == State.RESOLVED and answer is not None:
+        line = f"☑️ Answered: {prose(answer, MAX_FEEDBACK_SHOWN)}"
+    elif state == State.RESOLVED:
         icon = {"approve": "✅", "reject": "❌"}.get(str(meaning), "☑️")
         line = f"{icon} {chosen}{named}"
     elif state == State.EXPIRED:
@@ -51,6 +56,10 @@ def _outcome_line(
         shown, _ = cut(one_line(visible(one_line(feedback)[: MAX_FEEDBACK_SHOWN + 1])), MAX_FEEDBACK_SHOWN)
         line += f": “{shown}”"  # a person's words (or the bot's): mentions kept, m.mentions stops pings
     return valid(line)
+
+
+def _strip_suffix(text: str, suffix: str) -> str:
+    return text[: -len(suffix)].rstrip("\n") if suffix and text.endswith(suffix) else text
 
 
 def _strip_hint(text: str) -> str:
@@ -88,13 +97,13 @@ def build_settled(
     via: str,
     feedback: str | None,
     decided_at: datetime,
+    answer: str | None = None,
 ) -> dict[str, Any]:
     """The ``m.new_content`` of the edit that settles ``prompt``: the v2 content plus ``resolution``.
 
-    ``state`` is ``resolved``, ``expired`` or ``cancelled``; ``option_name`` defaults to the option's label.
-    The body starts with a one-line outcome, then a blank line, then what was asked: the prompt's body
-    without its numbered options and the hint (no longer choices); the v1 card is left out. Each member's
-    client downloads every edit, so it carries no more than the settled message needs.
+    ``state`` is ``resolved``, ``expired`` or ``cancelled``; ``option_name`` defaults to the option's label;
+    ``answer`` is a question's answer as given (the resolution's ``answer``).
+    The body starts with a one-line outcome, then a blank line, then the prompt's body without the hint.
     """
     settled = copy.deepcopy(prompt)
     for key in ("m.relates_to", "m.new_content"):
@@ -113,10 +122,14 @@ def build_settled(
         answered_by=answered_by,
         via=via,
         feedback=feedback,
+        answer=answer,
     )
-    body = _strip_options(_strip_hint(str(settled.get("body", ""))))
-    formatted = settled.get("formatted_body")
-    old_html = _strip_options_html(_strip_hint_html(formatted)) if isinstance(formatted, str) else esc(body)
+    body, old_html = str(settled.get("body", "")), settled.get("formatted_body")
+    for hint in (ANSWER_HINT, QUESTION_HINT, QUESTION_HINT_CLOSED, PLAN_HINT):  # a question's or a plan's
+        body = _strip_suffix(body, hint)
+        old_html = _strip_suffix(old_html, f"<p>{esc(hint)}</p>") if isinstance(old_html, str) else old_html
+    body = _strip_options(_strip_hint(body))
+    old_html = _strip_options_html(_strip_hint_html(old_html)) if isinstance(old_html, str) else esc(body)
     settled.pop(CARD_KEY, None)  # the v1 card asks; the settled v2 content (with its resolution) answers
     settled["body"] = f"{line}\n\n{body}" if body else line
     settled["format"] = HTML_FORMAT
@@ -131,6 +144,8 @@ def build_settled(
         "feedback": cut(valid(feedback), MAX_FEEDBACK)[0] if isinstance(feedback, str) else None,
         "decided_at": format_utc_ms(decided_at),
     }
+    if answer is not None:
+        settled["resolution"]["answer"] = cut(valid(answer), MAX_FEEDBACK)[0]
     validate_content(settled)
     return settled
 

@@ -52,7 +52,7 @@ def provisional(sub: Submission, now: float, timeout: float) -> Record:
         tool_name=sub.tool_name, options=sub.options, raw_input=sub.raw_input, locations=sub.locations,
         content=sub.content, params=sub.params, digest=sub.digest, revision=WORST_SEQ, state=State.PENDING,
         requested_at=now, expires_at=now + timeout, prompt_event_id=None, prompt_edited=False, outcome=None,
-        cwd=sub.cwd,
+        cwd=sub.cwd, kind=sub.kind,
     )
 
 
@@ -62,6 +62,7 @@ def worst_settled(rec: Record, prompt_event_id: str = "$" + "x" * 255) -> Record
     outcome = Outcome(
         option_id=str(longest["optionId"]), answered_by="@" + "x" * (MAX_USER_ID - 1), via=Via.STRUCTURED,
         feedback=WORST_FEEDBACK, decided_at=rec.expires_at,
+        answers={"q": WORST_FEEDBACK} if rec.kind == "question" else None,
     )
     return replace(rec, state=RESOLVED, outcome=outcome, prompt_event_id=prompt_event_id)
 

@@ -38,7 +38,7 @@ from bot.matrix.client import Matrix, SendFailed, txn_id
 from bot.matrix.retry import MatrixBackoff
 from bot.room.keycaps import Keycaps
 from bot.room.posts import (
-    full_text_notice,
+    full_text_notices,
     progress_edit,
     prompt_content,
     remember_complete,
@@ -276,9 +276,9 @@ class Outbox:
         log.info("prompt_posted", request_id=rec.id, event_id=event_id)
         if not remember_complete(rec, content):  # shortened: the full text goes in its thread
             try:
-                await self.matrix.send(
-                    full_text_notice(rec, event_id), txn_id("f", self.install_id, rec.id), room=rec.room
-                )
+                for n, notice in enumerate(full_text_notices(rec, event_id)):  # a long plan: in parts
+                    part = () if n == 0 else (str(n),)
+                    await self.matrix.send(notice, txn_id("f", self.install_id, rec.id, *part), room=rec.room)
             except SendFailed as e:  # best effort: the prompt still says it was cut, and needs a reply
                 log.warning("full_text_not_posted", request_id=rec.id, error=str(e))
 

@@ -8,12 +8,14 @@ import json
 from collections import OrderedDict
 from typing import Any
 
+from bot.events.kinds import Kind
 from bot.events.timestamps import to_datetime
 from bot.inbox.quorum import progress
 from bot.inbox.record import Record
 from bot.inbox.session_rules import facts, offered
 from bot.matrix.notices import notice_content
 from bot.prompts import build_prompt, build_settled, edit_content
+from bot.prompts.asks import plan_parts
 from bot.prompts.attachment import full_text_content
 
 
@@ -57,6 +59,7 @@ def _prompt(rec: Record) -> dict[str, Any]:
         label=rec.label,
         cwd=rec.cwd,
         session_line=offered(facts(rec), [str(o.get("kind")) for o in rec.options]),
+        kind=rec.kind,
     )
 
 
@@ -85,13 +88,33 @@ def prompt_complete(rec: Record) -> bool:
         return False
 
 
-def full_text_notice(rec: Record, prompt_event_id: str) -> dict[str, Any]:
-    """The m.notice, in the prompt's thread, carrying the full text of ``rec``'s shortened prompt."""
+def full_text_notices(rec: Record, prompt_event_id: str) -> list[dict[str, Any]]:
+    """The m.notices, in the prompt's thread, carrying the full text of ``rec``'s shortened prompt (a plan:
+    the whole plan, in as many parts as it needs)."""
+    relation = notice_content("", reply_to=None, thread_root=prompt_event_id)["m.relates_to"]
+    if rec.kind == Kind.PLAN:
+        return [
+            {"msgtype": "m.notice", "body": body, "format": "org.matrix.custom.html", "formatted_body": html,
+             "m.mentions": {}, "m.relates_to": relation}
+            for body, html in plan_parts(rec.raw_input)
+        ]
     content = full_text_content(
         request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind, raw_input=rec.raw_input, content=rec.content
     )
-    relation = notice_content("", reply_to=None, thread_root=prompt_event_id)["m.relates_to"]
-    return {**content, "m.relates_to": relation}
+    return [{**content, "m.relates_to": relation}]
+
+
+def full_text_notice(rec: Record, prompt_event_id: str) -> dict[str, Any]:
+    """The first of :func:`full_text_notices`."""
+    return full_text_notices(rec, prompt_event_id)[0]
+
+
+def answer_of(rec: Record) -> str | None:
+    """A question's answer as given (what its settled prompt shows), or None."""
+    o = rec.outcome
+    if o is None or not o.answers:
+        return None
+    return next(iter(o.answers.values()))
 
 
 def settled_content(rec: Record) -> dict[str, Any]:
@@ -107,6 +130,7 @@ def settled_content(rec: Record) -> dict[str, Any]:
         via=o.via,
         feedback=o.feedback,
         decided_at=to_datetime(o.decided_at),
+        answer=answer_of(rec),
     )
     return edit_content(rec.prompt_event_id, new)
 

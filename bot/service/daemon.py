@@ -17,6 +17,7 @@ from typing import Any
 import structlog
 
 from bot.config import Config
+from bot.events.kinds import Kind
 from bot.events.states import Via
 from bot.harness import Harnesses
 from bot.inbox.across import Across
@@ -29,6 +30,7 @@ from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
 from bot.matrix.station import EventHandler
 from bot.room.answers import RoomAnswers
+from bot.room.api_answers import settlement
 from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
@@ -155,6 +157,9 @@ class Daemon:
         from bot.inbox.rules import decide
 
         rule = decide(self.rules, rec.to_api()) if self.rules else None
+        if rule is not None and rec.kind == Kind.QUESTION and rule.decision != "deny":
+            log.info("rule_not_applicable", request_id=rec.id, reason="a rule never answers a question")
+            rule = None
         if rule is None:
             return await self._apply_session_rules(rec)
         if rule.decision == "ask":  # a person decides (no session rule skips it): maybe several people
@@ -162,7 +167,8 @@ class Daemon:
             log.info("request_needs_approvals", request_id=rec.id, approvals=rule.approvals or 1)
             return await self.inbox.require(rec.id, rule.approvals or 1, users) or rec
         try:
-            option = choose(rec.options, rule.decision, scope=rule.scope, option_id=rule.option_id)
+            exact = None if rec.kind == Kind.QUESTION else rule.option_id  # a question's deny: decline, no choice
+            option = choose(rec.options, rule.decision, scope=rule.scope, option_id=exact)
         except NoFittingOption as e:
             log.warning("rule_not_applicable", request_id=rec.id, reason=str(e))
             return rec
@@ -206,16 +212,19 @@ class Daemon:
         by: str = "api",
         via: str = "api",
         rooms: Collection[str] | None = None,
+        answer: str | None = None,
     ) -> Record:
         """Settle from the HTTP API. NotFound when unknown, no longer pending, or (``rooms``: the
-        decider's rooms) in another room; NoFittingOption."""
+        decider's rooms) in another room; NoFittingOption. ``answer``: a question's (decision ``answer``)."""
         rec = await self.inbox.get(request_id)
         if rec is None or not rec.pending or (rooms is not None and rec.room not in rooms):
             raise NotFound(request_id)
-        chosen = choose(rec.options, decision, scope=scope, option_id=option_id)
         how = Via.CANCEL if decision == "cancel" else Via(via)
+        plan = settlement(rec, decision, option_id=option_id, scope=scope, answer=answer, by=by, via=how)
+        chosen = plan.option_id
         settled = await self.inbox.settle(
-            request_id, option_id=chosen, by=by, via=how, feedback=feedback, now=self.now()
+            request_id, option_id=chosen, by=by, via=how, feedback=feedback, now=self.now(),
+            answers=plan.answers, chosen=plan.chosen,
         )
         if settled is None:
             raise NotFound(request_id)

@@ -1,4 +1,4 @@
-"""`permission-bot permissions ls|approve|deny|watch|rules`: the human side of the inbox (agentproto seed 002).
+"""`permission-bot permissions ls|approve|deny|answer|watch|rules`: the human side of the inbox (agentproto seed 002).
 
 A thin client over the daemon's HTTP API (docs/design.md), stdlib only so it starts fast;
 ``bot.inbox.rules`` (pydantic) is imported by ``watch`` alone. Exit codes: 0 done; 1 the daemon said no
@@ -44,6 +44,8 @@ def run(args: argparse.Namespace) -> int:
             return verbs.ls(args, client)
         if verb in ("approve", "deny"):
             return verbs.decide(args, client, verb)
+        if verb == "answer":
+            return verbs.answer(args, client)
         if verb == "watch":
             from bot.cli.permissions.watch import watch
 

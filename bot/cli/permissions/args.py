@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--url", metavar="URL", help="the daemon's API (env PERMISSION_BOT_URL; http://127.0.0.1:8750)")
     g.add_argument("--token-file", metavar="PATH", help="a file holding the API token (else env PERMISSION_BOT_TOKEN)")
     g.add_argument("--token", metavar="TOKEN", help="deprecated: the token in argv, readable by any local process")
-    sub = p.add_subparsers(dest="perm_verb", metavar="{ls,approve,deny,watch,rules}", required=True)
+    sub = p.add_subparsers(dest="perm_verb", metavar="{ls,approve,deny,answer,watch,rules}", required=True)
 
     ls = sub.add_parser(
         "ls",
@@ -70,6 +70,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         v.add_argument("--option-id", metavar="ID", help="pick exactly this offered option (see ls --json)")
         v.add_argument("--feedback", metavar="TEXT", help="free text attached to the resolution")
         v.add_argument("--json", action="store_true", help="print the resolved record as JSON")
+
+    a = sub.add_parser(
+        "answer",
+        parents=[conn],
+        help="answer one question",
+        description="Answer a question an agent asked (a decider token): a choice's number or label, several "
+        "(\"1, 3\" or \"Docker, CI\") when the question allows it, or your own words.",
+    )
+    a.add_argument("id", metavar="ID", help="the question's request id (see ls: marked [question])")
+    a.add_argument("answer", metavar="ANSWER", help="a number, a label (or several, comma-separated) or free text")
+    a.add_argument("--json", action="store_true", help="print the answered record as JSON")
 
     w = sub.add_parser(
         "watch",

@@ -80,7 +80,11 @@ def preview(raw: object) -> str:
 
 def question(rec: Mapping[str, Any]) -> str:
     """What would run first (the command line, else a path or the input), then the title: a long title
-    never pushes the command out of the column. ``Allow "TOOL"?`` when there is neither."""
+    never pushes the command out of the column. ``Allow "TOOL"?`` when there is neither. A question is
+    marked ``[question]`` (its text), a plan ``[plan]`` (its title)."""
+    kind = rec.get("kind")
+    if kind in ("question", "plan"):
+        return f"[{kind}] {_str(rec, 'title')}"
     what = preview(rec.get("raw_input", rec.get("rawInput")))
     title = _str(rec, "title")
     if not what:

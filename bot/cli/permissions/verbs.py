@@ -1,4 +1,5 @@
-"""`permissions ls` (every pending request, page by page) and `permissions approve|deny ID`."""
+"""`permissions ls` (every pending request, page by page), `permissions approve|deny ID` and
+`permissions answer ID ANSWER` (a question)."""
 
 from __future__ import annotations
 
@@ -132,4 +133,24 @@ def decide(args: argparse.Namespace, client: Client, verb: str) -> int:
     if not isinstance(rec, dict):
         raise Fail(f"unexpected answer from {client.url} (not a JSON record): {clip(str(rec), 80)}")
     out(dumps(rec, indent=2) if args.json else clean(summary(verb, rid, rec)))
+    return 0
+
+
+def answer(args: argparse.Namespace, client: Client) -> int:
+    """Answer one question (``{"decision": "answer", "answer": ...}``); a 404/409 is explained."""
+    rid: str = args.id
+    status, rec = client.call("POST", f"/permissions/{quote_id(rid)}", {"decision": "answer", "answer": args.answer})
+    if status == 404:
+        raise Fail(_explain_404(client, rid))
+    if status == 409:
+        raise Fail(f"HTTP 409: {clean(rid)}: {reason(rec) or 'not an answer to this question'}")
+    if status != 200:
+        raise Fail(http_message(status, rec, client))
+    if not isinstance(rec, dict):
+        raise Fail(f"unexpected answer from {client.url} (not a JSON record): {clip(str(rec), 80)}")
+    outcome = rec.get("outcome")
+    outcome = outcome if isinstance(outcome, Mapping) else {}
+    given = outcome.get("answers")
+    shown = next(iter(given.values())) if isinstance(given, Mapping) and given else outcome.get("option_id")
+    out(dumps(rec, indent=2) if args.json else clean(f"answered {rid}: {shown}"))
     return 0

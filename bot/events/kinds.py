@@ -1,0 +1,121 @@
+"""What a request asks: a permission ("may I?"), a question (choices or free text) or a plan to approve. Pure.
+
+A request's ``kind`` is decided from its facts alone, once, when it is submitted (and kept in the record):
+
+- ``question``: the tool call's ``kind`` is ``"question"`` (how the front doors submit a question: one
+  request per question, :func:`question_of` reads it from ``rawInput``);
+- ``plan``: ``rawInput.plan`` is a non-empty string and the tool is Claude Code's ``ExitPlanMode`` (by its
+  tool name, or the ACP kind ``switch_mode``, or no kind at all, as the first Claude ACP adapter sends it);
+- ``permission``: everything else.
+
+A question's ``rawInput`` is ``{"question", "header"?, "multiSelect"?, "freeText"?, "options": [{"label",
+"description"?}], "answerType"?}`` (Claude Code's ``AskUserQuestion`` question object, plus ``freeText``:
+whether an answer may be the person's own words, absent means yes, as Claude Code takes any text; and
+``answerType``: ``number`` or ``integer`` when the words must be one). Its ACP options are the
+choices (``optionId`` = the value the agent gets, ``name`` = the label, any kind but the reject ones), in the
+agent's order, and one ``reject_once`` option: decline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+DECLINE = "decline"
+"""The option id of a question's last option: the person will not answer (the whole form is declined)."""
+ANSWERED = "answer"
+"""The ``option_id`` of a question answered with several choices or the person's own words."""
+QUESTION_TOOL_KIND = "question"
+PLAN_TOOLS = frozenset({"ExitPlanMode"})
+MAX_QUESTION = 2000
+
+
+class Kind(StrEnum):
+    """What a request asks."""
+
+    PERMISSION = "permission"
+    QUESTION = "question"
+    PLAN = "plan"
+
+
+def request_kind(tool_kind: str | None, tool_name: str | None, raw_input: Any) -> Kind:
+    """The kind of a request with these facts."""
+    if tool_kind == QUESTION_TOOL_KIND:
+        return Kind.QUESTION
+    plan = raw_input.get("plan") if isinstance(raw_input, Mapping) else None
+    if isinstance(plan, str) and plan.strip():
+        if tool_name in PLAN_TOOLS or tool_kind in (None, "switch_mode"):
+            return Kind.PLAN
+    return Kind.PERMISSION
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question as the room shows it and answers read it."""
+
+    text: str
+    header: str
+    multi: bool
+    free_text: bool
+    descriptions: Mapping[str, str]  # label -> the choice's description
+    answer_type: str = "text"  # free text that must be a "number" or an "integer" (an ACP form's field)
+
+
+def question_of(raw_input: Any) -> Question:
+    """The question a ``question`` request's ``rawInput`` asks; ``ValueError`` naming the field."""
+    if not isinstance(raw_input, Mapping):
+        raise ValueError("toolCall.rawInput: a question needs an object with a question")
+    text = raw_input.get("question")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("toolCall.rawInput.question: must be a non-empty string")
+    if len(text) > MAX_QUESTION:
+        raise ValueError(f"toolCall.rawInput.question: at most {MAX_QUESTION} characters")
+    header = raw_input.get("header", "")
+    multi = raw_input.get("multiSelect", False)
+    free = raw_input.get("freeText", True)
+    if not isinstance(header, str) or len(header) > 200:
+        raise ValueError("toolCall.rawInput.header: must be a string of at most 200 characters")
+    if not isinstance(multi, bool):
+        raise ValueError("toolCall.rawInput.multiSelect: must be true or false")
+    if not isinstance(free, bool):
+        raise ValueError("toolCall.rawInput.freeText: must be true or false")
+    answer_type = raw_input.get("answerType", "text")
+    if answer_type not in ("text", "number", "integer"):
+        raise ValueError('toolCall.rawInput.answerType: must be "text", "number" or "integer"')
+    described: dict[str, str] = {}
+    choices = raw_input.get("options", [])
+    if isinstance(choices, list):
+        for c in choices:
+            if isinstance(c, Mapping) and isinstance(c.get("label"), str) and isinstance(c.get("description"), str):
+                described[c["label"]] = c["description"]
+    return Question(text=text, header=header, multi=multi, free_text=free, descriptions=described,
+                    answer_type=answer_type)
+
+
+def as_number(text: str, answer_type: str) -> float | int | None:
+    """``text`` as the number a ``number`` / ``integer`` question takes, or None when it is not one."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return None
+    if value != value or value in (float("inf"), float("-inf")):
+        return None
+    if answer_type == "integer":
+        return int(value) if value.is_integer() and abs(value) < 2**53 else None
+    return int(value) if value.is_integer() and abs(value) < 2**53 else value
+
+
+def check_question_options(options: Sequence[Mapping[str, Any]]) -> None:
+    """A question offers its choices and exactly one decline option (``reject_once``), last; ``ValueError``."""
+    rejects = [i for i, o in enumerate(options) if str(o.get("kind", "")).startswith("reject")]
+    if len(rejects) != 1 or rejects[0] != len(options) - 1:
+        raise ValueError("options: a question offers its choices, then exactly one reject_once option (decline)")
+    if any(str(o.get("kind", "")).startswith("allow") for o in options):
+        raise ValueError("options: a question's choices are not allow options (use the kind \"choose\")")
+
+
+def joined(labels: Sequence[str]) -> str:
+    """Several chosen labels as the agent gets them (Claude Code: ``"Docker, CI"``)."""
+    return ", ".join(labels)

@@ -1,0 +1,165 @@
+"""A question or a plan -> the prompt's prose, HTML and preview (bot.events.kinds). Pure.
+
+A **question** shows the question, its topic (the agent's header), who asks, whether several choices may be
+given, then its choices numbered from 1 in the agent's order with their descriptions beside them, and
+decline last. A **plan** shows the plan itself: rendered from Markdown in the HTML (:mod:`bot.prompts.markdown`,
+inside a block quote), and as text behind a gutter in the body, then the agent's options by meaning.
+
+As everywhere, agent text never starts a line of the body: it follows a bot prefix (``Question:``, ``2.``) or
+the gutter (``│ ``), and prose has its mentions defanged. A plan too long for one event is cut at a line with a
+line saying so; the whole plan follows in the prompt's thread (:func:`plan_parts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bot.events.kinds import Question
+from bot.prompts.markdown import render
+from bot.prompts.message import GUTTER
+from bot.prompts.text import code_line, defang, esc, prose, prose_cut, valid, visible
+
+QUESTION_HINT = (
+    "Reply with a number or a choice's name (several, if allowed: 1, 3), or reply to this message with your "
+    "own answer."
+)
+QUESTION_HINT_CLOSED = "Reply with a number or a choice's name (several, if allowed: 1, 3)."
+PLAN_HINT = "Reply with the number, or the option's name; to keep planning with feedback: the number - what to change."
+PLAN_CUT = "⚠ The plan is cut here: the whole plan follows in this prompt's thread. Reply to this message to answer."
+DECLINE_LABEL = "Decline (answer none of the agent's questions)"
+PLAN_STEPS = (None, 8_000, 4_000, 2_000, 1_000, 400)
+"""Characters of the plan shown, step by step, until the prompt fits its budget (None: all of it)."""
+
+
+@dataclass
+class Shown:
+    """One prompt's prose, HTML and preview items."""
+
+    title: str
+    body: str
+    html: str
+    items: list[dict[str, str]] = field(default_factory=list)
+    complete: bool = True
+
+
+def _who(agent: str, cwd: str, items: list[dict[str, str]]) -> tuple[list[str], list[str]]:
+    lines: list[str] = []
+    html: list[str] = []
+    if agent:
+        lines.append(f"Agent: {prose(agent, 200)}")
+        html.append(f"<b>Agent:</b> {esc(prose(agent, 200))}")
+        items.append({"type": "field", "label": "Agent", "value": prose(agent, 200)})
+    if cwd:
+        shown = code_line(cwd, 500)[0]
+        lines.append(f"Directory: {shown}")
+        html.append(f"<b>Directory:</b> <code>{esc(shown)}</code>")
+        items.append({"type": "field", "label": "Directory", "value": shown})
+    return lines, html
+
+
+def question(
+    q: Question, labels: Sequence[tuple[str, str]], *, agent: str, cwd: str, form: tuple[int, int] | None, short: bool
+) -> Shown:
+    """A question's prompt. ``labels``: (option id, label) in the shown order (decline last)."""
+    text, cut_q = prose_cut(q.text, 300 if short else 2000)
+    items: list[dict[str, str]] = [{"type": "field", "label": "Question", "value": text}]
+    lines = [f"Question: {text}"]
+    html = [f"<p><strong>Question:</strong> {esc(text)}</p>"]
+    fields: list[str] = []
+    if q.header.strip():
+        topic = prose(q.header, 200)
+        lines.append(f"Topic: {topic}")
+        fields.append(f"<b>Topic:</b> {esc(topic)}")
+        items.append({"type": "field", "label": "Topic", "value": topic})
+    who, who_html = _who(agent, cwd, items)
+    lines += who
+    fields += who_html
+    how = "several choices allowed: give their numbers or names, separated by commas" if q.multi else "one choice"
+    if len(labels) == 1:  # decline alone: the answer is the person's words
+        how = {"number": "a number", "integer": "a whole number"}.get(q.answer_type, "your own words")
+        how += ", as a reply to this message"
+    if form is not None and form[1] > 1:
+        how = f"question {form[0]} of {form[1]}; {how}"
+    lines.append(f"Answer: {how}")
+    fields.append(f"<b>Answer:</b> {esc(how)}")
+    html.append("<p>" + "<br>".join(fields) + "</p>")
+    lines.append("")
+    entries: list[str] = []
+    for n, (oid, label) in enumerate(labels, 1):
+        name = prose(label, 100 if short else 200) or prose(oid, 100) or f"choice {n}"
+        if n == len(labels):  # the decline option
+            name = DECLINE_LABEL
+        desc = q.descriptions.get(label, "") if n < len(labels) else ""
+        shown_desc = prose(desc, 80 if short else 300) if desc.strip() else ""
+        lines.append(f"{n}. {name}" + (f": {shown_desc}" if shown_desc else ""))
+        entries.append(f"<li><b>{esc(name)}</b>" + (f": <em>{esc(shown_desc)}</em>" if shown_desc else "") + "</li>")
+    html.append("<ol>" + "".join(entries) + "</ol>")
+    hint = QUESTION_HINT if q.free_text else QUESTION_HINT_CLOSED
+    lines += ["", hint]
+    html.append(f"<p>{esc(hint)}</p>")
+    return Shown(title=text, body="\n".join(lines), html="".join(html), items=items, complete=not cut_q)
+
+
+def plan_text(raw_input: Any) -> str:
+    """The plan of a ``plan`` request (``rawInput.plan``), as sent."""
+    plan = raw_input.get("plan") if isinstance(raw_input, dict) else None
+    return valid(plan) if isinstance(plan, str) else ""
+
+
+def cut_plan(plan: str, limit: int | None) -> tuple[str, bool]:
+    """The plan's first ``limit`` characters, cut at a line end; whether it was cut."""
+    if limit is None or len(plan) <= limit:
+        return plan, False
+    head = plan[:limit]
+    return (head[: head.rfind("\n")] if "\n" in head else head), True
+
+
+def plan(
+    title: str, raw_input: Any, labels: Sequence[str], *, agent: str, cwd: str, limit: int | None
+) -> Shown:
+    """A plan's prompt with at most ``limit`` characters of the plan. ``labels``: the options' shown forms."""
+    head = prose(title, 300) or "Approve the plan"
+    items: list[dict[str, str]] = []
+    lines = [f"Plan to approve: {head}"]
+    html = [f"<p><strong>Plan to approve:</strong> {esc(head)}</p>"]
+    who, who_html = _who(agent, cwd, items)
+    lines += who
+    if who_html:
+        html.append("<p>" + "<br>".join(who_html) + "</p>")
+    text, was_cut = cut_plan(visible(plan_text(raw_input)).strip("\n"), limit)
+    text = defang(text)
+    items.append({"type": "text", "label": "Plan", "text": text})
+    lines.append("Plan:")
+    lines += [GUTTER + line for line in text.split("\n")]
+    html.append(f"<blockquote>{render(text)}</blockquote>")
+    if was_cut:
+        lines.append(PLAN_CUT)
+        html.append(f"<p><strong>{esc(PLAN_CUT)}</strong></p>")
+    lines.append("")
+    lines += [f"{n}. {label}" for n, label in enumerate(labels, 1)]
+    html.append("<ol>" + "".join(f"<li>{esc(label)}</li>" for label in labels) + "</ol>")
+    lines += ["", PLAN_HINT]
+    html.append(f"<p>{esc(PLAN_HINT)}</p>")
+    return Shown(title=head, body="\n".join(lines), html="".join(html), items=items, complete=not was_cut)
+
+
+PART_CHARS = 9_000
+
+
+def plan_parts(raw_input: Any) -> list[tuple[str, str]]:
+    """The whole plan in parts that each fit one notice: (body, HTML) of each, in order."""
+    text = defang(visible(plan_text(raw_input)).strip("\n"))
+    chunks: list[str] = []
+    while text:
+        chunk, _ = cut_plan(text, PART_CHARS)
+        chunk = chunk or text[:PART_CHARS]
+        chunks.append(chunk)
+        text = text[len(chunk) :].lstrip("\n")
+    out = []
+    for n, chunk in enumerate(chunks, 1):
+        head = f"The whole plan, part {n} of {len(chunks)}:" if len(chunks) > 1 else "The whole plan:"
+        body = "\n".join([head, *(GUTTER + line for line in chunk.split("\n"))])
+        out.append((body, f"<p>{esc(head)}</p><blockquote>{render(chunk)}</blockquote>"))
+    return out
