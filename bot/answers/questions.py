@@ -17,6 +17,7 @@ from bot.answers.outcomes import answer, incomplete, not_pending, show, unparsab
 from bot.answers.text import NoSuchNumber, Pick, parse
 from bot.events.kinds import ANSWERED, joined
 
+_NUMERIC = re.compile(r"[#+-]?[0-9]", re.ASCII)
 _NUMBERS = re.compile(r"#?[0-9]{1,6}[.)]?(?:[ \t]+#?[0-9]{1,6}[.)]?)+", re.ASCII)
 
 
@@ -56,6 +57,8 @@ def resolve_question(c: Candidate, target: Target, text: str) -> Answer | Refusa
     assert target.question is not None
     single = parse(text, target.options)
     many = several(text, target) if not isinstance(single, Pick) else None
+    if len(target.options) == 1 and _NUMERIC.match(text):  # no choices (a number or text field): words
+        single = many = None
     if not target.pending:
         answer_like = isinstance(single, Pick) or isinstance(many, list) or (c.explicit and target.question.free_text)
         return not_pending(target) if answer_like else None
