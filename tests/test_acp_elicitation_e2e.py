@@ -212,3 +212,53 @@ async def test_room_answers_before_the_client(station: Any, tmp_path: Path, sid:
         assert not [m for m in r.agent_json() if m.get("id") == line["id"]]
     finally:
         await r.close()
+
+
+PLAN_A101 = {
+    "toolCall": {
+        "content": [{"content": {"text": "# Plan\n\n1. Create the file M1\n", "type": "text"}, "type": "content"}],
+        "kind": "switch_mode", "name": "ExitPlanMode", "status": "pending", "title": "Approve Plan",
+        "toolCallId": "toolu_mock0004",
+        "rawInput": {"plan": "# Plan\n\n1. Create the file M1\n", "planFilePath": "/home/u/.claude/plans/p.md"},
+    },
+    "options": [
+        {"kind": "allow_once", "name": "Yes, manually approve edits", "optionId": "exit-plan-default"},
+        {"kind": "allow_always", "name": "Yes, clear context (0% used) and use auto mode",
+         "optionId": "exit-plan-clear-auto"},
+        {"kind": "allow_always", "name": "Yes, and use auto mode", "optionId": "exit-plan-auto"},
+        {"kind": "reject_once", "name": "No, keep planning", "optionId": "reject"},
+    ],
+}
+PLAN_A16 = {
+    "toolCall": {"rawInput": {"plan": "# Plan\n\n1. Create the file M1\n2. Run the tests\n"},
+                 "title": "Ready to code?", "toolCallId": "toolu_mock0001"},
+    "options": [
+        {"kind": "allow_always", "name": "Yes, and auto-accept edits", "optionId": "acceptEdits"},
+        {"kind": "allow_once", "name": "Yes, and manually approve edits", "optionId": "default"},
+        {"kind": "reject_once", "name": "No, keep planning", "optionId": "plan"},
+    ],
+}
+
+
+@pytest.mark.parametrize(("shape", "reply", "chosen"), [
+    (PLAN_A101, "1", "exit-plan-default"), (PLAN_A101, "No, keep planning", "reject"),
+    (PLAN_A16, "2", "acceptEdits"), (PLAN_A16, "3", "plan"),
+])
+async def test_plan_through_acp(
+    station: Any, tmp_path: Path, sid: str, shape: dict[str, Any], reply: str, chosen: str
+) -> None:
+    r = await raw(station, tmp_path)
+    try:
+        msg = {"jsonrpc": "2.0", "id": 9, "method": "session/request_permission", "params": {"sessionId": sid, **shape}}
+        await r.agent_sends(json.dumps(msg))
+        (p,) = await wait_prompts(station, sid, 1)
+        c = p["content"]
+        assert "Plan to approve" in c["body"] and "Create the file M1" in c["body"]
+        assert "<h1>Plan</h1>" in c["formatted_body"] or "Plan</h" in c["formatted_body"]
+        assert [o["id"] for o in c["options"]][-1] in ("reject", "plan")  # numbered by meaning: allow first
+        await answer(station, p, reply)
+        got = await r.agent_reply(9)
+        assert got["result"]["outcome"] == {"outcome": "selected", "optionId": chosen}
+        assert (await record(station, c["request_id"]))["kind"] == "plan"
+    finally:
+        await r.close()
