@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import structlog
 
 from bot.acp import forms, messages
 from bot.acp.ids import FWD_PREFIX
 from bot.acp.questions import QuestionRequest
-from bot.acp.relay import in_thread
-
-if TYPE_CHECKING:
-    from bot.acp.proxy import Proxy
+from bot.acp.relay import FdSink, in_thread
+from bot.acp.request import Host
 
 log = structlog.get_logger("bot.acp")
 
@@ -46,10 +44,24 @@ def _dump(msg: Any) -> bytes:
     return (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
+class FormHost(Host, Protocol):
+    """What an elicitation needs of the proxy (:class:`bot.acp.proxy.Proxy` is one)."""
+
+    fwd_id: str
+    client_elicitation: frozenset[str]
+    to_client: FdSink | None
+    forwarded: dict[str, asyncio.Future[dict[str, Any]]]
+    withdrawn_fwd: set[str]
+
+    def next_n(self) -> int: ...
+
+    def relay_to_client(self, data: bytes) -> None: ...
+
+
 class Elicitation:
     """One elicitation: its questions in the room, its copy at the client, its answer to the agent."""
 
-    def __init__(self, proxy: Proxy, msg: dict[str, Any], n: int) -> None:
+    def __init__(self, proxy: FormHost, msg: dict[str, Any], n: int) -> None:
         self.proxy = proxy
         self.msg = msg
         self.n = n
