@@ -20,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 RUN = re.compile(r"RUN: ([^\n\"\\]+)")
+ASK = re.compile(r"ASK: (\{.*\})")  # the model calls AskUserQuestion with this JSON input
 DONE_TEXT = "Done."
 
 
@@ -33,6 +34,7 @@ class ModelApi:
     """The server; ``url`` once started."""
 
     requests: list[dict[str, Any]] = field(default_factory=list)
+    tool_results: list[str] = field(default_factory=list)  # the text of each tool_result the model was sent
     url: str = ""
     proxy_url: str = ""
     _runner: web.AppRunner | None = None
@@ -84,13 +86,26 @@ class ModelApi:
             isinstance(b, dict) and b.get("type") == "tool_result" for b in last_content
         )
         cmd = _command(json.dumps(messages[:1]))
-        if "Bash" in tools and cmd and not has_result and not _anthropic_tool_used(messages):
+        ask = _ask(messages[:1])
+        if has_result:
+            results = [b for b in last_content or [] if isinstance(b, dict) and b.get("type") == "tool_result"]
+            self.tool_results += [_text_of(b) for b in results]
+        if "AskUserQuestion" in tools and ask is not None and not has_result and not _anthropic_tool_used(messages):
             blocks: list[dict[str, Any]] = [
+                {"type": "tool_use", "id": f"toolu_{len(self.requests)}", "name": "AskUserQuestion", "input": {}}
+            ]
+            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(ask)}]
+            tool_input: dict[str, Any] = ask
+            stop = "tool_use"
+            self._log(request, "tool_use")
+        elif "Bash" in tools and cmd and not has_result and not _anthropic_tool_used(messages):
+            blocks = [
                 {"type": "tool_use", "id": f"toolu_{len(self.requests)}", "name": "Bash", "input": {}}
             ]
             deltas = [
                 {"type": "input_json_delta", "partial_json": json.dumps({"command": cmd, "description": "Touch"})}
             ]
+            tool_input = {"command": cmd}
             stop = "tool_use"
             self._log(request, "tool_use")
         else:
@@ -101,7 +116,7 @@ class ModelApi:
         model = body.get("model", "claude")
         if not body.get("stream"):
             content = [
-                {**blocks[0], "input": {"command": cmd}} if stop == "tool_use" else {"type": "text", "text": DONE_TEXT}
+                {**blocks[0], "input": tool_input} if stop == "tool_use" else {"type": "text", "text": DONE_TEXT}
             ]
             return web.json_response(
                 {
@@ -177,6 +192,30 @@ class ModelApi:
         await resp.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
         await resp.write_eof()
         return resp
+
+
+def _ask(messages: list[Any]) -> dict[str, Any] | None:
+    """The AskUserQuestion input the first user message names after ``ASK: `` (one JSON object), or None."""
+    for m in messages:
+        content = m.get("content")
+        texts = [content] if isinstance(content, str) else [
+            b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+        for t in texts:
+            try:
+                t = json.loads(t) if t.startswith('"') else t  # a prompt the scripted client sent JSON-quoted
+            except ValueError:
+                pass
+            if isinstance(t, str) and (found := ASK.search(t)) is not None:
+                got = json.loads(found.group(1))
+                return got if isinstance(got, dict) else None
+    return None
+
+
+def _text_of(block: dict[str, Any]) -> str:
+    c = block.get("content")
+    if isinstance(c, str):
+        return c
+    return "".join(b.get("text", "") for b in c or [] if isinstance(b, dict))
 
 
 def _anthropic_tool_used(messages: list[Any]) -> bool:
