@@ -35,7 +35,7 @@ QUESTIONS = {"questions": [
 ]}
 
 
-async def _start(station: Any, api: ModelApi, tmp: Path) -> ClientRun:
+async def _start(station: Any, api: ModelApi, tmp: Path, prompt: str = "") -> ClientRun:
     work, home = tmp / "work", tmp / "home"
     work.mkdir()
     home.mkdir()
@@ -45,7 +45,7 @@ async def _start(station: Any, api: ModelApi, tmp: Path) -> ClientRun:
     for k, v in env.items():
         flags += ["--env", f"{k}={v}"]
     return await ClientRun.start(
-        f"Please ask me.\nASK: {json.dumps(QUESTIONS)}\n",
+        prompt or f"Please ask me.\nASK: {json.dumps(QUESTIONS)}\n",
         ["--url", station.api_url, "--token", station.token, "--label", "real-claude-a101"],
         tmp, exe=station.exe, client_flags=flags, agent=[str(ADAPTER)],
     )
@@ -73,3 +73,30 @@ async def test_ask_user_question_answered_in_the_room(station: Any, tmp_path: Pa
         await c.close()
         await api.close()
         await asyncio.sleep(0)
+
+
+@pytest.mark.parametrize(("reply", "approved"), [("1", True), ("No, keep planning", False)])
+async def test_plan_approved_and_rejected_in_the_room(station: Any, tmp_path: Path, reply: str, approved: bool) -> None:
+    if not ADAPTER.exists():
+        pytest.fail(f"{ADAPTER} is missing: run `npm ci --ignore-scripts` in tests/agents-npm")
+    api = await ModelApi().start()
+    c = await _start(station, api, tmp_path, "Please plan it.\nPLAN: Create the file M1\n")
+    try:
+        sid = await c.session_id(90)
+        (p,) = await wait_prompts(station, sid, 1, timeout=90)
+        content = p["content"]
+        assert "Plan to approve" in content["body"] and "Create the file M1" in content["body"], content["body"]
+        assert "<li>Create the file M1</li>" in content["formatted_body"]
+        assert content["options"][0]["id"] == "exit-plan-default" and content["options"][-1]["id"] == "reject"
+        await answer(station, p, reply)
+        done = await c.wait_line(lambda d: d.get("event") == "done", 90)
+        got = "\n".join(api.tool_results)
+        if approved:
+            assert done["stop_reasons"] == ["end_turn"]
+            assert "User has approved your plan" in got and "Create the file M1" in got, got
+        else:
+            assert done["stop_reasons"] == ["cancelled"]  # fact 42: reject ends the turn, no tool_result
+            assert "User has approved" not in got, got
+    finally:
+        await c.close()
+        await api.close()

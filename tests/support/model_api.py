@@ -21,6 +21,8 @@ from aiohttp import web
 
 RUN = re.compile(r"RUN: ([^\n\"\\]+)")
 ASK = re.compile(r"ASK: (\{.*\})")  # the model calls AskUserQuestion with this JSON input
+PLAN = re.compile(r"PLAN: ([^\n]+)")  # plan mode: the model enters it, writes its plan, asks to exit
+PLAN_FILE = re.compile(r"(/[^\s\"'`\\]*/\.claude/plans/[A-Za-z0-9._-]+\.md)")
 DONE_TEXT = "Done."
 
 
@@ -35,6 +37,7 @@ class ModelApi:
 
     requests: list[dict[str, Any]] = field(default_factory=list)
     tool_results: list[str] = field(default_factory=list)  # the text of each tool_result the model was sent
+    _seen: set[Any] = field(default_factory=set)
     url: str = ""
     proxy_url: str = ""
     _runner: web.AppRunner | None = None
@@ -85,27 +88,18 @@ class ModelApi:
         has_result = isinstance(last_content, list) and any(
             isinstance(b, dict) and b.get("type") == "tool_result" for b in last_content
         )
-        cmd = _command(json.dumps(messages[:1]))
-        ask = _ask(messages[:1])
-        if has_result:
-            results = [b for b in last_content or [] if isinstance(b, dict) and b.get("type") == "tool_result"]
-            self.tool_results += [_text_of(b) for b in results]
-        if "AskUserQuestion" in tools and ask is not None and not has_result and not _anthropic_tool_used(messages):
+        for m in messages:  # every tool result the model has been sent, once each
+            for b in m.get("content") if isinstance(m.get("content"), list) else []:
+                if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") not in self._seen:
+                    self._seen.add(b.get("tool_use_id"))
+                    self.tool_results.append(_text_of(b))
+        call = _next_tool(messages, tools, body, has_result)
+        if call is not None:
+            name, tool_input = call
             blocks: list[dict[str, Any]] = [
-                {"type": "tool_use", "id": f"toolu_{len(self.requests)}", "name": "AskUserQuestion", "input": {}}
+                {"type": "tool_use", "id": f"toolu_{len(self.requests)}", "name": name, "input": {}}
             ]
-            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(ask)}]
-            tool_input: dict[str, Any] = ask
-            stop = "tool_use"
-            self._log(request, "tool_use")
-        elif "Bash" in tools and cmd and not has_result and not _anthropic_tool_used(messages):
-            blocks = [
-                {"type": "tool_use", "id": f"toolu_{len(self.requests)}", "name": "Bash", "input": {}}
-            ]
-            deltas = [
-                {"type": "input_json_delta", "partial_json": json.dumps({"command": cmd, "description": "Touch"})}
-            ]
-            tool_input = {"command": cmd}
+            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(tool_input)}]
             stop = "tool_use"
             self._log(request, "tool_use")
         else:
@@ -194,6 +188,62 @@ class ModelApi:
         return resp
 
 
+def _next_tool(
+    messages: list[Any], tools: set[Any], body: dict[str, Any], has_result: bool
+) -> tuple[str, dict[str, Any]] | None:
+    """The tool call the model makes next, or None (a text answer ends the turn).
+
+    ``RUN: cmd``: Bash once. ``ASK: {json}``: AskUserQuestion once. ``PLAN: title``: plan mode's flow
+    (EnterPlanMode, the plan written to the plan file its reminder names, ExitPlanMode), then done."""
+    used = _tools_used(messages)
+    plan = PLAN.search(_first_text(messages))
+    if plan is not None:
+        text = f"# Plan\n\n1. {plan.group(1).strip()}\n2. Run the tests\n"
+        if not used:
+            return "EnterPlanMode", {}
+        if used[-1] == "EnterPlanMode":
+            path = PLAN_FILE.search(json.dumps(messages) + json.dumps(body.get("system")))
+            if path is not None:
+                return "Write", {"file_path": path.group(1), "content": text}
+            return "ExitPlanMode", {"plan": text}
+        if used[-1] == "Write":
+            return "ExitPlanMode", {}
+        return None
+    if used or has_result:
+        return None
+    ask = _ask(messages[:1])
+    if "AskUserQuestion" in tools and ask is not None:
+        return "AskUserQuestion", ask
+    cmd = _command(json.dumps(messages[:1]))
+    if "Bash" in tools and cmd:
+        return "Bash", {"command": cmd, "description": "Touch"}
+    return None
+
+
+def _tools_used(messages: list[Any]) -> list[str]:
+    return [
+        str(b.get("name"))
+        for m in messages
+        if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
+
+
+def _first_text(messages: list[Any]) -> str:
+    content = messages[0].get("content") if messages else None
+    texts = [content] if isinstance(content, str) else [
+        b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+    out = []
+    for t in texts:
+        try:
+            t = json.loads(t) if t.startswith('"') else t  # a prompt the scripted client sent JSON-quoted
+        except ValueError:
+            pass
+        out.append(str(t))
+    return "\n".join(out)
+
+
 def _ask(messages: list[Any]) -> dict[str, Any] | None:
     """The AskUserQuestion input the first user message names after ``ASK: `` (one JSON object), or None."""
     for m in messages:
@@ -216,15 +266,6 @@ def _text_of(block: dict[str, Any]) -> str:
     if isinstance(c, str):
         return c
     return "".join(b.get("text", "") for b in c or [] if isinstance(b, dict))
-
-
-def _anthropic_tool_used(messages: list[Any]) -> bool:
-    return any(
-        m.get("role") == "assistant"
-        and isinstance(m.get("content"), list)
-        and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in m["content"])
-        for m in messages
-    )
 
 
 def _gemini_text(body: dict[str, Any]) -> str:
