@@ -149,7 +149,8 @@ async def test_url_mode(station: Any, tmp_path: Path, sid: str) -> None:
         await r.agent_sends(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "elicitation/create", "params": params}))
         (p,) = await wait_prompts(station, sid, 1)
         body = p["content"]["body"]
-        assert "https://auth.example.com/login?state=abc" in body and "auth.example.com" in body
+        assert "https://auth.example.com/login?state=abc" in body and "Host: auth.example.com" in body
+        assert body.startswith("Question: Host: auth.example.com")
         await answer(station, p, "1")
         assert (await r.agent_reply(3))["result"] == {"action": "accept"}
     finally:
@@ -260,5 +261,21 @@ async def test_plan_through_acp(
         got = await r.agent_reply(9)
         assert got["result"]["outcome"] == {"outcome": "selected", "optionId": chosen}
         assert (await record(station, c["request_id"]))["kind"] == "plan"
+    finally:
+        await r.close()
+
+
+async def test_a_client_error_is_no_answer(station: Any, tmp_path: Path, sid: str) -> None:
+    r = await raw(station, tmp_path, {"elicitation": {"form": {}}})
+    try:
+        schema = {"type": "object", "properties": {"name": FORM["properties"]["name"]}}
+        await r.agent_sends(elicit_line(4, sid, schema))
+        (p,) = await wait_prompts(station, sid, 1)
+        line = await r.wait(lambda: next((json.loads(x) for x in r.client_lines if b"elicitation/create" in x), None),
+                            10, "the client's copy")
+        await r.send({"jsonrpc": "2.0", "id": line["id"], "error": {"code": -32601, "message": "Method not found"}})
+        assert await r.logged("the client could not take the elicitation")
+        await answer(station, p, "from the room")
+        assert (await r.agent_reply(4))["result"] == {"action": "accept", "content": {"name": "from the room"}}
     finally:
         await r.close()

@@ -90,3 +90,10 @@ def test_records_and_url() -> None:
     (a,) = f.asks
     assert "https://auth.example.com/x?y=1" in a.text and "Host: auth.example.com" in a.text
     assert [c.value for c in a.choices] == ["done"] and not a.free_text
+
+
+def test_url_host_shows_look_alikes() -> None:
+    assert forms.shown_host("https://xn--pple-43d.com/x") == "xn--pple-43d.com"
+    assert forms.shown_host("https://\u0430pple.com/login") == "xn--pple-43d.com"  # a Cyrillic a
+    assert forms.shown_host("https://google.com@evil.example/") == "evil.example"
+    assert forms.shown_host("not a url") == "?"

@@ -9,7 +9,8 @@ up to :data:`TRIES` times, then the form is declined. Whatever ends the form wit
 open, so their prompts say so.
 
 When the client advertised elicitation (for this mode) it gets the request too, under a fresh id; the first
-answer wins: the client's reply goes to the agent as it is and the room's questions are withdrawn, or the
+answer wins: the client's reply goes to the agent as it is and the room's questions are withdrawn (an error
+reply is no answer: the room still may give one), or the
 room's answer goes and the client's request is withdrawn with ``$/cancel_request`` (its late reply dropped).
 A form the room cannot ask (not ACP, a required field of an unknown kind) is left to such a client, else
 declined; so is one whose questions the daemon refused or could not take.
@@ -139,9 +140,12 @@ class Elicitation:
                     return {"result": action(CANCEL)}
                 if client is not None and client in done:
                     reply = client.result()
-                    self.log.info("the client answered the elicitation first")
-                    await self._withdraw_room(room, "client", "answered in the editor")
-                    return {k: reply[k] for k in ("result", "error") if k in reply} or {"result": action(CANCEL)}
+                    client = None
+                    if "result" in reply or room is None:
+                        self.log.info("the client answered the elicitation first")
+                        await self._withdraw_room(room, "client", "answered in the editor")
+                        return {k: reply[k] for k in ("result", "error") if k in reply} or {"result": action(CANCEL)}
+                    self.log.info("the client could not take the elicitation; the room still may answer")
                 if room is not None and room in done:
                     result = room.result()
                     room = None

@@ -149,10 +149,23 @@ def form_of(schema: Any) -> Form:
     return Form(tuple(asks.values()), tuple(skipped))
 
 
+def shown_host(url: str) -> str:
+    """The host a link leads to, as ASCII (a look-alike Unicode name shows as its ``xn--`` form)."""
+    try:
+        host = urlsplit(url).hostname or "?"
+    except ValueError:
+        return "?"
+    try:
+        return ".".join(p.encode("idna").decode("ascii") if not p.isascii() else p for p in host.split("."))
+    except UnicodeError:
+        return host.encode("ascii", "backslashreplace").decode()
+
+
 def url_form(message: str, url: str) -> Form:
     """A URL-mode elicitation as one question: the link in full and its host; ``1`` done, or decline."""
-    host = urlsplit(url).hostname or "?"
-    text = f"{message.strip() or 'The agent asks you to open a link.'}\nLink: {url}\nHost: {host}"
+    host = shown_host(url)
+    said = message.strip() or "Open the link."
+    text = f"Host: {host}\nLink: {url}\nThe agent says: {said}"  # ours first: the agent's words cannot precede
     done = Choice("done", "Done", f"I opened the link on {host} and finished there")
     return Form((Ask("url", "url", text, f"Open a link on {host}", (done,), url=url),))
 
