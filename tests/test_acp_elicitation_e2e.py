@@ -85,6 +85,8 @@ async def test_form_every_kind_answered_in_the_room(station: Any, tmp_path: Path
         assert "Which database should we use?" in bodies[0] and "question 1 of 6" in bodies[0]
         assert "Which extras" in bodies[1] and "How many workers?" in bodies[2] and "Fast mode?" in bodies[4]
         assert [o["id"] for o in ps[0]["content"]["options"]] == ["Postgres", "SQLite", "decline"]
+        assert [o["meaning"] for o in ps[0]["content"]["options"]] == ["choose", "choose", "reject"]
+        assert ps[0]["content"]["tool_kind"] == "question"
         await answer(station, ps[0], "MySQL, please")  # its own words: the "Other" field
         await answer(station, ps[1], "1, 3")
         await answer(station, ps[2], "many")  # not a number: asked again
