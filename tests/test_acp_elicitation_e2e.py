@@ -281,3 +281,25 @@ async def test_a_client_error_is_no_answer(station: Any, tmp_path: Path, sid: st
         assert (await r.agent_reply(4))["result"] == {"action": "accept", "content": {"name": "from the room"}}
     finally:
         await r.close()
+
+
+async def test_what_the_room_cannot_ask_is_declined_and_never_reaches_the_client(
+    station: Any, tmp_path: Path, sid: str
+) -> None:
+    r = await raw(station, tmp_path)
+    try:
+        bad = [
+            {"sessionId": sid, "message": "no mode", "requestedSchema": {}},
+            {"sessionId": sid, "mode": "url", "message": "m", "elicitationId": "e", "url": "javascript:alert(1)"},
+            {"sessionId": sid, "mode": "form", "message": "m",
+             "requestedSchema": {"properties": {"f": {"type": "object"}}, "required": ["f"]}},
+        ]
+        for i, params in enumerate(bad):
+            method = "elicitation\\u002fcreate" if i == 0 else "elicitation/create"  # escapes change nothing
+            line = json.dumps({"jsonrpc": "2.0", "id": i, "method": "@M@", "params": params})
+            await r.agent_sends(line.replace('"@M@"', f'"{method}"'))
+            assert (await r.agent_reply(i))["result"] == {"action": "decline"}
+        assert not [ln for ln in r.client_lines if b"elicitation" in ln]
+        assert not prompts(station, sid)
+    finally:
+        await r.close()

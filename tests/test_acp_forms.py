@@ -97,3 +97,9 @@ def test_url_host_shows_look_alikes() -> None:
     assert forms.shown_host("https://\u0430pple.com/login") == "xn--pple-43d.com"  # a Cyrillic a
     assert forms.shown_host("https://google.com@evil.example/") == "evil.example"
     assert forms.shown_host("not a url") == "?"
+
+
+def test_url_mode_posts_web_links_only() -> None:
+    for bad in ("javascript:alert(1)", "file:///etc/passwd", "data:text/html,hi", "https:///nohost"):
+        with pytest.raises(forms.BadForm, match="url"):
+            forms.url_form("Sign in", bad)

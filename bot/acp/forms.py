@@ -162,7 +162,14 @@ def shown_host(url: str) -> str:
 
 
 def url_form(message: str, url: str) -> Form:
-    """A URL-mode elicitation as one question: the link in full and its host; ``1`` done, or decline."""
+    """A URL-mode elicitation as one question: the link in full and its host; ``1`` done, or decline.
+    Only an ``https``/``http`` link with a host is posted (:class:`BadForm` otherwise)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise BadForm("url: not a link") from None
+    if parts.scheme.lower() not in ("https", "http") or not parts.hostname:
+        raise BadForm("url: only an https or http link with a host is posted in the room")
     host = shown_host(url)
     said = message.strip() or "Open the link."
     text = f"Host: {host}\nLink: {url}\nThe agent says: {said}"  # ours first: the agent's words cannot precede
