@@ -303,3 +303,22 @@ async def test_what_the_room_cannot_ask_is_declined_and_never_reaches_the_client
         assert not prompts(station, sid)
     finally:
         await r.close()
+
+
+async def test_a_question_timing_out_cancels_the_form(station: Any, tmp_path: Path, sid: str) -> None:
+    station.prompts["timeout"] = "2s"
+    station.write_config()
+    await station.restart_daemon()
+    r = await raw(station, tmp_path)
+    try:
+        schema = {"type": "object", "properties": {k: FORM["properties"][k] for k in ("question_0", "name")}}
+        await r.agent_sends(elicit_line(1, sid, schema))
+        ps = await wait_prompts(station, sid, 2)
+        assert (await r.agent_reply(1, timeout=20))["result"] == {"action": "cancel"}
+        states = {(await record(station, p["content"]["request_id"]))["state"] for p in ps}
+        assert states <= {"expired", "cancelled"} and "expired" in states
+    finally:
+        await r.close()
+        station.prompts["timeout"] = "10m"
+        station.write_config()
+        await station.restart_daemon()
