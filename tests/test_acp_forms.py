@@ -103,3 +103,11 @@ def test_url_mode_posts_web_links_only() -> None:
     for bad in ("javascript:alert(1)", "file:///etc/passwd", "data:text/html,hi", "https:///nohost"):
         with pytest.raises(forms.BadForm, match="url"):
             forms.url_form("Sign in", bad)
+
+
+def test_multiple_choice_item_counts() -> None:
+    props = {"m": {"type": "array", "minItems": 2, "maxItems": 2, "items": {"enum": ["a", "b", "c"]}}}
+    (m,) = forms.form_of({"properties": props}).asks
+    assert forms.value_of(m, Answered("a", ["a"], "a")) == "choose at least 2"
+    assert forms.value_of(m, Answered("answer", ["a", "b", "c"], "a, b, c")) == "choose at most 2"
+    assert forms.value_of(m, Answered("answer", ["a", "c"], "a, c")) == {"m": ["a", "c"]}

@@ -55,7 +55,7 @@ class Ask:
     header: str = ""
     choices: tuple[Choice, ...] = ()
     custom: str | None = None  # the paired "Other" property: the person's own words go there
-    minimum: float | None = None
+    minimum: float | None = None  # a number's bounds; a multiple choice's minItems / maxItems
     maximum: float | None = None
     url: str | None = None
 
@@ -91,6 +91,10 @@ def _choices(items: Any, enum: Any) -> tuple[Choice, ...]:
     return tuple(unique.values())
 
 
+def _count(v: Any) -> float | None:
+    return float(v) if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
 def _ask(key: str, prop: Mapping[str, Any]) -> Ask | None:
     title, desc = _s(prop.get("title")), _s(prop.get("description"))
     text = desc or title or key
@@ -108,7 +112,8 @@ def _ask(key: str, prop: Mapping[str, Any]) -> Ask | None:
         items = prop.get("items")
         items = items if isinstance(items, Mapping) else {}
         choices = _choices(items.get("anyOf"), items.get("enum"))
-        return Ask(key, "multi", text, header, choices) if choices else None
+        lo, hi = (_count(prop.get(k)) for k in ("minItems", "maxItems"))
+        return Ask(key, "multi", text, header, choices, minimum=lo, maximum=hi) if choices else None
     if t in ("number", "integer"):
         return Ask(key, t, text, header, minimum=num.get("minimum"), maximum=num.get("maximum"))
     if t == "boolean":
@@ -251,6 +256,11 @@ def value_of(ask: Ask, a: Answered) -> dict[str, Any] | str:
     own = a.text if not picked else None  # the person's own words
     out: dict[str, Any] = {}
     if ask.kind in ("single", "multi"):
+        if picked and ask.kind == "multi":
+            if ask.minimum is not None and len(picked) < ask.minimum:
+                return f"choose at least {ask.minimum:g}"
+            if ask.maximum is not None and len(picked) > ask.maximum:
+                return f"choose at most {ask.maximum:g}"
         if picked:
             out[ask.key] = picked if ask.kind == "multi" else picked[0]
         note = own if own is not None else a.feedback
