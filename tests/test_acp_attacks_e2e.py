@@ -146,7 +146,8 @@ async def test_cancel_request_withdraws_the_permission_request(station: Any, tmp
         await r.close()
 
 
-AGENT_TO_CLIENT = [  # (elicitation/create is no longer unknown: the room answers it, test_questions_acp_e2e)
+AGENT_TO_CLIENT = [
+    '{"jsonrpc":"2.0","id":"el-1","method":"_vendor/elicit","params":{"message":"Pick","requestedSchema":{}}}',
     '{ "method" : "session/update", "jsonrpc":"2.0", "params":{"sessionId":"x","update":{"sessionUpdate":'
     '"config_option_update","value":"caf\\u00e9"}} }',
     '{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":"not-ours"}}',

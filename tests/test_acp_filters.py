@@ -74,6 +74,7 @@ class _FakeProxy:
         self.cwd_by_rpc: dict[Any, str] = {}
         self.cwd_by_session: dict[str, str] = {}
         self.forwarded: dict[str, Any] = {}
+        self.withdrawn_fwd: set[str] = set()
         self.taken: list[Any] = []
         self.cancelled: list[str] = []
         self.sessions: list[str] = []  # the sessions the proxy claims
@@ -188,3 +189,32 @@ async def test_record_keeps_cwd(tmp_path: Path) -> None:
         assert json.loads(json.dumps(got.to_api()))["cwd"] == "/srv/app"
     finally:
         await inbox.close()
+
+
+async def test_filters_take_elicitations_and_advertise_elicitation() -> None:
+    loop = asyncio.get_running_loop()
+    p = _FakeProxy()
+    got: list[Any] = []
+    p.on_elicitation = lambda msg: got.append(msg["id"])  # type: ignore[attr-defined]
+    written: list[bytes] = []
+
+    class _Sink:
+        def write(self, data: bytes) -> None:
+            written.append(data)
+
+    p.to_agent = _Sink()  # type: ignore[attr-defined]
+    agent, client = FromAgent(p, loop), FromClient(p, loop)  # type: ignore[arg-type]
+    esc = b'{"jsonrpc":"2.0","id":5,"method":"elicitation\\u002fcreate","params":{"mode":"form"}}'
+    assert agent.wants(esc) and not await asyncio.to_thread(agent.inspect, esc)
+    note = b'{"jsonrpc":"2.0","method":"elicitation/create","params":{"mode":"form"}}'  # no id: not a request
+    assert await asyncio.to_thread(agent.inspect, note)
+    await asyncio.sleep(0)
+    assert got == [5]
+    init = (b'{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":1,'
+            b'"clientCapabilities":{"fs":{"readTextFile":true},"elicitation":{"form":{"x":1}}}}}')
+    assert client.wants(init) and not await asyncio.to_thread(client.inspect, init)
+    (line,) = written
+    sent = json.loads(line)
+    assert sent["params"]["clientCapabilities"] == {
+        "fs": {"readTextFile": True}, "elicitation": {"form": {"x": 1}, "url": {}}}
+    assert p.client_elicitation == frozenset({"form"})  # type: ignore[attr-defined]

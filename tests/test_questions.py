@@ -214,59 +214,6 @@ def test_the_hook_approves_a_plan_by_echoing_its_input() -> None:
         "approve", "keep_planning"]
 
 
-def test_acp_forms_become_questions_and_answers_become_content() -> None:
-    from bot.acp.elicitation import FormError, form_fields, result, submissions
-
-    params = json.loads((FIX / "acp101-elicitation-create-AskUserQuestion.json").read_text())
-    fields = form_fields(params)
-    assert [(f.name, f.kind, f.custom, f.question) for f in fields] == [
-        ("question_0", "single", "question_0_custom", "Which database should we use?"),
-        ("question_1", "multi", "question_1_custom", "Which extras do you want?"),
-    ]
-    bodies = submissions(fields, session_id=SID, tool_call_id="toolu_1", key="k")
-    for body in bodies:
-        parse_submission(body)  # the daemon takes them
-    assert [o["optionId"] for o in bodies[1]["options"]] == ["Docker", "CI", "Docs", "decline"]
-    assert bodies[0]["toolCall"]["rawInput"]["freeText"] is True
-    pick = {"state": "resolved", "outcome": {"option_id": "Postgres", "answers": {"q": "Postgres"},
-                                             "chosen": ["Postgres"], "feedback": "keep it small"}}
-    words = {"state": "resolved", "outcome": {"option_id": ANSWERED, "answers": {"q": "MySQL"}, "chosen": []}}
-    many = {"state": "resolved", "outcome": {"option_id": ANSWERED, "answers": {"q": "Docker, CI"},
-                                             "chosen": ["Docker", "CI"]}}
-    assert result(fields, [pick, many]) == {"action": "accept", "content": {
-        "question_0": "Postgres", "question_0_custom": "keep it small", "question_1": ["Docker", "CI"]}}
-    assert result(fields, [words, many])["content"]["question_0_custom"] == "MySQL"
-    declined = {"state": "resolved", "outcome": {"option_id": "decline"}}
-    assert result(fields, [pick, declined]) == {"action": "decline"}
-    assert result(fields, [pick, {"state": "expired", "outcome": {"option_id": "decline"}}]) == {"action": "cancel"}
-    assert result(fields, [pick, None]) == {"action": "cancel"}
-    with pytest.raises(FormError, match="cannot be asked"):
-        form_fields({"mode": "form", "requestedSchema": {"properties": {"x": {"type": "object"}}}})
-    typed = form_fields({"mode": "form", "message": "m", "requestedSchema": {"properties": {
-        "n": {"type": "number"}, "b": {"type": "boolean"}, "e": {"type": "string", "enum": ["a", "b"]}}}})
-    assert [f.kind for f in typed] == ["number", "boolean", "single"]
-    ids = [[o["optionId"] for o in b["options"]] for b in submissions(typed, session_id=SID, tool_call_id="t", key="k")]
-    assert ids == [["decline"], ["true", "false", "decline"], ["a", "b", "decline"]]
-    yes = {"state": "resolved", "outcome": {"option_id": "true", "answers": {"q": "Yes"}, "chosen": ["true"]}}
-    num = {"state": "resolved", "outcome": {"option_id": ANSWERED, "answers": {"q": "2.5"}, "chosen": []}}
-    b_ = {"state": "resolved", "outcome": {"option_id": "b", "answers": {"q": "b"}, "chosen": ["b"]}}
-    assert result(typed, [num, yes, b_])["content"] == {"n": 2.5, "b": True, "e": "b"}
-
-
-def test_a_question_without_choices_takes_any_words_but_decline() -> None:
-    from bot.acp.elicitation import form_fields, submissions
-
-    fields = form_fields({"mode": "form", "requestedSchema": {"properties": {"n": {"type": "integer"}}}})
-    body = submissions(fields, session_id=SID, tool_call_id="t", key="k")[0]
-    rec = replace(provisional(parse_submission(body), 0.0, 9.0), prompt_event_id="$p")
-    assert "Answer: a whole number, as a reply to this message" in prompt_content(rec)["body"]
-    got = ask(rec, "1")
-    assert isinstance(got, answers.Answer) and got.answer == "1"
-    assert isinstance(ask(rec, "many"), answers.Refusal)
-    declined = ask(rec, "decline")
-    assert isinstance(declined, answers.Answer) and declined.option_id == "decline"
-
-
 def test_a_rule_through_the_api_only_declines_a_question() -> None:
     from bot.inbox.decisions import NoFittingOption
     from bot.room.api_answers import settlement

@@ -11,7 +11,10 @@ its ``Host`` protocol), ``outcomes`` (what the agent is told), ``process`` (the 
 ``toolcalls`` (tool-call cache), ``sdk`` (acp.schema imported lean), ``daemon_client`` (the daemon's
 routes; DaemonBackoff),
 ``inflight`` (a submission unanswered at a cancel: the same body again, idempotent by key, to learn
-the record to cancel), ``log`` (the proxy's stderr logging).
+the record to cancel), ``log`` (the proxy's stderr logging), ``elicit`` (one ``elicitation/create``: its
+questions in the room, its copy at an elicitation-capable client, the first answer wins), ``forms`` (an
+elicitation's schema as questions, the answers as its content: pure), ``questions`` (one question as a
+daemon request).
 """
 
 from bot.acp import sdk  # noqa: F401 - first: acp.schema imported lean, before any module of ours uses it

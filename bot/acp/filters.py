@@ -61,6 +61,11 @@ def is_permission_request(msg: Any) -> bool:
     return isinstance(msg, dict) and msg.get("method") == "session/request_permission" and _is_request(msg)
 
 
+def is_elicitation(msg: Any) -> bool:
+    """An ``elicitation/create`` request (id, params object, no result or error)."""
+    return isinstance(msg, dict) and msg.get("method") == "elicitation/create" and _is_request(msg)
+
+
 def _is_request(msg: dict[str, Any]) -> bool:
     return "id" in msg and isinstance(msg.get("params"), dict) and "result" not in msg and "error" not in msg
 
@@ -106,7 +111,7 @@ class FromAgent:
         if is_permission_request(msg):
             self._loop.call_soon_threadsafe(proxy.on_permission_request, msg)
             return False
-        if method == "elicitation/create" and _is_request(msg):  # answered from the room, never the client's
+        if is_elicitation(msg):
             self._loop.call_soon_threadsafe(proxy.on_elicitation, msg)
             return False
         if method == "$/cancel_request" and "id" not in msg:
@@ -146,7 +151,8 @@ class FromClient:
         self._loop = loop
 
     def wants(self, data: bytes | bytearray) -> bool:
-        return may_matter(data, _CLIENT_WORDS) or (bool(self._proxy.forwarded) and _FWD_MARK in data)
+        ours = bool(self._proxy.forwarded or self._proxy.withdrawn_fwd)
+        return may_matter(data, _CLIENT_WORDS) or (ours and _FWD_MARK in data)
 
     def inspect(self, line: bytes | bytearray) -> bool:
         msg = loads(line)
@@ -158,12 +164,8 @@ class FromClient:
             if (sid := session_of(CancelNotification, params)) is not None:
                 _ask(self._loop, proxy.cancel_session(sid), proxy.cfg.cancel_budget + 3.0, "session/cancel")
             return True  # relayed after the raced requests were answered
-        if method == "initialize" and "id" in msg and isinstance(params, dict):
-            if _elicits(params):  # the client asks too: relayed as it is
-                proxy.client_elicitation = True
-            elif proxy.to_agent is not None:
-                proxy.to_agent.write(proxy.advertise_elicitation(msg))  # in order: this relay thread writes it
-                return False
+        if method == "initialize" and _is_request(msg):
+            return self._initialize(msg)
         if method == "session/close" and (sid := session_of(CloseSessionRequest, params)) is not None:
             self._loop.call_soon_threadsafe(proxy.on_session_close, sid)
             return True  # relayed as it is; the session's rules end beside it
@@ -175,7 +177,28 @@ class FromClient:
             if fut2 is not None:
                 self._loop.call_soon_threadsafe(_set_result, fut2, msg)
                 return False
+            if msg["id"] in proxy.withdrawn_fwd:  # the late reply to a copy withdrawn from the client
+                proxy.withdrawn_fwd.discard(msg["id"])
+                return False
         return True
+
+    def _initialize(self, msg: dict[str, Any]) -> bool:
+        """``initialize``: note the elicitation modes the client supports, and tell the agent it may use both
+        (the room answers them: :mod:`bot.acp.elicit`). The line goes on rewritten, in its place."""
+        proxy = self._proxy
+        caps = msg["params"].get("clientCapabilities")
+        caps = dict(caps) if isinstance(caps, dict) else {}
+        had = caps.get("elicitation")
+        had = dict(had) if isinstance(had, dict) else {}
+        proxy.client_elicitation = frozenset(m for m in ("form", "url") if isinstance(had.get(m), dict))
+        caps["elicitation"] = {**had, "form": had.get("form") if isinstance(had.get("form"), dict) else {},
+                               "url": had.get("url") if isinstance(had.get("url"), dict) else {}}
+        out = {**msg, "params": {**msg["params"], "clientCapabilities": caps}}
+        log.info("initialize: elicitation advertised to the agent", client_elicitation=sorted(proxy.client_elicitation))
+        if proxy.to_agent is None:
+            return True
+        proxy.to_agent.write(json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        return False
 
     def _note_cwd(self, msg: dict[str, Any], params: dict[str, Any]) -> None:
         """``session/new`` (cwd now, session id in the agent's answer) or ``session/load`` and kin."""
@@ -186,13 +209,6 @@ class FromClient:
             self._loop.call_soon_threadsafe(self._proxy.on_session, sid)  # a session loaded: ours to claim
         elif (key := id_key(msg.get("id"))) is not None:
             self._proxy.cwd_by_rpc[key] = cwd
-
-
-def _elicits(params: dict[str, Any]) -> bool:
-    """Whether an ``initialize`` already advertises elicitation in form and URL mode (then relayed unchanged)."""
-    caps = params.get("clientCapabilities")
-    el = caps.get("elicitation") if isinstance(caps, dict) else None
-    return isinstance(el, dict) and isinstance(el.get("form"), dict) and isinstance(el.get("url"), dict)
 
 
 def _set_result(fut: asyncio.Future[Any], value: Any) -> None:

@@ -16,6 +16,10 @@ from acp.schema import (
     CancelNotification,
     CancelRequestNotification,
     CloseSessionRequest,
+    CreateFormRequestElicitationRequest,
+    CreateFormSessionElicitationRequest,
+    CreateUrlRequestElicitationRequest,
+    CreateUrlSessionElicitationRequest,
     RequestPermissionRequest,
     SessionNotification,
     ToolCallProgress,
@@ -62,6 +66,30 @@ def parse(model: type[M], params: Any, *, strict: bool = False) -> M:
 def permission_request(params: Any) -> RequestPermissionRequest:
     """``session/request_permission`` params: sessionId, toolCall (toolCallId at least), options."""
     return parse(RequestPermissionRequest, params)
+
+
+Elicitation = (
+    CreateFormSessionElicitationRequest
+    | CreateFormRequestElicitationRequest
+    | CreateUrlSessionElicitationRequest
+    | CreateUrlRequestElicitationRequest
+)
+
+
+def elicitation_request(params: Any) -> Elicitation:
+    """``elicitation/create`` params: form mode (``requestedSchema``) or URL mode (``url``), tied to a session
+    (``sessionId``, optional ``toolCallId``) or to a request (``requestId``)."""
+    mode = params.get("mode") if isinstance(params, dict) else None
+    session = isinstance(params, dict) and "sessionId" in params
+    if mode == "form" and session:
+        return parse(CreateFormSessionElicitationRequest, params)
+    if mode == "form":
+        return parse(CreateFormRequestElicitationRequest, params)
+    if mode == "url" and session:
+        return parse(CreateUrlSessionElicitationRequest, params)
+    if mode == "url":
+        return parse(CreateUrlRequestElicitationRequest, params)
+    raise BadMessage('mode: expected "form" or "url"')
 
 
 def session_of(model: type[CancelNotification] | type[CloseSessionRequest], params: Any) -> str | None:

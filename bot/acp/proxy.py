@@ -22,9 +22,9 @@ import structlog
 from acp.schema import CancelRequestNotification
 
 from bot.acp import outcomes
-from bot.acp.ask_form import FormRequest
 from bot.acp.config import ProxyConfig
 from bot.acp.daemon_client import DaemonClient, DaemonError
+from bot.acp.elicit import Elicitation
 from bot.acp.ids import FWD_PREFIX, id_key
 from bot.acp.messages import withdrawn_id
 from bot.acp.relay import FdSink, in_thread
@@ -48,9 +48,11 @@ class Proxy:
         self.used_keys: dict[str, str] = {}  # session id -> the key of a request of it the daemon took
         self.cache = ToolCallCache()
         self.daemon = DaemonClient(cfg.url, cfg.token)
-        self.requests: dict[int, Request | FormRequest] = {}
-        self.client_elicitation: bool | None = None  # whether the client advertised elicitation (initialize)
+        self.requests: dict[int, Request] = {}
         self.forwarded: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.elicitations: dict[int, Elicitation] = {}
+        self.client_elicitation: frozenset[str] = frozenset()  # the modes the client advertised (initialize)
+        self.withdrawn_fwd: set[str] = set()  # ids of copies withdrawn from the client: their replies are dropped
         # working directories: by the id of a session/new not answered yet, then by session id
         self.cwd_by_rpc: dict[tuple[str, Any], str] = {}
         self.cwd_by_session: dict[str, str] = {}
@@ -73,41 +75,43 @@ class Proxy:
         req.task = asyncio.create_task(req.run())
         req.task.add_done_callback(lambda _t: self.requests.pop(req.n, None))
 
-    def on_elicitation(self, msg: dict[str, Any]) -> None:
-        """Take an ``elicitation/create`` off the relay: its questions go to the room (bot.acp.ask_form)."""
+    def next_n(self) -> int:
+        """The next request number of this run (its key's suffix)."""
         self._n += 1
-        form = FormRequest(self, msg, self._n)
-        self.requests[form.n] = form
-        form.log.info("elicitation from agent", client_has_it=bool(self.client_elicitation))
-        form.task = asyncio.create_task(form.run())
-        form.task.add_done_callback(lambda _t: self.requests.pop(form.n, None))
+        return self._n
 
-    def advertise_elicitation(self, msg: dict[str, Any]) -> bytes:
-        """The client's ``initialize`` with ``elicitation: {form, url}`` in its capabilities (whatever it said):
-        the agent may ask questions, the room answers them. Notes what the client said."""
-        params = dict(msg["params"])
-        caps = params.get("clientCapabilities")
-        caps = dict(caps) if isinstance(caps, dict) else {}
-        self.client_elicitation = bool(caps.get("elicitation"))  # noted, not yet used: the room answers it all
-        caps["elicitation"] = {"form": {}, "url": {}}
-        params["clientCapabilities"] = caps
-        return _dump({**msg, "params": params})
+    def on_elicitation(self, msg: dict[str, Any]) -> None:
+        """Take an ``elicitation/create`` off the relay: the room asks it (:mod:`bot.acp.elicit`)."""
+        e = Elicitation(self, msg, self.next_n())
+        self.elicitations[e.n] = e
+        e.log.info("elicitation from agent", questions=len(e.form.asks) if e.form else 0)
+        e.task = asyncio.create_task(e.run())
+        e.task.add_done_callback(lambda _t: self.elicitations.pop(e.n, None))
 
     async def cancel_session(self, session_id: str) -> None:
         """The client cancelled a turn: cancel the session's pending requests; return once each is answered."""
         hit = [r for r in self.requests.values() if r.session_id == session_id and r.task and not r.task.done()]
-        if not hit:
+        forms = [e for e in self.elicitations.values() if e.session_id == session_id and not e.done]
+        if not hit and not forms:
             return
-        log.info("session/cancel: cancelling pending requests", session_id=session_id, count=len(hit))
+        log.info("session/cancel: cancelling pending requests", session_id=session_id, count=len(hit) + len(forms))
         for r in hit:
             r.cancel("client")
-        await asyncio.wait([r.task for r in hit if r.task is not None], timeout=self.cfg.cancel_budget + 2.0)
+        for e in forms:
+            e.cancel("client", "the agent's turn was cancelled")
+        tasks = [t for t in [*(r.task for r in hit), *(e.task for e in forms)] if t is not None]
+        await asyncio.wait(tasks, timeout=self.cfg.cancel_budget + 2.0)
 
     async def on_cancel_request(self, params: Any) -> bool:
         """``$/cancel_request`` from the agent: withdraw the permission request it names. True when taken."""
         key = id_key(withdrawn_id(params))
         if key is None:
             return False
+        form = next((e for e in self.elicitations.values() if id_key(e.rpc_id) == key), None)
+        if form is not None:
+            form.log.info("$/cancel_request: the agent withdraws its elicitation")
+            form.cancel("agent", outcomes.WITHDRAWN)
+            return True
         req = next((r for r in self.requests.values() if id_key(r.rpc_id) == key), None)
         if req is None:
             return False  # not one of ours: it goes to the client unchanged
@@ -221,9 +225,14 @@ class Proxy:
         """Cancel every pending request (bounded); forwarded ones are answered cancelled."""
         budget = self.cfg.shutdown_budget
         reqs = [r for r in self.requests.values() if not r.done]
+        forms = [e for e in self.elicitations.values() if not e.done]
+        for e in forms:
+            e.cancel(by, f"the {by} went away", budget, answer=answer)
         for fwd_id, fut in list(self.forwarded.items()):
             if not fut.done():
                 fut.set_result({"jsonrpc": "2.0", "id": fwd_id, "result": outcomes.cancelled()})
+        if forms:
+            await asyncio.wait([e.task for e in forms if e.task is not None], timeout=budget + 3.0)
         if not reqs:
             return
         log.info("cancelling pending requests", count=len(reqs), by=by)
@@ -247,6 +256,9 @@ class Proxy:
         for r in list(self.requests.values()):
             if r.task is not None:
                 r.task.cancel()
+        for e in list(self.elicitations.values()):
+            if e.task is not None:
+                e.task.cancel()
         if self.to_agent is not None:
             in_thread(self.to_agent.close)  # not awaited: it may wait on a write that never ends
         if self.to_client is not None:

@@ -105,6 +105,9 @@ class Request:
             self.cancel_budget = budget
         self._cancel.set()
 
+    def on_submitted(self) -> None:
+        """The daemon holds the request now (a hook for :mod:`bot.acp.questions`)."""
+
     def body(self) -> dict[str, Any]:
         """The daemon submission: the params as sent, plus key, label, cwd and toolCallContext ({} when invalid)."""
         if self.acp is None:
@@ -193,6 +196,7 @@ class Request:
         except DaemonRefused as e:
             return await self._fallback(f"daemon refused the request ({e})")
         self.record_id = rec["id"]
+        self.on_submitted()
         if self.session_id is not None:
             self.proxy.used_keys[self.session_id] = self.key
         self.log.info(

@@ -17,6 +17,7 @@ from bot.answers.outcomes import answer, incomplete, not_pending, show, unparsab
 from bot.answers.text import NoSuchNumber, Pick, norm, parse
 from bot.events.kinds import ANSWERED, as_number, joined
 
+_NUMERIC = re.compile(r"[#+-]?[0-9]", re.ASCII)
 _NUMBERS = re.compile(r"#?[0-9]{1,6}[.)]?(?:[ \t]+#?[0-9]{1,6}[.)]?)+", re.ASCII)
 
 

@@ -20,6 +20,9 @@ from typing import Any
 from aiohttp import web
 
 RUN = re.compile(r"RUN: ([^\n\"\\]+)")
+ASK = re.compile(r"ASK: (\{.*\})")  # the model calls AskUserQuestion with this JSON input
+PLAN = re.compile(r"PLAN: ([^\n]+)")  # plan mode: the model enters it, writes its plan, asks to exit
+PLAN_FILE = re.compile(r"(/[^\s\"'`\\]*/\.claude/plans/[A-Za-z0-9._-]+\.md)")
 DONE_TEXT = "Done."
 
 
@@ -33,6 +36,8 @@ class ModelApi:
     """The server; ``url`` once started."""
 
     requests: list[dict[str, Any]] = field(default_factory=list)
+    tool_results: list[str] = field(default_factory=list)  # the text of each tool_result the model was sent
+    _seen: set[Any] = field(default_factory=set)
     url: str = ""
     proxy_url: str = ""
     _runner: web.AppRunner | None = None
@@ -83,14 +88,18 @@ class ModelApi:
         has_result = isinstance(last_content, list) and any(
             isinstance(b, dict) and b.get("type") == "tool_result" for b in last_content
         )
-        cmd = _command(json.dumps(messages[:1]))
-        if "Bash" in tools and cmd and not has_result and not _anthropic_tool_used(messages):
+        for m in messages:  # every tool result the model has been sent, once each
+            for b in m.get("content") if isinstance(m.get("content"), list) else []:
+                if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") not in self._seen:
+                    self._seen.add(b.get("tool_use_id"))
+                    self.tool_results.append(_text_of(b))
+        call = _next_tool(messages, tools, body, has_result)
+        if call is not None:
+            name, tool_input = call
             blocks: list[dict[str, Any]] = [
-                {"type": "tool_use", "id": f"toolu_{len(self.requests)}", "name": "Bash", "input": {}}
+                {"type": "tool_use", "id": f"toolu_{len(self.requests)}", "name": name, "input": {}}
             ]
-            deltas = [
-                {"type": "input_json_delta", "partial_json": json.dumps({"command": cmd, "description": "Touch"})}
-            ]
+            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(tool_input)}]
             stop = "tool_use"
             self._log(request, "tool_use")
         else:
@@ -101,7 +110,7 @@ class ModelApi:
         model = body.get("model", "claude")
         if not body.get("stream"):
             content = [
-                {**blocks[0], "input": {"command": cmd}} if stop == "tool_use" else {"type": "text", "text": DONE_TEXT}
+                {**blocks[0], "input": tool_input} if stop == "tool_use" else {"type": "text", "text": DONE_TEXT}
             ]
             return web.json_response(
                 {
@@ -179,13 +188,84 @@ class ModelApi:
         return resp
 
 
-def _anthropic_tool_used(messages: list[Any]) -> bool:
-    return any(
-        m.get("role") == "assistant"
-        and isinstance(m.get("content"), list)
-        and any(isinstance(b, dict) and b.get("type") == "tool_use" for b in m["content"])
+def _next_tool(
+    messages: list[Any], tools: set[Any], body: dict[str, Any], has_result: bool
+) -> tuple[str, dict[str, Any]] | None:
+    """The tool call the model makes next, or None (a text answer ends the turn).
+
+    ``RUN: cmd``: Bash once. ``ASK: {json}``: AskUserQuestion once. ``PLAN: title``: plan mode's flow
+    (EnterPlanMode, the plan written to the plan file its reminder names, ExitPlanMode), then done."""
+    used = _tools_used(messages)
+    plan = PLAN.search(_first_text(messages))
+    if plan is not None:
+        text = f"# Plan\n\n1. {plan.group(1).strip()}\n2. Run the tests\n"
+        if not used:
+            return "EnterPlanMode", {}
+        if used[-1] == "EnterPlanMode":
+            path = PLAN_FILE.search(json.dumps(messages) + json.dumps(body.get("system")))
+            if path is not None:
+                return "Write", {"file_path": path.group(1), "content": text}
+            return "ExitPlanMode", {"plan": text}
+        if used[-1] == "Write":
+            return "ExitPlanMode", {}
+        return None
+    if used or has_result:
+        return None
+    ask = _ask(messages[:1])
+    if "AskUserQuestion" in tools and ask is not None:
+        return "AskUserQuestion", ask
+    cmd = _command(json.dumps(messages[:1]))
+    if "Bash" in tools and cmd:
+        return "Bash", {"command": cmd, "description": "Touch"}
+    return None
+
+
+def _tools_used(messages: list[Any]) -> list[str]:
+    return [
+        str(b.get("name"))
         for m in messages
-    )
+        if m.get("role") == "assistant" and isinstance(m.get("content"), list)
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_use"
+    ]
+
+
+def _first_text(messages: list[Any]) -> str:
+    content = messages[0].get("content") if messages else None
+    texts = [content] if isinstance(content, str) else [
+        b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+    out = []
+    for t in texts:
+        try:
+            t = json.loads(t) if t.startswith('"') else t  # a prompt the scripted client sent JSON-quoted
+        except ValueError:
+            pass
+        out.append(str(t))
+    return "\n".join(out)
+
+
+def _ask(messages: list[Any]) -> dict[str, Any] | None:
+    """The AskUserQuestion input the first user message names after ``ASK: `` (one JSON object), or None."""
+    for m in messages:
+        content = m.get("content")
+        texts = [content] if isinstance(content, str) else [
+            b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+        for t in texts:
+            try:
+                t = json.loads(t) if t.startswith('"') else t  # a prompt the scripted client sent JSON-quoted
+            except ValueError:
+                pass
+            if isinstance(t, str) and (found := ASK.search(t)) is not None:
+                got = json.loads(found.group(1))
+                return got if isinstance(got, dict) else None
+    return None
+
+
+def _text_of(block: dict[str, Any]) -> str:
+    c = block.get("content")
+    if isinstance(c, str):
+        return c
+    return "".join(b.get("text", "") for b in c or [] if isinstance(b, dict))
 
 
 def _gemini_text(body: dict[str, Any]) -> str:

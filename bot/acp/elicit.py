@@ -1,0 +1,251 @@
+"""One ``elicitation/create`` from the agent, from arrival to its answer (:class:`Elicitation`).
+
+The form's questions (:mod:`bot.acp.forms`) go to the room, one daemon request each
+(:class:`bot.acp.questions.QuestionRequest`), submitted in the form's order; the agent gets
+``{"action": "accept", "content": {...}}`` once every one is answered, ``decline`` as soon as one is
+declined, ``cancel`` when one times out, the turn is cancelled (``session/cancel``), the agent withdraws the
+request (``$/cancel_request``) or the proxy's run ends. A number that is not one is asked again (with why),
+up to :data:`TRIES` times, then the form is declined. Whatever ends the form withdraws the questions still
+open, so their prompts say so.
+
+When the client advertised elicitation (for this mode) it gets the request too, under a fresh id; the first
+answer wins: the client's reply goes to the agent as it is and the room's questions are withdrawn (an error
+reply is no answer: the room still may give one), or the
+room's answer goes and the client's request is withdrawn with ``$/cancel_request`` (its late reply dropped).
+A form the room cannot ask (not ACP, a required field of an unknown kind) is left to such a client, else
+declined; so is one whose questions the daemon refused or could not take.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, Protocol
+
+import structlog
+
+from bot.acp import forms, messages
+from bot.acp.ids import FWD_PREFIX
+from bot.acp.questions import QuestionRequest
+from bot.acp.relay import FdSink, in_thread
+from bot.acp.request import Host
+
+log = structlog.get_logger("bot.acp")
+
+TRIES = 3  # a number question is asked at most this many times
+ACCEPT, DECLINE, CANCEL = "accept", "decline", "cancel"
+
+
+def action(what: str, content: dict[str, Any] | None = None) -> dict[str, Any]:
+    """An ACP ``CreateElicitationResponse`` result."""
+    return {"action": what, "content": content} if content is not None else {"action": what}
+
+
+def _dump(msg: Any) -> bytes:
+    return (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+
+
+class FormHost(Host, Protocol):
+    """What an elicitation needs of the proxy (:class:`bot.acp.proxy.Proxy` is one)."""
+
+    fwd_id: str
+    client_elicitation: frozenset[str]
+    to_client: FdSink | None
+    forwarded: dict[str, asyncio.Future[dict[str, Any]]]
+    withdrawn_fwd: set[str]
+
+    def next_n(self) -> int: ...
+
+    def relay_to_client(self, data: bytes) -> None: ...
+
+
+class Elicitation:
+    """One elicitation: its questions in the room, its copy at the client, its answer to the agent."""
+
+    def __init__(self, proxy: FormHost, msg: dict[str, Any], n: int) -> None:
+        self.proxy = proxy
+        self.msg = msg
+        self.n = n
+        self.rpc_id: Any = msg["id"]
+        params = msg["params"]
+        self.mode = params.get("mode") if isinstance(params.get("mode"), str) else None
+        self.session_id: str | None = None
+        self.form: forms.Form | None = None
+        tool_call_id: str | None = None
+        request_id: Any = None
+        self.invalid: str | None = None
+        try:
+            req = messages.elicitation_request(params)
+            self.session_id = getattr(req, "session_id", None)
+            tool_call_id = getattr(req, "tool_call_id", None)
+            request_id = getattr(req, "request_id", None)
+            if self.mode == "form":
+                self.form = forms.form_of(params.get("requestedSchema"))
+            else:
+                self.form = forms.url_form(req.message, str(params.get("url")))
+        except (messages.BadMessage, forms.BadForm) as e:
+            self.invalid = str(e)
+        where = self.session_id or f"request:{request_id}"
+        self.room_session = where  # the daemon needs a session: a request-scoped one is named after its request
+        self.tool_call_id = tool_call_id or f"elicitation-{proxy.fwd_id}-{n}"
+        self.questions: list[QuestionRequest] = []
+        self.fwd: str | None = None  # the id the client holds it under
+        self.done = False
+        self.answer_agent = True
+        self.cancel_by = "client"
+        self.cancel_feedback = "the agent's turn was cancelled"
+        self.budget = proxy.cfg.cancel_budget
+        self._cancel = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.log = log.bind(rpc_id=self.rpc_id, session_id=self.session_id, elicitation=n, mode=self.mode)
+
+    def cancel(self, by: str, feedback: str, budget: float | None = None, *, answer: bool = True) -> None:
+        """End it: the agent gets ``cancel`` (when ``answer``), the questions and the client's copy withdrawn."""
+        if self.done or self._cancel.is_set():
+            return
+        self.cancel_by, self.cancel_feedback, self.answer_agent = by, feedback, answer
+        if budget is not None:
+            self.budget = budget
+        self._cancel.set()
+
+    async def run(self) -> None:
+        try:
+            reply = await self._resolve()
+        except Exception:
+            self.log.exception("elicitation failed; answering cancel")
+            reply = {"result": action(CANCEL)}
+        self.done = True
+        if self.answer_agent:
+            await self.proxy.send_agent({"jsonrpc": "2.0", "id": self.rpc_id, **reply})
+        self.log.info("elicitation answered", outcome=(reply.get("result") or {}).get("action", "error"))
+
+    def _client_may(self) -> bool:
+        return self.mode in self.proxy.client_elicitation and self.proxy.to_client is not None
+
+    async def _resolve(self) -> dict[str, Any]:
+        """The JSON-RPC reply for the agent, without its id: ``{"result": ...}`` or the client's ``error``."""
+        if self.invalid is not None:
+            self.log.warning("elicitation the room cannot ask", reason=self.invalid)
+        room = asyncio.ensure_future(self._room()) if self.form is not None and self.invalid is None else None
+        client = asyncio.ensure_future(self._client()) if self._client_may() else None
+        stop = asyncio.ensure_future(self._cancel.wait())
+        waiting: set[asyncio.Future[Any]] = {t for t in (room, client, stop) if t is not None}
+        try:
+            while room is not None or client is not None:
+                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if stop in done:
+                    self.log.info("elicitation cancelled", by=self.cancel_by)
+                    await self._withdraw_room(room, self.cancel_by, self.cancel_feedback)
+                    await self._withdraw_client(client)
+                    return {"result": action(CANCEL)}
+                if client is not None and client in done:
+                    reply = client.result()
+                    client = None
+                    if "result" in reply or room is None:
+                        self.log.info("the client answered the elicitation first")
+                        await self._withdraw_room(room, "client", "answered in the editor")
+                        return {k: reply[k] for k in ("result", "error") if k in reply} or {"result": action(CANCEL)}
+                    self.log.info("the client could not take the elicitation; the room still may answer")
+                if room is not None and room in done:
+                    result = room.result()
+                    room = None
+                    if result is None and client is not None:
+                        continue  # the room could not ask it: the client still may answer
+                    await self._withdraw_client(client)
+                    return {"result": result or action(DECLINE)}
+            return {"result": action(DECLINE)}
+        finally:
+            stop.cancel()
+
+    # ---- the room
+
+    def _ask(self, ask: forms.Ask, index: int, count: int, note: str = "") -> QuestionRequest:
+        n = self.proxy.next_n()
+        body = forms.question_body(
+            ask,
+            session_id=self.room_session,
+            tool_call_id=f"{self.tool_call_id}#{ask.key}" + (f"#{n}" if note else ""),
+            index=index,
+            count=count,
+            note=note,
+        )
+        q = QuestionRequest(self.proxy, body, n)
+        self.questions.append(q)
+        q.task = asyncio.create_task(q.run())
+        return q
+
+    async def _room(self) -> dict[str, Any] | None:
+        """The form answered in the room: the result for the agent, or None when the room could not ask it."""
+        assert self.form is not None
+        asks = self.form.asks
+        open_: dict[asyncio.Task[None], tuple[int, forms.Ask, QuestionRequest, int]] = {}
+        for i, ask in enumerate(asks, 1):
+            q = self._ask(ask, i, len(asks))
+            assert q.task is not None
+            open_[q.task] = (i, ask, q, 1)
+            await q.submitted.wait()  # posted in the form's order
+        content: dict[str, Any] = {}
+        while open_:
+            done, _ = await asyncio.wait(set(open_), return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                i, ask, q, tries = open_.pop(t)
+                if q.failure is not None:
+                    await self._withdraw_room(None, "agent", "the question could not be asked")
+                    return None
+                rec = await q.record()
+                got = forms.answered(rec) if rec is not None else forms.Answered(None, (), None)
+                if got.option_id is None or got.option_id == forms.DECLINE:
+                    what = CANCEL if got.option_id is None else DECLINE
+                    why = "another question of the form was declined" if what == DECLINE else "the form was cancelled"
+                    await self._withdraw_room(None, "agent", why)
+                    return action(what)
+                value = forms.value_of(ask, got)
+                if isinstance(value, str):
+                    if tries >= TRIES:
+                        self.log.info("no usable answer; declining the form", question=ask.key, tries=tries)
+                        await self._withdraw_room(None, "agent", "no usable answer was given")
+                        return action(DECLINE)
+                    again = self._ask(ask, i, len(asks), note=f"⚠ {value}: please answer again.")
+                    assert again.task is not None
+                    open_[again.task] = (i, ask, again, tries + 1)
+                    continue
+                content.update(value)
+        return action(ACCEPT) if self.mode == "url" else action(ACCEPT, content)
+
+    async def _withdraw_room(self, room: asyncio.Future[Any] | None, by: str, feedback: str) -> None:
+        if room is not None and not room.done():
+            room.cancel()
+        live = [q for q in self.questions if not q.done]
+        for q in live:
+            q.withdraw(by, feedback, self.budget)
+        tasks = [q.task for q in live if q.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.budget + 2.0)
+
+    # ---- the client
+
+    async def _client(self) -> dict[str, Any]:
+        """The request at the client under a fresh id; its reply (a JSON-RPC message)."""
+        proxy = self.proxy
+        assert proxy.to_client is not None
+        self.fwd = f"{FWD_PREFIX}{proxy.fwd_id}:e{self.n}"
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        proxy.forwarded[self.fwd] = fut
+        try:
+            await in_thread(proxy.to_client.write, _dump({**self.msg, "id": self.fwd}))
+            return await fut
+        finally:
+            proxy.forwarded.pop(self.fwd, None)
+
+    async def _withdraw_client(self, client: asyncio.Future[Any] | None) -> None:
+        """``$/cancel_request`` to the client for its copy (its late reply is dropped)."""
+        if client is None or self.fwd is None:
+            return
+        if not client.done():
+            client.cancel()
+        self.proxy.withdrawn_fwd.add(self.fwd)
+        note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": self.fwd}}
+        try:
+            await in_thread(self.proxy.relay_to_client, _dump(note))
+        except OSError as e:
+            self.log.info("could not withdraw the client's copy", error=str(e) or type(e).__name__)

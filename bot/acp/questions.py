@@ -1,0 +1,80 @@
+"""One question of an elicitation's form as a daemon request (:class:`QuestionRequest`).
+
+A :class:`bot.acp.request.Request` whose params the proxy wrote (:func:`bot.acp.forms.question_body`), not the
+agent: submitted, long-polled, cancelled and re-submitted exactly as a permission request is, but its result
+is kept for the form (:mod:`bot.acp.elicit`) instead of being sent to the agent, and a refusal or an
+unreachable daemon is a failure of the room, not a fallback answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import structlog
+
+from bot.acp.daemon_client import DaemonError
+from bot.acp.request import Host, Request
+
+log = structlog.get_logger("bot.acp")
+
+
+class QuestionRequest(Request):
+    """One question in the room: its record, once settled, is :meth:`record`."""
+
+    def __init__(self, proxy: Host, body: dict[str, Any], n: int) -> None:
+        super().__init__(proxy, {"id": f"question:{n}", "params": body}, n)
+        self.acp = None
+        self.invalid = None  # the proxy's own params: a question's choices are not ACP permission options
+        self.session_id = str(body["sessionId"])
+        self.tool_call_id = str(body["toolCall"]["toolCallId"])
+        self.log = log.bind(question=n, session_id=self.session_id, tool_call_id=self.tool_call_id)
+        self.submitted = asyncio.Event()  # the daemon holds it (or it ended first)
+        self.failure: str | None = None
+        self.result: dict[str, Any] | None = None
+        self.submission = self.body()
+
+    def on_submitted(self) -> None:
+        self.submitted.set()
+
+    def body(self) -> dict[str, Any]:
+        body = dict(self.params)
+        body["key"] = self.key
+        if self.proxy.cfg.label:
+            body["label"] = self.proxy.cfg.label
+        cwd = self.proxy.cwd_by_session.get(self.session_id or "")
+        if cwd:
+            body["cwd"] = cwd
+        return body
+
+    def withdraw(self, by: str, feedback: str, budget: float | None = None) -> None:
+        """Cancel it in the daemon (the prompt is edited to say why), unless it is settled."""
+        self.cancel(by, budget)
+        if self._cancel.is_set() and not self.done:
+            self.cancel_feedback = feedback
+
+    async def run(self) -> None:
+        try:
+            self.result = await self._resolve()
+        except Exception:
+            self.log.exception("question failed")
+            self.failure = "the question failed"
+        self.done = True
+        self.submitted.set()
+
+    async def _fallback(self, why: str) -> dict[str, Any] | None:
+        self.failure = why
+        self.log.warning("question not asked in the room", reason=why)
+        return None
+
+    async def record(self) -> dict[str, Any] | None:
+        """The settled record (read again when a cancel found it answered first), or None."""
+        if self.settled_rec is not None:
+            return self.settled_rec
+        if self.record_id is None:
+            return None
+        try:
+            return await self.proxy.daemon.get(self.record_id, digest=self.digest)
+        except DaemonError as e:
+            self.log.warning("could not read the question's record", error=str(e))
+            return None
