@@ -219,11 +219,13 @@ async def test_real_claude_code_gets_the_rooms_answers(station: Any, ask_model: 
                                                        sid: str) -> None:
     """Claude Code 2.1.44 (SDK host mode) asks a two-question AskUserQuestion (one multi-select); the product's
     hook posts both; alice answers one in her own words and one by labels; the model reads exactly those."""
+    await station.alice.follow()
+    start = station.alice.mark()  # other tests of the shared station ask the same question: only this one's
     proc = await sdk_host_run(station, ask_model, tmp_path)
     try:
         first = await station.alice.wait(lambda e: station.is_prompt(e) and e["content"].get("request_seq") == 1
                                           and e["content"].get("tool_kind") == "question"
-                                          and "Which database" in e["content"].get("title", ""), 90)
+                                          and "Which database" in e["content"].get("title", ""), 90, start=start)
         assert first, "no question prompt"
         session = first["content"]["session_id"]
         second = await station.prompt_for(session, seq=2)
