@@ -257,13 +257,15 @@ async def test_real_claude_code_plan_through_the_hook(station: Any, tmp_path: Pa
     """Claude Code 2.1.44 in plan mode calls ExitPlanMode; the hook posts the plan; alice approves it (the hook
     echoes the input) or keeps planning with feedback (the model reads exactly her words)."""
     api = await PlanToolModel().start()
+    await station.alice.follow()
+    start = station.alice.mark()  # other tests of the shared station post plans too: only this one's
     proc = await sdk_host_run(station, api, tmp_path, "--permission-mode", "plan")
     try:
         p = await station.alice.wait(lambda e: station.is_prompt(e) and e["content"].get("tool_kind") == "switch_mode"
                                      and "│ 2. Run the tests" in e["content"].get("body", "")
                                      and "Agent: claude-code" in e["content"].get("body", "")  # the hook's
                                      and e["content"].get("request_id", "").endswith(":1")
-                                     and e["event_id"] not in seen, 90)
+                                     and e["event_id"] not in seen, 90, start=start)
         assert p, f"no plan prompt; model calls {api.requests}"
         seen.add(p["event_id"])
         await station.alice.text(answer, reply_to=p["event_id"])
