@@ -27,7 +27,8 @@ from bot.matrix.vault import VAULT_KEY, archive_of, unpack
 from tests.support.postgres import PgCluster, kv_value
 from tests.support.station import request_body
 
-TABLES = ("requests", "seq", "handled", "kv", "reactions", "parked", "harness_links", "timeline", "session_rules")
+TABLES = ("requests", "seq", "handled", "kv", "reactions", "parked", "harness_links", "timeline", "session_rules",
+          "daemon_leases")
 
 
 async def _fill(path: Path) -> dict[str, str]:
@@ -140,7 +141,9 @@ async def test_an_older_folder_is_brought_up_to_date_first(tmp_path: Path, pg_ur
     src = sqlite3.connect(path)
     src.execute("UPDATE schema_versions SET version=$1 WHERE name='inbox'".replace("$1", str(LATEST - 1)))
     src.execute(f"PRAGMA user_version = {LATEST - 1}")
-    src.execute("ALTER TABLE requests DROP COLUMN post_held")  # as the step before the last left it
+    src.execute("DROP INDEX requests_held")  # as the step before the last left it
+    src.execute("DROP TABLE daemon_leases")
+    src.execute("ALTER TABLE requests DROP COLUMN held_by")
     src.commit()
     src.close()
     copied = await migrate(path, pg_url)

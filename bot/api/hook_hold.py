@@ -4,7 +4,8 @@ Used by ``POST /hooks/claude-code`` (and ``/hooks/codex``), which both the CLIs'
 `permission-bot hook` call. A hook that goes away before an answer (the terminal answered, the
 hook timed out, the process was killed: its connection closes) withdraws its request: it is
 settled cancelled, the prompt is edited to say the hook went away (:data:`GONE`), later answers
-get a notice.
+get a notice. A request whose daemon went away is withdrawn by ``bot.service.hook_leases``: each
+daemon owns the hooks it holds (``requests.held_by``).
 
 One front door per agent: under an SDK host (the ACP adapter) Claude Code asks the host and the
 PermissionRequest hook at once. When a pending request of the same session with the same tool
@@ -26,6 +27,7 @@ from bot.hooks.models import Cli, HookInput, parse_hook_input
 from bot.hooks.output import decision
 from bot.hooks.translate import build_submission
 from bot.inbox.record import Record
+from bot.service.hook_leases import withdrawn_by
 
 if TYPE_CHECKING:
     from bot.service.daemon import Daemon
@@ -38,13 +40,7 @@ TICK = 1.0  # how often a held request looks for its hook's connection and a twi
 
 GONE = "withdrawn: the hook went away (its CLI stopped, answered in its terminal or timed out)"
 """Why a request whose hook stopped waiting was cancelled: nobody answered it here."""
-RESTARTED = "withdrawn: the daemon restarted while the hook waited, so no answer could reach it"
 TWIN = "withdrawn: the same request came through ACP, whose prompt decides"
-
-
-def withdrawn_by(cli: str) -> str:
-    """The ``answered_by`` of a request its hook withdrew (the reason goes in the feedback)."""
-    return f"{cli} hook"
 
 
 async def _twin(daemon: Daemon, inp: HookInput, room: str = "default") -> Record | None:
@@ -86,7 +82,7 @@ async def hold(
         log.info("hook_defers_to_other_door", request_id=twin.id, session_id=inp.session_id)
         return None, None
     body = build_submission(cli, inp, key=KEY_PREFIX + secrets.token_hex(16))
-    rec, _ = await daemon.submit(body, submitted_by=submitted_by)
+    rec, _ = await daemon.submit(body, submitted_by=submitted_by, held=True)  # this daemon holds it
     try:
         while rec.pending:
             if gone():
@@ -100,13 +96,3 @@ async def hold(
         await asyncio.shield(_withdraw(daemon, rec, withdrawn_by(cli), GONE))
         raise
     return decision(cli, inp, rec.to_api()), rec.digest
-
-
-async def withdraw_orphans(daemon: Daemon) -> int:
-    """At start: withdraw pending hook requests; no hook can still be waiting on them. Returns how many."""
-    n = 0
-    for rec in await daemon.inbox.pending():
-        if (rec.key or "").startswith(KEY_PREFIX):
-            await _withdraw(daemon, rec, withdrawn_by(rec.label or "a"), RESTARTED)
-            n += 1
-    return n

@@ -20,18 +20,21 @@ class Requests(InboxBase):
 
     async def submit(
         self, sub: Submission, now: float, timeout: float, submitted_by: str | None = None, *, hold_post: bool = False,
-        room: str = "default",
+        room: str = "default", held_by: str | None = None,
     ) -> tuple[Record, bool]:
         """Store a new request with the next seq of its session; idempotent on (session, key): the same
         body again gives the stored record, another body :class:`KeyConflict`.
 
         ``submitted_by`` names the API token that submitted it. ``hold_post``: a new request is not posted
         until ``release_post`` (its rules are applied first, so a rule-settled one is never posted early).
-        ``room``: the station room it goes to (chosen by the caller from the submitting credential)."""
+        ``room``: the station room it goes to (chosen by the caller from the submitting credential).
+        ``held_by``: the holder id of the daemon a hook waits on for it (bot.inbox.holds)."""
         async with self._tx() as db:
             rec, created = await self.insert(db, sub, now, timeout, submitted_by, room=room)
             if created and hold_post:
                 await self.hold_post(db, rec.id)
+            if created and held_by is not None:
+                await db.execute("UPDATE requests SET held_by=$1 WHERE id=$2", held_by, rec.id)
             if created:
                 await self._notify(db, "request", rec.id)
         if created:

@@ -91,6 +91,19 @@ async def _v11_sqlite(db: Connection) -> None:
         await db.execute("ALTER TABLE requests ADD COLUMN post_held INTEGER NOT NULL DEFAULT 0")
 
 
+HOOK_HOLDERS = (
+    "UPDATE requests SET held_by='' WHERE state='pending' AND key LIKE 'hook-%' AND held_by IS NULL;"
+    " CREATE INDEX IF NOT EXISTS requests_held ON requests (held_by) WHERE held_by IS NOT NULL AND state='pending';"
+    " CREATE TABLE IF NOT EXISTS daemon_leases (holder TEXT PRIMARY KEY, heartbeat {REAL} NOT NULL)"
+)
+
+
+async def _hook_holders_sqlite(db: Connection) -> None:
+    if "held_by" not in await _columns(db, "requests"):  # a version set back by hand may have it already
+        await db.execute("ALTER TABLE requests ADD COLUMN held_by TEXT")
+    await db.script(db.dialect.ddl(HOOK_HOLDERS))
+
+
 STEPS: list[Step] = [
     both("first release", V1_DDL),
     Step(
@@ -160,6 +173,14 @@ STEPS: list[Step] = [
     # database: on a shared PostgreSQL database the leader posts what a standby's API took.
     Step(
         "post_held", _v11_sqlite, "ALTER TABLE requests ADD COLUMN IF NOT EXISTS post_held INTEGER NOT NULL DEFAULT 0"
+    ),
+    # Hook holders (issue 32, item 5): the daemon holding a hook's request live (requests.held_by, its holder
+    # id; '' for one held before this step, whose holder is unknown) and each daemon's lease (database clock),
+    # so a daemon withdraws only what a gone daemon held (bot.service.hook_leases), found by an index.
+    Step(
+        "hook holders",
+        _hook_holders_sqlite,
+        "ALTER TABLE requests ADD COLUMN IF NOT EXISTS held_by TEXT; " + HOOK_HOLDERS,
     ),
 ]
 LATEST = len(STEPS)

@@ -31,6 +31,7 @@ from bot.room.answers import RoomAnswers
 from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
+from bot.service.hook_leases import HookLeases
 from bot.service.leadership import Leadership
 from bot.service.metrics import Metrics, export_figures
 from bot.service.rooms import RoomFigures, Rooms
@@ -88,6 +89,7 @@ class Daemon:
         self.across = Across(self.inbox)  # LISTEN for other daemons' changes (PostgreSQL only)
         senders = [r.sender for r in self.matrix.rooms.values()]  # every station room's sends are fenced
         self.leadership = Leadership(self.inbox.database, senders)  # leader or standby
+        self.leases = HookLeases(self.inbox, self.holder, self.now)  # the hooks this daemon holds are its own
         self.ready = False
         self.ready_at = 0.0
 
@@ -109,9 +111,9 @@ class Daemon:
             self.wake_timer.set()
 
     # -- the service the HTTP API calls --------------------------------------
-    async def submit(self, body: Any, submitted_by: str | None = None) -> tuple[Record, bool]:
+    async def submit(self, body: Any, submitted_by: str | None = None, *, held: bool = False) -> tuple[Record, bool]:
         """Store a submission (SubmissionError on bad input) made with the token ``submitted_by``;
-        config rules apply at once."""
+        config rules apply at once. ``held``: a hook waits on this daemon for it (bot.service.hook_leases)."""
         sub = parse_submission(body)
         self.harnesses.refuse_reserved(sub.session_id)
         now = self.now()
@@ -120,7 +122,8 @@ class Daemon:
         encrypted = m.rooms[room].encrypted or (self.cfg.matrix.encryption and not m.syncer.synced.is_set())
         check_submission(sub, now, self.cfg.prompts.timeout, encrypted=encrypted)
         rec, created = await self.inbox.submit(
-            sub, now, self.cfg.prompts.timeout, submitted_by, hold_post=True, room=room
+            sub, now, self.cfg.prompts.timeout, submitted_by, hold_post=True, room=room,
+            held_by=self.holder if held else None,
         )
         if created:
             log.info("request_submitted", request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind, room=room)
@@ -264,4 +267,5 @@ class Daemon:
         await self.harnesses.close()
         await self.matrix.close()
         await self.across.stop()
+        await self.leases.close()
         await self.inbox.close()
