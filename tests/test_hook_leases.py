@@ -36,7 +36,8 @@ async def _state(ib: Inbox, rid: str) -> str:
 async def test_sqlite_a_start_withdraws_what_an_earlier_run_held_only(tmp_path: Path) -> None:
     inbox = Inbox(tmp_path / "inbox.sqlite3")  # one daemon at a time
     await inbox.open()
-    old, mine, plain = await _held(inbox, "run-1", "s1"), await _held(inbox, "run-2", "s2"), await _held(inbox, None, "s3")
+    old, mine = await _held(inbox, "run-1", "s1"), await _held(inbox, "run-2", "s2")
+    plain = await _held(inbox, None, "s3")
     await HookLeases(inbox, "run-2", time.time).start()
     assert [await _state(inbox, r) for r in (old, mine, plain)] == ["cancelled", "pending", "pending"]
     rec = await inbox.get(old)
