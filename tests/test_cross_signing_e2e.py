@@ -35,12 +35,14 @@ class XSStation(E2EStation):
 
     js: JSHuman
 
-    async def setup(self) -> None:
-        await super().setup()
+    async def start_all(self) -> None:
+        # Her identity is published before the bot first sees her, so it is pinned on first sight (a member the
+        # bot saw with devices but no identity must have a later one accepted: bob, see the last test).
         self.js = JSHuman()
         await self.js.start()
         self.her = await self.js.call("login", name="alice", hs=self.hs.url, user=self.alice.user_id,
                                       password=self.alice.password, cross_sign=True, isolation="signed")
+        await super().start_all()
 
     async def teardown(self) -> None:
         await self.js.close()
@@ -338,3 +340,44 @@ async def test_a_refused_devices_fake_prompt_still_makes_a_plain_answer_ask(xs: 
     await xs.js.call("send", name="alice", room=xs.room_id, body="1")
     got = await _state(xs, again["id"])
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "allow_once", got
+
+
+async def test_a_stolen_password_cannot_make_an_answerers_first_identity(xs: XSStation, sid: str) -> None:
+    """Issue 32, item 1. bob (an answerer) has no identity; the bot saw his device without one, and refused
+    its answer. With his password only, an attacker logs in a js-sdk device, uploads bob's *first* identity
+    (no password asked: MSC3967), which signs that device, and answers: refused with one notice, until an
+    operator runs `e2ee accept-identity`."""
+    bob = xs.bob.user_id
+    rec, prompt = await _submit(xs, sid)
+    mark = int(time.time() * 1000) - 2000
+    ev = await xs.bob.text("1", reply_to=prompt["event_id"])  # his identity-less nio device: refused
+    deadline = time.monotonic() + 20
+    while not any("event_from_unverified_device" in ln and ev in ln for ln in xs.log_text().splitlines()):
+        assert time.monotonic() < deadline, "bob's answer was never refused"
+        await asyncio.sleep(0.2)
+    assert xs.kv(f"matrix.identity.{bob}") == {"master": None, "seen_without": True}
+    await xs.js.call("login", name="thief", hs=xs.hs.url, user=bob, password=xs.bob.password, cross_sign=True,
+                     isolation="signed")
+    first = key_of(xs.keys(bob)["master_keys"][bob])
+    assert first, "the attacker's first identity was not published"
+    for answer in ("1", "2"):
+        await xs.js.call("send", name="thief", room=xs.room_id, body=answer, reply_to=prompt["event_id"])
+    told = await xs.js_notice("appeared", mark)
+    body = content(told)["body"]
+    assert body.startswith(f"{bob}: ") and f"e2ee accept-identity {bob}" in body and fingerprint(first) in body
+    assert (await _state(xs, rec["id"], wait=2))["state"] == "pending", "the attacker's answer settled it"
+    assert xs.kv(f"matrix.identity.{bob}")["master"] is None  # nothing pinned on sight
+    assert xs.log_text().count("event_from_appeared_identity") >= 2
+    again = await xs.js.call("wait_event", name="alice", room=xs.room_id, body="appeared", sender=xs.bot_id,
+                             after=mark, timeout=1)
+    assert again["count"] == 1, "the notice was said more than once"
+    doc = (await asyncio.to_thread(xs.cli, "doctor", "--config", str(xs.config_path))).stdout.splitlines()
+    assert any(ln.startswith(f"WARN pinned identity: {bob} published an identity") for ln in doc), doc
+    r = await asyncio.to_thread(xs.cli, "e2ee", "accept-identity", bob, "--config", str(xs.config_path))
+    assert r.returncode == 0, r.stderr
+    assert xs.kv(f"matrix.identity.{bob}") == {"master": first}
+    await xs.js.call("send", name="thief", room=xs.room_id, body="3", reply_to=prompt["event_id"])
+    got = await _state(xs, rec["id"])
+    assert got["state"] == "resolved" and got["outcome"]["option_id"] == "reject_once", got
+    assert got["outcome"]["answered_by"] == bob
+    await xs.js.call("stop", name="thief")

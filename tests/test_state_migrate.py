@@ -28,7 +28,7 @@ from tests.support.postgres import PgCluster, kv_value
 from tests.support.station import request_body
 
 TABLES = ("requests", "seq", "handled", "kv", "reactions", "parked", "harness_links", "timeline", "session_rules",
-          "ledger", "ledger_head")
+          "ledger", "ledger_head", "daemon_leases")
 
 
 async def _fill(path: Path) -> dict[str, str]:
@@ -141,8 +141,9 @@ async def test_an_older_folder_is_brought_up_to_date_first(tmp_path: Path, pg_ur
     src = sqlite3.connect(path)
     src.execute("UPDATE schema_versions SET version=$1 WHERE name='inbox'".replace("$1", str(LATEST - 1)))
     src.execute(f"PRAGMA user_version = {LATEST - 1}")
-    for column in ("kind", "outcome_answers"):  # as the step before the last (questions and plans) left it
-        src.execute(f"ALTER TABLE requests DROP COLUMN {column}")
+    src.execute("DROP INDEX requests_held")  # as the step before the last left it
+    src.execute("DROP TABLE daemon_leases")
+    src.execute("ALTER TABLE requests DROP COLUMN held_by")
     src.commit()
     src.close()
     copied = await migrate(path, pg_url)

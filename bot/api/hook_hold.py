@@ -4,7 +4,8 @@ Used by ``POST /hooks/claude-code`` (and ``/hooks/codex``), which both the CLIs'
 `permission-bot hook` call. A hook that goes away before an answer (the terminal answered, the
 hook timed out, the process was killed: its connection closes) withdraws its request: it is
 settled cancelled, the prompt is edited to say the hook went away (:data:`GONE`), later answers
-get a notice.
+get a notice. A request whose daemon went away is withdrawn by ``bot.service.hook_leases``: each
+daemon owns the hooks it holds (``requests.held_by``).
 
 One front door per agent: under an SDK host (the ACP adapter) Claude Code asks the host and the
 PermissionRequest hook at once. When a pending request of the same session with the same tool
@@ -34,6 +35,7 @@ from bot.hooks.translate import build_submissions
 from bot.inbox.record import Record
 from bot.inbox.session_rules import origin_of
 from bot.inbox.sessions import HOOK_KEY_PREFIX, proxy_of
+from bot.service.hook_leases import withdrawn_by
 
 if TYPE_CHECKING:
     from bot.service.daemon import Daemon
@@ -46,14 +48,8 @@ TICK = 1.0  # how often a held request looks for its hook's connection and a twi
 
 GONE = "withdrawn: the hook went away (its CLI stopped, answered in its terminal or timed out)"
 """Why a request whose hook stopped waiting was cancelled: nobody answered it here."""
-RESTARTED = "withdrawn: the daemon restarted while the hook waited, so no answer could reach it"
 TWIN = "withdrawn: the same request came through ACP, whose prompt decides"
 FORM_OVER = "withdrawn: another question of the same form was declined or withdrawn"
-
-
-def withdrawn_by(cli: str) -> str:
-    """The ``answered_by`` of a request its hook withdrew (the reason goes in the feedback)."""
-    return f"{cli} hook"
 
 
 async def _twin(daemon: Daemon, inp: HookInput, room: str = "default") -> Record | None:
@@ -103,7 +99,7 @@ async def hold(
     recs: list[Record] = []
     try:
         for body in bodies:  # a question form: one request per question, in the agent's order
-            recs.append((await daemon.submit(body, submitted_by=submitted_by))[0])
+            recs.append((await daemon.submit(body, submitted_by=submitted_by, held=True))[0])  # this daemon holds it
         while any(r.pending for r in recs) and not any(_gave_up(r) for r in recs):
             if gone():
                 await _withdraw_all(daemon, recs, withdrawn_by(cli), GONE)
@@ -139,13 +135,3 @@ async def _withdraw_all(daemon: Daemon, recs: list[Record], by: str, why: str) -
     for rec in recs:
         if rec.pending:
             await _withdraw(daemon, rec, by, why)
-
-
-async def withdraw_orphans(daemon: Daemon) -> int:
-    """At start: withdraw pending hook requests; no hook can still be waiting on them. Returns how many."""
-    n = 0
-    for rec in await daemon.inbox.pending():
-        if (rec.key or "").startswith(KEY_PREFIX):
-            await _withdraw(daemon, rec, withdrawn_by(rec.label or "a"), RESTARTED)
-            n += 1
-    return n

@@ -4,8 +4,8 @@ Claude Code's ``type: "http"`` hooks post here directly; `permission-bot hook` p
 reply is 200 with the decision (its ``Permission-Bot-Digest`` header names the digest of the record it is
 for, which `permission-bot hook` checks), or ``{}`` for none (cancelled, or another door asks); a bad input
 is a 4xx, which the CLI also takes as no decision. When the caller hangs up first, the request is
-withdrawn (see :mod:`bot.api.hook_hold`); so are those left pending by
-the daemon's previous run, when no hook can still be waiting.
+withdrawn (see :mod:`bot.api.hook_hold`); so are those whose daemon went away, when no hook can still
+be waiting (:mod:`bot.service.hook_leases`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from bot.api.common import DAEMON, caller, error, json_body
-from bot.api.hook_hold import hold, withdraw_orphans
+from bot.api.hook_hold import hold
 from bot.hooks.models import CLIS, Cli, HookInputError
 from bot.util.digest import HEADER
 
@@ -44,7 +44,7 @@ def add_hook_routes(app: web.Application) -> None:
     for cli in CLIS:
         app.router.add_post(f"/hooks/{cli}", _route(cli))
 
-    async def orphans(app: web.Application) -> None:
-        await withdraw_orphans(app[DAEMON])
+    async def orphans(app: web.Application) -> None:  # before the first hook: bot.service.hook_leases
+        await app[DAEMON].leases.start()
 
     app.on_startup.append(orphans)

@@ -25,7 +25,7 @@ class Requests(Approvals):
 
     async def submit(
         self, sub: Submission, now: float, timeout: float, submitted_by: str | None = None, *, hold_post: bool = False,
-        room: str = "default", caps: PendingCaps | None = None,
+        room: str = "default", caps: PendingCaps | None = None, held_by: str | None = None,
     ) -> tuple[Record, bool]:
         """Store a new request with the next seq of its session; idempotent on (session, key): the same
         body again gives the stored record, another body :class:`KeyConflict`.
@@ -34,11 +34,14 @@ class Requests(Approvals):
         until ``release_post`` (its rules are applied first, so a rule-settled one is never posted early).
         ``room``: the station room it goes to (chosen by the caller from the submitting credential); a
         session of another room raises :class:`bot.inbox.sessions.SessionInOtherRoom`. ``caps``: a new
-        request over them raises :class:`bot.inbox.sessions.TooManyPending`."""
+        request over them raises :class:`bot.inbox.sessions.TooManyPending`.
+        ``held_by``: the holder id of the daemon a hook waits on for it (bot.inbox.holds)."""
         async with self._tx() as db:
             rec, created = await self.insert(db, sub, now, timeout, submitted_by, room=room, caps=caps)
             if created and hold_post:
                 await self.hold_post(db, rec.id)
+            if created and held_by is not None:
+                await db.execute("UPDATE requests SET held_by=$1 WHERE id=$2", held_by, rec.id)
             if created:
                 await self._notify(db, "request", rec.id)
         if created:

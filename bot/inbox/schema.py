@@ -135,6 +135,17 @@ async def _questions_sqlite(db: Connection) -> None:
         await db.execute("ALTER TABLE requests ADD COLUMN kind TEXT NOT NULL DEFAULT 'permission'")
     if "outcome_answers" not in have:
         await db.execute("ALTER TABLE requests ADD COLUMN outcome_answers TEXT")
+HOOK_HOLDERS = (
+    "UPDATE requests SET held_by='' WHERE state='pending' AND key LIKE 'hook-%' AND held_by IS NULL;"
+    " CREATE INDEX IF NOT EXISTS requests_held ON requests (held_by) WHERE held_by IS NOT NULL AND state='pending';"
+    " CREATE TABLE IF NOT EXISTS daemon_leases (holder TEXT PRIMARY KEY, heartbeat {REAL} NOT NULL)"
+)
+
+
+async def _hook_holders_sqlite(db: Connection) -> None:
+    if "held_by" not in await _columns(db, "requests"):  # a version set back by hand may have it already
+        await db.execute("ALTER TABLE requests ADD COLUMN held_by TEXT")
+    await db.script(db.dialect.ddl(HOOK_HOLDERS))
 
 
 STEPS: list[Step] = [
@@ -230,6 +241,14 @@ STEPS: list[Step] = [
         _questions_sqlite,
         "ALTER TABLE requests ADD COLUMN IF NOT EXISTS kind TEXT NOT NULL DEFAULT 'permission';"
         " ALTER TABLE requests ADD COLUMN IF NOT EXISTS outcome_answers TEXT",
+    ),
+    # Hook holders (issue 32, item 5): the daemon holding a hook's request live (requests.held_by, its holder
+    # id; '' for one held before this step, whose holder is unknown) and each daemon's lease (database clock),
+    # so a daemon withdraws only what a gone daemon held (bot.service.hook_leases), found by an index.
+    Step(
+        "hook holders",
+        _hook_holders_sqlite,
+        "ALTER TABLE requests ADD COLUMN IF NOT EXISTS held_by TEXT; " + HOOK_HOLDERS,
     ),
 ]
 LATEST = len(STEPS)

@@ -7,7 +7,7 @@ changed (``bot/inbox/requests.py``). ``Inbox`` owns the state (the database, the
 listeners); its parts, one job each, share it as mixins:
 ``requests`` (records, settle; ``approvals``: quorum tallies, escalation), ``listing`` (pending, pages), ``posting``
 (prompt events, edits, seeded reactions), ``marks`` (the room timeline),
-``handled`` (handled and parked events, key/value).
+``handled`` (handled and parked events, key/value), ``holds`` (which daemon holds a hook's request).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from bot.inbox.base import Listener
 from bot.inbox.db import Connection, Database, create, parse
 from bot.inbox.db.sqlite import SqliteDatabase
 from bot.inbox.handled import Handled
+from bot.inbox.holds import Holds
 from bot.inbox.listing import Listing
 from bot.inbox.marks import Marks
 from bot.inbox.pages import JsonKept
@@ -29,7 +30,7 @@ from bot.inbox.requests import Requests
 from bot.inbox.schema import upgrade
 
 
-class Inbox(Requests, Listing, Posting, Marks, Handled):
+class Inbox(Requests, Listing, Posting, Marks, Handled, Holds):
     """Requests, their states and outcomes, seq counters, handled events, sync token."""
 
     def __init__(self, where: Path | Database) -> None:

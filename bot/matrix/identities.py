@@ -6,6 +6,12 @@ each member's master key, pinned in the inbox's key/value table the first time i
 seen. A member whose published master key is no longer the pinned one has *changed
 identity*: none of their devices is trusted until an operator accepts the new one
 (``permission-bot e2ee accept-identity USER``, which rewrites the pin).
+
+A member first seen with devices but no identity is recorded as such (the pin holds
+``{"master": null, "seen_without": true}``): an identity that appears later is not pinned on
+sight but refused like a changed one until accepted, since whoever has only the member's
+password can upload a first identity (the homeserver asks no password for it, MSC3967).
+A member first seen with an identity, or with no device at all, is pinned on first sight.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from bot.matrix.station import KeyValue
 log = structlog.get_logger("matrix.identities")
 
 PIN_KEY = "matrix.identity."  # + user id: {"master": public key} pinned on first sight
+SEEN_WITHOUT: dict[str, Any] = {"master": None, "seen_without": True}  # devices seen, no identity
 REFRESH_EVERY = 10.0  # seconds between two /keys/query rounds when nothing asks for one
 
 
@@ -34,10 +41,32 @@ class UserKeys:
     master: str | None = None
     pinned: str | None = None
     devices: dict[str, str] = field(default_factory=dict)  # cross-signed device id -> its ed25519 key
+    any_device: bool = False  # the homeserver lists at least one device, signed or not
+    seen_without: bool = False  # the bot saw this member's devices with no identity (and nothing is pinned)
 
     @property
     def changed(self) -> bool:
         return bool(self.master and self.pinned and self.master != self.pinned)
+
+    @property
+    def appeared(self) -> bool:
+        """An identity published after the bot saw the member without one, not accepted yet."""
+        return bool(self.master and not self.pinned and self.seen_without)
+
+    @property
+    def refused(self) -> bool:
+        """Is the published identity one whose devices must not answer until an operator accepts it?"""
+        return self.changed or self.appeared
+
+
+def read_pin(value: Any) -> tuple[str | None, bool]:
+    """Pure: (pinned master key, seen without an identity) from a stored pin (anything else: neither)."""
+    if not isinstance(value, Mapping):
+        return None, False
+    master = value.get("master")
+    if isinstance(master, str) and master:
+        return master, False
+    return None, value.get("seen_without") is True
 
 
 def read_query(q: Mapping[str, Any], users: Iterable[str]) -> dict[str, UserKeys]:
@@ -49,6 +78,7 @@ def read_query(q: Mapping[str, Any], users: Iterable[str]) -> dict[str, UserKeys
         for dev_id, dev in ((q.get("device_keys") or {}).get(user) or {}).items():
             if not isinstance(dev, Mapping) or dev.get("device_id") != dev_id:
                 continue
+            uk.any_device = True
             if cross_signed(user, masters.get(user), ssks.get(user), dev):
                 ed = (dev.get("keys") or {}).get(f"ed25519:{dev_id}")
                 if isinstance(ed, str):
@@ -72,18 +102,27 @@ class Identities:
 
     def trusted(self, user_id: str, device_id: str, ed25519: str) -> bool:
         """Is this device cross-signed by its owner, under the owner's pinned identity?"""
-        return self.signed(user_id, device_id, ed25519) and not self.changed(user_id)
+        return self.signed(user_id, device_id, ed25519) and not self.refused(user_id)
 
     def changed(self, user_id: str) -> bool:
         uk = self.users.get(user_id)
         return bool(uk and uk.changed)
 
+    def appeared(self, user_id: str) -> bool:
+        uk = self.users.get(user_id)
+        return bool(uk and uk.appeared)
+
+    def refused(self, user_id: str) -> bool:
+        uk = self.users.get(user_id)
+        return bool(uk and uk.refused)
+
     def due(self, now: float | None = None) -> bool:
         return (time.monotonic() if now is None else now) - self._last >= REFRESH_EVERY
 
     async def refresh(self, api: Api, users: Iterable[str]) -> None:
-        """Query ``users``' keys, pin first-seen master keys, and re-read every pin (an operator may
-        have accepted a new identity meanwhile). Errors keep the previous view."""
+        """Query ``users``' keys, pin first-seen master keys (or record a member seen with devices but
+        no identity), and re-read every pin (an operator may have accepted a new identity meanwhile).
+        Errors keep the previous view."""
         users = sorted(set(users))
         self._last = time.monotonic()
         if not users:
@@ -95,13 +134,21 @@ class Identities:
             return
         fresh = read_query(q, users)
         for user, uk in fresh.items():
-            pin = await self.kv.get_json(PIN_KEY + user)
-            uk.pinned = pin.get("master") if isinstance(pin, Mapping) else None
-            if uk.master and not uk.pinned:
+            uk.pinned, uk.seen_without = read_pin(await self.kv.get_json(PIN_KEY + user))
+            before = self.users.get(user)
+            if uk.master is None and uk.any_device and not uk.pinned and not uk.seen_without:
+                await self.kv.set_json(PIN_KEY + user, SEEN_WITHOUT)
+                uk.seen_without = True
+                log.info("identity_absent", user_id=user,
+                         hint="an identity that appears later is refused until accepted")
+            elif uk.master and not uk.pinned and not uk.seen_without:
                 await self.kv.set_json(PIN_KEY + user, {"master": uk.master})
                 uk.pinned = uk.master
                 log.info("identity_pinned", user_id=user, master=uk.master)
-            elif uk.changed and not (self.users.get(user) and self.users[user].changed):
+            elif uk.appeared and not (before and before.appeared):
+                log.warning("identity_appeared", user_id=user, published=uk.master,
+                            hint=f"check with them, then permission-bot e2ee accept-identity {user}")
+            elif uk.changed and not (before and before.changed):
                 log.warning("identity_changed", user_id=user, pinned=uk.pinned, published=uk.master,
                             hint=f"permission-bot e2ee accept-identity {user}")
         self.users.update(fresh)

@@ -146,24 +146,30 @@ class Trust:
             await self.refresh(users=[sender])  # a device or an accepted identity the last query did not show
         if dev is not None and self.identities.trusted(sender, dev.id, dev.ed25519):
             return source
-        if self.identities.changed(sender):
+        if self.identities.refused(sender):
             await self._tell_identity_changed(source)
         else:
             await self._tell_unverified(source, ev)
         return None
 
     async def _tell_identity_changed(self, source: dict[str, Any]) -> None:
+        """Once per member and identity: why their answers don't count, and what fixes it."""
         sender = str(source.get("sender", ""))
-        published = self.identities.users[sender].master
-        log.warning("event_from_changed_identity", event_id=source.get("event_id"), sender=sender, published=published)
+        uk = self.identities.users[sender]
+        published = uk.master or ""
+        appeared = uk.appeared
+        log.warning("event_from_appeared_identity" if appeared else "event_from_changed_identity",
+                    event_id=source.get("event_id"), sender=sender, published=published)
         key = f"{TOLD_IDENTITY_KEY}{sender}.{published}"
         if await self.st.kv.get_json(key):
             return
         await self.st.kv.set_json(key, True)
+        what = (f"a cross-signing identity (master key {fingerprint(published)}) appeared on your account after "
+                "this bot had seen you without one, and anyone with your password alone can make one"
+                if appeared else f"your cross-signing identity changed (new master key {fingerprint(published)})")
         self._say(
-            f"{sender}: your cross-signing identity changed (new master key {fingerprint(published)}), so this bot "
-            "takes no answers from you until an operator accepts it: "
-            f"`permission-bot e2ee accept-identity {sender}`. Your message changed nothing.",
+            f"{sender}: {what}, so this bot takes no answers from you until an operator checks with you and "
+            f"accepts it: `permission-bot e2ee accept-identity {sender}`. Your message changed nothing.",
             reply_to=str(source.get("event_id") or "") or None,
         )
 

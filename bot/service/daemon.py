@@ -37,6 +37,7 @@ from bot.service import health
 from bot.service.checkpoints import Checkpoints
 from bot.service.escalation import Escalations
 from bot.service.floods import Floods, caps_of
+from bot.service.hook_leases import HookLeases
 from bot.service.leadership import Leadership
 from bot.service.metrics import Metrics, export_figures
 from bot.service.rooms import RoomFigures, Rooms
@@ -100,6 +101,7 @@ class Daemon:
         self.across = Across(self.inbox)  # LISTEN for other daemons' changes (PostgreSQL only)
         senders = [r.sender for r in self.matrix.rooms.values()]  # every station room's sends are fenced
         self.leadership = Leadership(self.inbox.database, senders)  # leader or standby
+        self.leases = HookLeases(self.inbox, self.holder, self.now)  # the hooks this daemon holds are its own
         self.ready = False
         self.ready_at = 0.0
 
@@ -121,9 +123,9 @@ class Daemon:
             self.wake_timer.set()
 
     # -- the service the HTTP API calls --------------------------------------
-    async def submit(self, body: Any, submitted_by: str | None = None) -> tuple[Record, bool]:
+    async def submit(self, body: Any, submitted_by: str | None = None, *, held: bool = False) -> tuple[Record, bool]:
         """Store a submission (SubmissionError on bad input) made with the token ``submitted_by``;
-        config rules apply at once."""
+        config rules apply at once. ``held``: a hook waits on this daemon for it (bot.service.hook_leases)."""
         sub = parse_submission(body)
         self.harnesses.refuse_reserved(sub.session_id)
         now = self.now()
@@ -133,7 +135,8 @@ class Daemon:
         check_submission(sub, now, self.cfg.prompts.timeout, encrypted=encrypted)
         try:
             rec, created = await self.inbox.submit(
-                sub, now, self.cfg.prompts.timeout, submitted_by, hold_post=True, room=room, caps=self.floods.caps
+                sub, now, self.cfg.prompts.timeout, submitted_by, hold_post=True, room=room, caps=self.floods.caps,
+                held_by=self.holder if held else None,
             )
         except TooManyPending as e:  # answered 429; the room hears once when a token reaches its cap
             self.floods.refused(e.token, room, now)
@@ -305,4 +308,5 @@ class Daemon:
         await self.harnesses.close()
         await self.matrix.close()
         await self.across.stop()
+        await self.leases.close()
         await self.inbox.close()

@@ -1,10 +1,10 @@
 """The one place that starts and stops every task of the daemon.
 
-At once: the webhook sender. While this daemon leads (at once on SQLite; on a shared PostgreSQL
-database once elected, bot.service.leadership): the expiry timer, and once logged in and joined the
-sync loop, the outbox workers, the notices and the harness watchers. SIGTERM/SIGINT (from
-:meth:`Supervisor.catch_signals`, called before start-up so a stop at any stage counts) set the
-daemon's ``stop``; the first task that fails stops the rest. :meth:`Supervisor.run` answers the exit
+At once: the webhook sender and the hook leases (bot.service.hook_leases). While this daemon leads (at
+once on SQLite; on a shared PostgreSQL database once elected, bot.service.leadership): the expiry timer,
+and once logged in and joined the sync loop, the outbox workers, the notices and the harness watchers.
+SIGTERM/SIGINT (from :meth:`Supervisor.catch_signals`, called before start-up so a stop at any stage
+counts) set the daemon's ``stop``; the first task that fails stops the rest. :meth:`Supervisor.run` answers the exit
 code: 0 after a stop, 1 after a failure (one clear line: ``matrix_fatal`` or ``daemon_failed``), 3 when
 another daemon took the leadership over (``leader_deposed_exit``).
 """
@@ -45,11 +45,12 @@ class Supervisor:
         """Every task until a stop or a failure; all of them have ended when this returns."""
         d = self.daemon
         webhooks = asyncio.create_task(d.webhooks.run(d.stop), name="webhooks")
+        leases = asyncio.create_task(d.leases.run(d.stop), name="hook_leases")
         try:
             return await self._matrix_until_stopped()
         finally:
             d.stop.set()
-            await asyncio.gather(webhooks, return_exceptions=True)  # it ends on its own once stopped
+            await asyncio.gather(webhooks, leases, return_exceptions=True)  # they end on their own once stopped
 
     async def _matrix_until_stopped(self) -> int:
         """The Matrix side until a stop (at any stage) or a failure: 0, or 1 with one clear line."""

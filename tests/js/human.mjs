@@ -2,7 +2,8 @@
 // Driven over stdin/stdout, one JSON object a line: {"id": N, "cmd": ..., ...} -> {"id": N, "ok": true, ...}
 // or {"id": N, "ok": false, "error": "..."}. Several devices ("name") can live in one process.
 //   login {name, hs, user, password, cross_sign, isolation: "signed"|"all", room}
-//   wait_event {name, room, session_id?, seq?, body?, sender?, after?, timeout} -> {event_id, type, content, shield, reason}
+//   wait_event {name, room, session_id?, seq?, body?, sender?, after?, timeout} -> {event_id, type, content, shield, reason,
+//              count (how many such events this device holds)}
 //   send {name, room, body, reply_to?} -> {event_id}
 //   reset_identity {name}   (a new master key, as "reset cryptographic identity" in Element)
 //   setup_secret_storage {name} -> {recovery_key}   (cross-signing + secret storage, as Element's set-up)
@@ -76,6 +77,7 @@ async function waitEvent(m) {
     if (ev) {
       const info = ev.isEncrypted() ? await dev.client.getCrypto().getEncryptionInfoForEvent(ev) : null;
       return { event_id: ev.getId(), type: ev.getType(), content: ev.getContent(), encrypted: ev.isEncrypted(),
+        count: dev.events.filter((e) => matches(e, m)).length,
         decryption_failure: ev.decryptionFailureReason ?? null,
         shield: info ? info.shieldColour : null, reason: info ? info.shieldReason : null };
     }

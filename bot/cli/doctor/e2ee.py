@@ -110,7 +110,14 @@ def _check_pins(cfg: Config, saved: Saved, login: Login, rep: Report) -> None:
     published: dict[str, Any] = (q.get("master_keys") or {}) if status == 200 and isinstance(q, dict) else {}
     for user, master in sorted(pinned.items()):
         now = key_of(published.get(user))
-        if now is None or now == master:
+        if not master:  # seen with devices but no identity: one that appears is refused until accepted
+            if now is None:
+                rep.ok(f"pinned identity: {user} has none yet (one that appears must be accepted)")
+            else:
+                rep.warn(f"pinned identity: {user} published an identity ({fingerprint(now)}) after the bot saw them "
+                         "without one; their answers are refused",
+                         f"check with them, then `permission-bot e2ee accept-identity {user}`")
+        elif now is None or now == master:
             rep.ok(f"pinned identity: {user} master {fingerprint(master)}")
         else:
             rep.warn(f"pinned identity: {user} changed identity (pinned {fingerprint(master)}, "

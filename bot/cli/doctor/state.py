@@ -15,7 +15,7 @@ from bot.inbox.db import DatabaseError, DatabaseUrlError
 from bot.inbox.store import Inbox
 from bot.matrix.client import CRYPTO_KEY, SESSION_KEY
 from bot.matrix.cross_signing import FILE_NAME as CROSS_SIGNING_FILE
-from bot.matrix.identities import PIN_KEY
+from bot.matrix.identities import PIN_KEY, read_pin
 from bot.matrix.vault import VAULT_KEY, VaultError, archive_of, read_member
 from bot.service.state_db import database_url, state_database
 
@@ -26,7 +26,7 @@ class Saved:
 
     session: dict[str, str] | None = None
     crypto: Any = None
-    pins: dict[str, str] = field(default_factory=dict)
+    pins: dict[str, str] = field(default_factory=dict)  # user -> pinned master key ("": seen without one)
     database: bool = False  # the state is in PostgreSQL ([state] database): the device is the database's copy
     identity: bytes | None = None  # PostgreSQL: cross_signing.json from the database's copy of the device
 
@@ -59,9 +59,9 @@ async def _read(cfg: Config) -> Saved:
         await inbox.close()
     pins: dict[str, str] = {}
     for k, v in pinned.items():
-        master = _json(v)
-        if isinstance(master, dict) and "master" in master:
-            pins[k[len(PIN_KEY):]] = str(master["master"])
+        master, seen_without = read_pin(_json(v))
+        if master or seen_without:
+            pins[k[len(PIN_KEY):]] = master or ""
     ok = isinstance(session, dict) and session.get("user_id") == cfg.matrix.user_id and session.get("access_token")
     saved = {k: str(session.get(k) or "") for k in ("user_id", "device_id", "access_token")} if ok else None
     identity = None
