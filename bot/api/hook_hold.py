@@ -25,6 +25,7 @@ from bot.events.states import Via
 from bot.hooks.models import Cli, HookInput, parse_hook_input
 from bot.hooks.output import decision
 from bot.hooks.translate import build_submission
+from bot.inbox.listing import HOOK_KEY_PREFIX
 from bot.inbox.record import Record
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("hooks")
 
-KEY_PREFIX = "hook-"
+KEY_PREFIX = HOOK_KEY_PREFIX
 TICK = 1.0  # how often a held request looks for its hook's connection and a twin
 
 
@@ -51,10 +52,9 @@ async def _twin(daemon: Daemon, inp: HookInput, room: str = "default") -> Record
     """A pending request of the same session and tool input that came by another door (into the same room)."""
     if inp.hook_event_name != "PermissionRequest":
         return None
-    for rec in await daemon.inbox.pending(inp.session_id, room=room):
+    for rec in await daemon.inbox.pending_of_session(inp.session_id, room=room):  # that session's only
         if (
-            rec.session_id == inp.session_id
-            and not (rec.key or "").startswith(KEY_PREFIX)
+            not (rec.key or "").startswith(KEY_PREFIX)
             and rec.raw_input == inp.tool_input
         ):
             return rec
@@ -103,10 +103,11 @@ async def hold(
 
 
 async def withdraw_orphans(daemon: Daemon) -> int:
-    """At start: withdraw pending hook requests; no hook can still be waiting on them. Returns how many."""
+    """At start: withdraw pending hook requests; no hook can still be waiting on them. Returns how many.
+    They are found by an index of their own (``Inbox.pending_hook_requests``): a start with 10,000 other
+    requests pending reads none of those."""
     n = 0
-    for rec in await daemon.inbox.pending():
-        if (rec.key or "").startswith(KEY_PREFIX):
-            await _withdraw(daemon, rec, withdrawn_by(rec.label or "a"), RESTARTED)
-            n += 1
+    for rec in await daemon.inbox.pending_hook_requests():
+        await _withdraw(daemon, rec, withdrawn_by(rec.label or "a"), RESTARTED)
+        n += 1
     return n

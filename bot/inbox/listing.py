@@ -10,6 +10,11 @@ from bot.inbox.base import InboxBase, row_to_record
 from bot.inbox.pages import Key
 from bot.inbox.record import PENDING, Record
 
+HOOK_KEY_PREFIX = "hook-"
+"""How the key of a request a hook submitted starts (bot/api/hook_hold.py)."""
+PENDING_HOOK = f"state='pending' AND substr(key, 1, {len(HOOK_KEY_PREFIX)})='{HOOK_KEY_PREFIX}'"
+"""The WHERE of the requests_pending_hook index (schema step: backlog indexes): the hooks' pending requests."""
+
 
 def _where(session: str | None, room: str | None, first: int) -> tuple[str, tuple[Any, ...]]:
     """The filters as SQL (`` AND ...``, placeholders numbered from ``$first``) and their arguments."""
@@ -31,6 +36,36 @@ class Listing(InboxBase):
         return await self._records(
             f"SELECT * FROM requests WHERE state=$1{where} ORDER BY requested_at, rowid", PENDING, *args
         )
+
+    async def pending_hook_requests(self) -> list[Record]:
+        """The pending requests a hook submitted (key ``hook-...``), oldest first: through the
+        requests_pending_hook index, never a read of every pending request."""
+        return await self._records(f"SELECT * FROM requests WHERE {PENDING_HOOK} ORDER BY requested_at, rowid")
+
+    async def pending_of_session(self, session_id: str, room: str | None = None) -> list[Record]:
+        """The pending requests of one session id (not its label), oldest first: through the
+        (session_id, request_seq) key, so it costs the session's requests, not the inbox's."""
+        where, args = ("", ()) if room is None else (" AND room=$3", (room,))
+        return await self._records(
+            f"SELECT * FROM requests WHERE session_id=$1 AND state=$2{where} ORDER BY requested_at, rowid",
+            session_id, PENDING, *args,
+        )
+
+    async def pending_newest(self, limit: int, room: str | None = None) -> list[Record]:
+        """Up to ``limit`` pending records, newest first (the requests_state index read backwards)."""
+        where, args = ("", ()) if room is None else (" AND room=$3", (room,))
+        return await self._records(
+            f"SELECT * FROM requests WHERE state=$1{where} ORDER BY requested_at DESC, rowid DESC LIMIT $2",
+            PENDING, limit, *args,
+        )
+
+    async def count_pending_upto(self, most: int, room: str | None = None) -> int:
+        """How many requests are pending (in ``room``), counting no further than ``most``."""
+        where, args = ("", ()) if room is None else (" AND room=$3", (room,))
+        return int(await self.database.fetchval(
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM requests WHERE state=$1{where} LIMIT $2) AS upto",
+            PENDING, most, *args,
+        ) or 0)
 
     async def pending_page(
         self, limit: int, after: Key | None = None, session: str | None = None, room: str | None = None

@@ -14,6 +14,9 @@ NEEDING_EDIT = (
 ``{which}`` (whether the room shows it settled, or nothing)."""
 
 
+UNPOSTED = "prompt_event_id IS NULL AND post_skipped=0"
+"""The WHERE of the requests_unposted index (schema step: backlog indexes): prompts not in the room yet."""
+
 HOLD_LAPSE = 30.0
 """Seconds after which a request's hold (its rules being applied) lapses: its daemon died before releasing it."""
 
@@ -28,11 +31,23 @@ def needing_edit_sql(shown: bool | None) -> str:
 class Posting(InboxBase):
     """Prompts to post and edit, reactions to seed and clear."""
 
-    async def set_prompt_event(self, request_id: str, event_id: str, now: float | None = None) -> None:
+    async def set_prompt_event(self, request_id: str, event_id: str, now: float | None = None) -> bool:
+        """The prompt is in the room as ``event_id``. Whether the request is still pending: one settled while
+        its prompt was on its way needs its edit now (the settle came before there was a prompt to edit)."""
         async with self._tx() as db:
             await db.execute(
                 "UPDATE requests SET prompt_event_id=$1, posted_at=$2 WHERE id=$3",
                 event_id, None if now is None else float(now), request_id,
+            )
+            return bool(await db.fetchval("SELECT state FROM requests WHERE id=$1", request_id) == PENDING)
+
+    async def set_posted_settled(self, request_id: str, event_id: str, now: float) -> None:
+        """A request settled before its prompt was posted went to the room settled, as one event ``event_id``:
+        it is both the prompt and its settled edit (no edit follows)."""
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE requests SET prompt_event_id=$1, posted_at=$2, prompt_edited=1, edit_event_id=$1 WHERE id=$3",
+                event_id, float(now), request_id,
             )
 
     async def skip_post(self, request_id: str) -> None:
@@ -47,12 +62,16 @@ class Posting(InboxBase):
                 event_id, request_id,
             )
 
-    async def needing_post(self, limit: int = 100, held_before: float = float("-inf")) -> list[Record]:
-        """Records whose prompt is not in the room yet (and is to be posted, not held), oldest first; a
-        request still held but submitted before ``held_before`` too (its daemon died applying its rules)."""
+    async def needing_post(
+        self, limit: int = 100, held_before: float = float("-inf"), *, newest: bool = False
+    ) -> list[Record]:
+        """Records whose prompt is not in the room yet (and is to be posted, not held), oldest first (``newest``:
+        newest first); a request still held but submitted before ``held_before`` too (its daemon died applying
+        its rules). Through the requests_unposted index, from either end: costs what it returns."""
+        way = " DESC" if newest else ""
         return await self._records(
-            "SELECT * FROM requests WHERE prompt_event_id IS NULL AND post_skipped=0"
-            " AND (post_held=0 OR requested_at < $2) ORDER BY requested_at, rowid LIMIT $1",
+            f"SELECT * FROM requests WHERE {UNPOSTED} AND (post_held=0 OR requested_at < $2)"
+            f" ORDER BY requested_at{way}, rowid{way} LIMIT $1",
             limit, held_before,
         )
 

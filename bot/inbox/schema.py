@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from bot.inbox.db import SQLITE, Connection, Database, SchemaTooNew, Step, UpgradeTable, both
 from bot.inbox.db.upgrade import Body
+from bot.inbox.listing import PENDING_HOOK
+from bot.inbox.posting import UNPOSTED
 
 __all__ = ["LATEST", "STEPS", "SchemaTooNew", "upgrade"]
 
@@ -160,6 +162,16 @@ STEPS: list[Step] = [
     # database: on a shared PostgreSQL database the leader posts what a standby's API took.
     Step(
         "post_held", _v11_sqlite, "ALTER TABLE requests ADD COLUMN IF NOT EXISTS post_held INTEGER NOT NULL DEFAULT 0"
+    ),
+    # Backlog (issue 35): the prompts not posted yet, from either end (Inbox.needing_post: new arrivals are
+    # never behind a backlog), and the pending hook requests (Inbox.pending_hook_requests, at start), each
+    # found without reading every request. The queries repeat these WHEREs (partial indexes).
+    Step(
+        "backlog indexes",
+        f"CREATE INDEX IF NOT EXISTS requests_unposted ON requests (requested_at) WHERE {UNPOSTED};"
+        f" CREATE INDEX IF NOT EXISTS requests_pending_hook ON requests (requested_at) WHERE {PENDING_HOOK}",
+        f"CREATE INDEX IF NOT EXISTS requests_unposted ON requests (requested_at, rowid) WHERE {UNPOSTED};"
+        f" CREATE INDEX IF NOT EXISTS requests_pending_hook ON requests (requested_at, rowid) WHERE {PENDING_HOOK}",
     ),
 ]
 LATEST = len(STEPS)
