@@ -40,7 +40,8 @@ class Listing(InboxBase):
     async def pending_hook_requests(self) -> list[Record]:
         """The pending requests a hook submitted (key ``hook-...``), oldest first: through the
         requests_pending_hook index, never a read of every pending request."""
-        return await self._records(f"SELECT * FROM requests WHERE {PENDING_HOOK} ORDER BY requested_at, rowid")
+        hint = self._indexed_by("requests_pending_hook")  # SQLite would read every pending one (requests_state)
+        return await self._records(f"SELECT * FROM requests{hint} WHERE {PENDING_HOOK} ORDER BY requested_at, rowid")
 
     async def pending_of_session(self, session_id: str, room: str | None = None) -> list[Record]:
         """The pending requests of one session id (not its label), oldest first: through the

@@ -69,8 +69,9 @@ class Posting(InboxBase):
         newest first); a request still held but submitted before ``held_before`` too (its daemon died applying
         its rules). Through the requests_unposted index, from either end: costs what it returns."""
         way = " DESC" if newest else ""
+        hint = self._indexed_by("requests_unposted")  # SQLite would take requests_prompt and sort the backlog
         return await self._records(
-            f"SELECT * FROM requests WHERE {UNPOSTED} AND (post_held=0 OR requested_at < $2)"
+            f"SELECT * FROM requests{hint} WHERE {UNPOSTED} AND (post_held=0 OR requested_at < $2)"
             f" ORDER BY requested_at{way}, rowid{way} LIMIT $1",
             limit, held_before,
         )

@@ -40,6 +40,13 @@ log = structlog.get_logger("outbox")
 EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits due that nothing else shows
 
 
+def settled_by_rule(rec: Record) -> bool:
+    """Settled by a config or session rule when it arrived (not by a decider's ``watch``, which says
+    ``via: rule`` too but answers prompts already in the room)."""
+    o = rec.outcome
+    return o is not None and o.via == Via.RULE and not o.answered_by.startswith("api:")
+
+
 class Counts(Protocol):
     """What the outbox counts (:class:`bot.service.metrics.Metrics` keeps the figures)."""
 
@@ -149,8 +156,8 @@ class Poster:
             freed.set()
 
     async def _post(self, rec: Record) -> None:
-        if rec.outcome is not None and rec.outcome.via == Via.RULE:  # held until its rules settled it: never
-            await self._post_settled(rec)  # posted before, so it goes settled, in one event (no edit follows)
+        if settled_by_rule(rec):  # held from the poster until its rules settled it, so never posted before:
+            await self._post_settled(rec)  # it goes settled, in one event (no edit follows)
             return
         content = prompt_content(rec)
         self.timings.mark(rec.id, "sending", self.now())
