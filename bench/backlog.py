@@ -86,8 +86,9 @@ class Bench:
         self.saved.mkdir()
         self.env = dict(os.environ, PERMISSION_BOT_URL=st.api_url, PERMISSION_BOT_TOKEN=TOKEN)
 
-    def stop(self) -> None:
-        self.st.kill_daemon()
+    def stop(self, graceful: bool = False) -> None:
+        """Stop the daemon; a killed one's WAL goes too (the next start copies a fresh inbox over the file)."""
+        self.st.stop_daemon() if graceful else self.st.kill_daemon()
         for suffix in ("-wal", "-shm"):
             Path(f"{self.db}{suffix}").unlink(missing_ok=True)
 
@@ -95,8 +96,12 @@ class Bench:
         """A fresh copy of inbox ``name``, with an install id of its own: txn ids never repeat an earlier
         run's, so the homeserver never answers a send from its transaction cache (that would be free)."""
         shutil.copy(self.saved / name, self.db)
-        with sqlite3.connect(self.db) as db:
-            db.execute("UPDATE kv SET v=? WHERE k='install_id'", (uuid.uuid4().hex,))
+        db = sqlite3.connect(self.db)
+        try:
+            with db:
+                db.execute("UPDATE kv SET v=? WHERE k='install_id'", (uuid.uuid4().hex,))
+        finally:
+            db.close()  # none left open: the next copy goes over this file
 
     async def start(self, name: str) -> tuple[float, float]:
         """Start on a fresh copy of inbox ``name``: (seconds to matrix_ready, peak RSS MB 3 s later)."""
@@ -148,7 +153,7 @@ async def main() -> int:
     try:
         await st.setup()  # the daemon syncs the room once: the empty inbox keeps that sync token
         b = Bench(st, work)
-        b.stop()
+        b.stop(graceful=True)  # its WAL checkpointed into the file
         shutil.copy(b.db, b.saved / "empty")
         for name, n, posted in (("full", a.pending, True), ("backlog", a.unposted, False)):
             shutil.copy(b.saved / "empty", b.saved / name)
