@@ -75,6 +75,19 @@ async def test_a_prompt_posted_settled_is_its_own_edit(inbox: Inbox) -> None:
     assert await inbox.own_event("$a") == ("settled", a.id)  # it shows the request settled, not pending
 
 
+async def test_expiry_and_seeding_read_their_own_requests(inbox: Inbox) -> None:
+    a, b = await submit(inbox, "a", 1.0), await submit(inbox, "b", 2.0)  # expire at 601 and 602
+    assert await inbox.next_expiry() == 601.0 and [r.id for r in await inbox.due(601.5)] == [a.id]
+    await inbox.settle(a.id, option_id=None, by="x", via=Via.CANCEL, feedback=None, now=3.0)
+    assert await inbox.next_expiry() == 602.0 and await inbox.due(601.5) == []
+    assert await inbox.needing_seed(posted_before=10.0) == [] and await inbox.next_seed_due() is None
+    await inbox.set_prompt_event(b.id, "$b", 5.0)
+    assert [r.id for r in await inbox.needing_seed(posted_before=10.0)] == [b.id]
+    assert await inbox.needing_seed(posted_before=4.0) == [] and await inbox.next_seed_due() == 5.0
+    await inbox.mark_seeded(b.id)
+    assert await inbox.needing_seed(posted_before=10.0) == [] and await inbox.next_seed_due() is None
+
+
 async def test_pending_hook_requests_and_a_sessions_pending(inbox: Inbox) -> None:
     hook = await submit(inbox, "h", 1.0, key=KEY_PREFIX + "abc")
     await submit(inbox, "h", 2.0, key="proxy-1")
@@ -110,6 +123,17 @@ async def test_the_backlog_queries_use_their_indexes(tmp_path: Path) -> None:
     hook = f"SELECT * FROM requests INDEXED BY requests_pending_hook WHERE {PENDING_HOOK} ORDER BY requested_at, rowid"
     assert "USING INDEX requests_pending_hook" in plan(path, hook)
     assert "requests_state" not in plan(path, "SELECT * FROM requests WHERE session_id=? AND state=?", "s", "pending")
+    from bot.inbox.posting import UNSEEDED
+    from bot.inbox.requests import PENDING_LIVE
+
+    expiry = f"SELECT MIN(expires_at) FROM requests INDEXED BY requests_expiry WHERE {PENDING_LIVE}"
+    assert "requests_expiry" in plan(path, expiry)
+    due = (f"SELECT * FROM requests INDEXED BY requests_expiry WHERE {PENDING_LIVE} AND expires_at<=?"
+           " ORDER BY expires_at")
+    assert "requests_expiry (expires_at<?)" in plan(path, due, 1.0) and "TEMP B-TREE" not in plan(path, due, 1.0)
+    seed = (f"SELECT * FROM requests INDEXED BY requests_unseeded WHERE {UNSEEDED} AND COALESCE(posted_at, 0)<=?"
+            " ORDER BY requested_at, rowid LIMIT 8")
+    assert "requests_unseeded" in plan(path, seed, 1.0) and "TEMP B-TREE" not in plan(path, seed, 1.0)
 
 
 class Stub:

@@ -17,6 +17,9 @@ NEEDING_EDIT = (
 UNPOSTED = "prompt_event_id IS NULL AND post_skipped=0"
 """The WHERE of the requests_unposted index (schema step: backlog indexes): prompts not in the room yet."""
 
+UNSEEDED = "state='pending' AND seeded=0 AND prompt_event_id IS NOT NULL"
+"""The WHERE of the requests_unseeded index: prompts in the room whose keycaps are not all seeded yet."""
+
 HOLD_LAPSE = 30.0
 """Seconds after which a request's hold (its rules being applied) lapses: its daemon died before releasing it."""
 
@@ -93,18 +96,16 @@ class Posting(InboxBase):
 
     async def needing_seed(self, posted_before: float, limit: int = 8) -> list[Record]:
         """Pending records posted before ``posted_before`` whose keycap reactions are not all seeded yet."""
-        return await self._records(
-            "SELECT * FROM requests WHERE state=$1 AND seeded=0 AND prompt_event_id IS NOT NULL"
-            " AND COALESCE(posted_at, 0)<=$2 ORDER BY requested_at, rowid LIMIT $3",
-            PENDING, float(posted_before), limit,
+        return await self._records(  # through requests_unseeded: never a walk over the seeded ones
+            f"SELECT * FROM requests{self._indexed_by('requests_unseeded')} WHERE {UNSEEDED}"
+            " AND COALESCE(posted_at, 0)<=$1 ORDER BY requested_at, rowid LIMIT $2",
+            float(posted_before), limit,
         )
 
     async def next_seed_due(self) -> float | None:
         """When the oldest unseeded pending prompt was posted."""
         v = await self.database.fetchval(
-            "SELECT MIN(COALESCE(posted_at, 0)) FROM requests WHERE state=$1 AND seeded=0"
-            " AND prompt_event_id IS NOT NULL",
-            PENDING,
+            f"SELECT MIN(COALESCE(posted_at, 0)) FROM requests{self._indexed_by('requests_unseeded')} WHERE {UNSEEDED}"
         )
         return float(v) if v is not None else None
 
