@@ -88,6 +88,17 @@ async def test_expiry_and_seeding_read_their_own_requests(inbox: Inbox) -> None:
     assert await inbox.needing_seed(posted_before=10.0) == [] and await inbox.next_seed_due() is None
 
 
+async def test_keycaps_to_clear_by_the_settled_ids(inbox: Inbox) -> None:
+    a, b, c = [await submit(inbox, s, float(i)) for i, s in enumerate("abc")]
+    for r in (a, b, c):
+        await inbox.add_reaction(r.id, "1", f"$r{r.id}")
+    for r in (a, b):
+        await inbox.settle(r.id, option_id=None, by="x", via=Via.CANCEL, feedback=None, now=5.0)
+    assert await inbox.reactions_to_clear(request_ids=[a.id, c.id]) == [(a.id, "1", f"$r{a.id}")]
+    assert await inbox.reactions_to_clear(request_ids=[]) == []
+    assert sorted(await inbox.reactions_to_clear()) == [(a.id, "1", f"$r{a.id}"), (b.id, "1", f"$r{b.id}")]
+
+
 async def test_pending_hook_requests_and_a_sessions_pending(inbox: Inbox) -> None:
     hook = await submit(inbox, "h", 1.0, key=KEY_PREFIX + "abc")
     await submit(inbox, "h", 2.0, key="proxy-1")

@@ -3,6 +3,8 @@ keycap reactions the bot seeds under it (and clears once it is settled)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bot.inbox.base import InboxBase
 from bot.inbox.record import PENDING, Record
 
@@ -113,12 +115,20 @@ class Posting(InboxBase):
         async with self._tx() as db:
             await db.execute("UPDATE requests SET seeded=1 WHERE id=$1", request_id)
 
-    async def reactions_to_clear(self, limit: int = 50) -> list[tuple[str, str, str]]:
-        """(request_id, key, event_id) of seeded reactions on prompts no longer pending."""
+    async def reactions_to_clear(
+        self, limit: int = 50, request_ids: Sequence[str] | None = None
+    ) -> list[tuple[str, str, str]]:
+        """(request_id, key, event_id) of seeded reactions on prompts no longer pending; of ``request_ids`` only
+        (looked up by their keys: the cost of those, not of every seeded reaction), when given."""
+        which = ""
+        if request_ids is not None:
+            if not request_ids:
+                return []
+            which = " AND r.request_id IN (" + ", ".join(f"${i + 3}" for i in range(len(request_ids))) + ")"
         rows = await self.database.fetch(
             "SELECT r.request_id, r.key, r.event_id FROM reactions r JOIN requests q ON q.id = r.request_id"
-            " WHERE q.state!=$1 AND r.redacted=0 AND r.event_id IS NOT NULL LIMIT $2",
-            PENDING, limit,
+            f" WHERE q.state!=$1 AND r.redacted=0 AND r.event_id IS NOT NULL{which} LIMIT $2",
+            PENDING, limit, *(request_ids or ()),
         )
         return [(r[0], r[1], r[2]) for r in rows]
 

@@ -109,7 +109,7 @@ class Outbox(Poster):
             self.foreground_idle.clear()
             self.wake_settle.set()
             self.wake_pace.set()
-            self.keycaps.wake_clear.set()
+            self.keycaps.settled(rec.id)
 
     def tasks(self) -> list[asyncio.Task[None]]:
         """Start the workers."""
