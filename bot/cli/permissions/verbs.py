@@ -24,7 +24,8 @@ def ls(args: argparse.Namespace, client: Client) -> int:
     """Print every pending request (optionally of one session), oldest first: a table, or JSON. Streamed a
     page at a time (GET /permissions pages): its time grows with what it prints, its memory with one page."""
     query: dict[str, str] | None = {"limit": LS_PAGE, **({"session": args.session} if args.session else {}),
-                                    **({"room": args.room} if args.room else {})}
+                                    **({"room": args.room} if args.room else {}),
+                                    **({} if args.json else {"view": "brief"})}  # the table's fields only
     path = "/permissions"
     printer = _JsonOut() if args.json else _TableOut()
     while True:
