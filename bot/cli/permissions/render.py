@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.prompts.shown import shown_input
+from bot.prompts.shown import command_line
 from bot.util.durations import format_age
 from bot.util.words import clip
 
@@ -63,7 +63,7 @@ def preview(raw: object) -> str:
         return ""
     if isinstance(raw, str):
         return raw
-    command = shown_input(raw).command
+    command = command_line(raw)  # shown_input(raw).command, without building the rest
     if command is not None:
         return command
     if isinstance(raw, Mapping):
