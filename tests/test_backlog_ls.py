@@ -111,7 +111,8 @@ async def test_the_daemon_pages_brief_records(station: Station, sid: str) -> Non
 
 @pytest.mark.parametrize("raw", [
     {"command": "ls"}, {"command": "  "}, {"command": ["a", "b c"], "args": ["-x"]}, {"command": "make", "args": "all"},
-    {"cmd": "x"}, "str", None, {}, [], {"command": "ls", "cwd": "/tmp", "env": {"A": "1"}}, {"command": "", "args": ["x"]},
+    {"cmd": "x"}, "str", None, {}, [], {"command": "ls", "cwd": "/tmp", "env": {"A": "1"}},
+    {"command": "", "args": ["x"]},
 ])
 def test_the_command_line_ls_shows_is_the_prompts(raw: object) -> None:
     from bot.prompts.shown import command_line, shown_input
