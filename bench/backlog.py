@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/backlog.py [--pending 10000] [--unposted 5000] [--runs 5]
 
-Real Synapse on loopback and the daemon as a subprocess (tests/support's Station), on SQLite. The inboxes are
+Real Synapse on loopback and the daemon as a subprocess (tests/support's Station), on SQLite (``--postgres``:
+PostgreSQL, tests/support's cluster, each inbox a template database). The inboxes are
 made while the daemon is stopped, as copies of one empty inbox that already synced the room (same session,
 same sync token, so every start does the same Matrix work): ``empty``; ``full``, with ``--pending`` requests
 pending and their prompts in the room (their event ids made up; nothing left to post, seed or edit); and
@@ -32,11 +33,13 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.demo.homeserver import Homeserver  # noqa: E402
+from bot.inbox.db import create  # noqa: E402
 from bot.inbox.store import Inbox  # noqa: E402
 from bot.inbox.submission import parse_submission  # noqa: E402
 from tests.support.human import content  # noqa: E402
@@ -56,10 +59,10 @@ def line(name: str, xs: list[float], unit: str = "ms", scale: float = 1000.0) ->
            f"   (n={len(xs)})"
 
 
-async def fill(path: Path, n: int, posted: bool) -> None:
-    """Add ``n`` pending requests (1,000 sessions) to the inbox at ``path``, in one transaction; ``posted``:
-    their prompts are in the room (made-up event ids, keycaps seeded)."""
-    inbox = Inbox(path)
+async def fill(where: Path | str, n: int, posted: bool) -> None:
+    """Add ``n`` pending requests (1,000 sessions) to the inbox at ``where`` (a SQLite file or a PostgreSQL URL),
+    in one transaction; ``posted``: their prompts are in the room (made-up event ids, keycaps seeded)."""
+    inbox = Inbox(where if isinstance(where, Path) else create(where))
     await inbox.open()
     now = time.time()
     async with inbox.transaction() as db:
@@ -78,8 +81,40 @@ def rss_peak_mb(pid: int) -> float:
     return float("nan")
 
 
+class PgInboxes:
+    """The same on PostgreSQL: each inbox a template database, each start a fresh copy (``live``)."""
+
+    def __init__(self, pg: Any, st: Station) -> None:
+        self.pg, self.st = pg, st
+
+    async def admin(self, sql: str) -> None:
+        import asyncpg
+
+        conn = await asyncpg.connect(self.pg.admin_url)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    async def save(self, name: str, source: str = "live") -> str:
+        await self.admin(f"CREATE DATABASE {name} TEMPLATE {source} OWNER permbot")
+        return str(self.pg.url(name))
+
+    async def use(self, name: str) -> None:
+        await self.admin("DROP DATABASE IF EXISTS live WITH (FORCE)")
+        await self.admin(f"CREATE DATABASE live TEMPLATE {name} OWNER permbot")
+        import asyncpg
+
+        conn = await asyncpg.connect(self.pg.url("live"))
+        try:
+            await conn.execute("UPDATE kv SET v=$1 WHERE k='install_id'", uuid.uuid4().hex)
+        finally:
+            await conn.close()
+
+
 class Bench:
-    def __init__(self, st: Station, work: Path) -> None:
+    def __init__(self, st: Station, work: Path, pg: PgInboxes | None = None) -> None:
+        self.pg = pg
         self.st = st
         self.db = st.state_dir / "inbox.sqlite3"
         self.saved = work / "inboxes"
@@ -106,7 +141,7 @@ class Bench:
     async def start(self, name: str) -> tuple[float, float]:
         """Start on a fresh copy of inbox ``name``: (seconds to matrix_ready, peak RSS MB 3 s later)."""
         self.stop()
-        self.use(name)
+        await self.pg.use(name) if self.pg else self.use(name)
         t = time.perf_counter()
         self.st.start_daemon()
         await self.st.wait_healthy(120)
@@ -144,20 +179,38 @@ async def main() -> int:
     ap.add_argument("--unposted", type=int, default=5_000)
     ap.add_argument("--runs", type=int, default=5, help="starts of each inbox; new requests: 2x this")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--postgres", action="store_true", help="the inbox in PostgreSQL (tests/support's cluster)")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pb-backlog-"))
     hs = Homeserver(work / "synapse", overrides={"bcrypt_rounds": 4})
     hs.start()
     st = Station(hs, work / "station")
     results: list[tuple[str, bool]] = []
+    cluster = None
     try:
+        pgi = None
+        if a.postgres:
+            from tests.support.postgres import PgCluster
+
+            cluster = PgCluster()
+            cluster.init()
+            cluster.start()
+            cluster.setup_roles()
+            pgi = PgInboxes(cluster, st)
+            await pgi.admin("CREATE DATABASE live OWNER permbot")
+            st.env["PERMISSION_BOT_DATABASE_URL"] = cluster.url("live")
         await st.setup()  # the daemon syncs the room once: the empty inbox keeps that sync token
-        b = Bench(st, work)
+        b = Bench(st, work, pgi)
         b.stop(graceful=True)  # its WAL checkpointed into the file
-        shutil.copy(b.db, b.saved / "empty")
-        for name, n, posted in (("full", a.pending, True), ("backlog", a.unposted, False)):
-            shutil.copy(b.saved / "empty", b.saved / name)
-            await fill(b.saved / name, n, posted)
+        if pgi is not None:
+            await pgi.save("empty")
+            for name, n, posted in (("full", a.pending, True), ("backlog", a.unposted, False)):
+                await fill(await pgi.save(name, "empty"), n, posted)
+        else:
+            shutil.copy(b.db, b.saved / "empty")
+            for name, n, posted in (("full", a.pending, True), ("backlog", a.unposted, False)):
+                shutil.copy(b.saved / "empty", b.saved / name)
+                await fill(b.saved / name, n, posted)
         print(f"work dir {work}; inboxes made: {a.pending} pending, {a.unposted} unposted", flush=True)
 
         # start-up, RSS and ls, empty and full alternately
@@ -192,7 +245,8 @@ async def main() -> int:
                 content(e).get("request_id"), content(e).get("m.new_content", {}).get("request_id"))))
         b.stop()
 
-        print(f"\nbacklog bench, SQLite, real Synapse; {a.pending} pending / {a.unposted} unposted")
+        engine = "PostgreSQL" if a.postgres else "SQLite"
+        print(f"\nbacklog bench, {engine}, real Synapse; {a.pending} pending / {a.unposted} unposted")
         print(line("start-up, empty inbox", ready["empty"]))
         print(line(f"start-up, {a.pending} pending", ready["full"]))
         print(line("peak RSS, empty inbox", rss["empty"], "MB", 1.0))
@@ -223,6 +277,8 @@ async def main() -> int:
     finally:
         await st.teardown()
         hs.stop()
+        if cluster is not None:
+            cluster.stop()
         if a.keep:
             print(f"kept {work}")
         else:
