@@ -193,3 +193,21 @@ async def test_a_hooks_twin_is_looked_for_in_its_session_only(no_full_listing: I
     got = await _twin(Stub(inbox), inp)  # type: ignore[arg-type]
     assert got is not None and got.id == acp.id
     await inbox.close()
+
+
+async def test_brief_pages_are_the_records_cut(inbox: Inbox) -> None:
+    import json
+
+    from bot.inbox.listing import BRIEF
+
+    body = request_body("brief", command="echo \u00e9t\u00e9 \"quoted\"\n\x1b[31m")
+    body["label"] = "my-agent"
+    await inbox.submit(parse_submission(body), 1.5, 600, room="infra")
+    await submit(inbox, "other", 2.0)
+    page, nxt = await inbox.pending_brief_json(1)
+    assert nxt is not None
+    [brief] = json.loads(page)
+    full = (await inbox.pending_page(1))[0][0].to_api()
+    assert brief == {k: full[k] for k in BRIEF}
+    rest, end = await inbox.pending_brief_json(1, nxt)
+    assert [r["session_id"] for r in json.loads(rest)] == ["other"] and end is None

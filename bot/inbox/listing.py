@@ -14,7 +14,6 @@ from bot.inbox.record import PENDING, Record
 BRIEF_TEXT = ("id", "session_id", "label", "title", "tool_kind", "tool_name", "room")
 BRIEF = (*BRIEF_TEXT, "raw_input", "requested_at")
 """The fields of a brief record (``GET /permissions?view=brief``): what `permissions ls` prints."""
-BRIEF_COLUMNS = ", ".join(BRIEF)
 
 HOOK_KEY_PREFIX = "hook-"
 """How the key of a request a hook submitted starts (bot/api/hook_hold.py)."""
@@ -95,13 +94,14 @@ class Listing(InboxBase):
         self, limit: int, after: Key | None = None, session: str | None = None, room: str | None = None
     ) -> tuple[bytes, Key | None]:
         """As ``pending_json``, each record cut to the ``BRIEF`` fields (what `permissions ls` prints): the
-        columns it needs alone, ``raw_input`` passed on as stored, so a page costs a tenth of the full one."""
-        rows, nxt = await self._pending_rows(limit, after, session, room, columns=BRIEF_COLUMNS)
-        parts = [
-            "{" + ",".join(f'"{k}":{json.dumps(r[k])}' for k in BRIEF_TEXT)
-            + f',"raw_input":{r["raw_input"] or "null"},"requested_at":"{iso_ms(r["requested_at"])}"}}'
-            for r in rows
-        ]
+        columns it needs alone, made JSON by the database, so a page costs a fraction of the full one."""
+        pairs = ", ".join(f"'{k}', {k}" for k in BRIEF_TEXT)
+        if self.database.dialect.is_postgres:  # each record's JSON made by the database (the time added below)
+            obj = f"json_build_object({pairs}, 'raw_input', raw_input::json)::text"
+        else:
+            obj = f"json_object({pairs}, 'raw_input', json(raw_input))"
+        rows, nxt = await self._pending_rows(limit, after, session, room, columns=f"requested_at, {obj} AS brief")
+        parts = [f'{r["brief"][:-1]},"requested_at":"{iso_ms(r["requested_at"])}"}}' for r in rows]
         return ("[" + ",".join(parts) + "]").encode(), nxt
 
     async def _pending_rows(
