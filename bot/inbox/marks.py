@@ -104,21 +104,26 @@ class Marks(InboxBase):
         return str(row[0])
 
     async def marks_before(self, at: int, room: str = "default") -> list[Mark]:
-        """What :func:`bot.answers.timeline.bind` needs at ``at`` in ``room``: the last two postings not settled
-        before it (more changes nothing: two are "several"), the last mark that counts (and its request's
-        settles). Another room's marks never count."""
+        """What :func:`bot.answers.timeline.bind` needs at ``at`` in ``room``: the newest postings not settled
+        before it, as far back as two requests (more change nothing: two are "several"), the last mark that
+        counts (and its request's settles). Another room's marks never count."""
         last = (  # the last mark that counts (bot.answers.timeline.effective: a request's second settle does not)
             "SELECT pos, kind, request_id FROM timeline t WHERE room=$1 AND kind!='answer' AND pos<$2 AND NOT"
             " (kind='settled' AND EXISTS (SELECT 1 FROM timeline e WHERE e.kind='settled'"
             " AND e.request_id=t.request_id AND e.pos<t.pos)) ORDER BY pos DESC LIMIT 1"
         )
-        rows = await self.database.fetch(  # two open postings are "several": the rest are never read
-            "SELECT * FROM (SELECT pos, kind, request_id FROM timeline p WHERE room=$1 AND kind='posted' AND pos<$2"
-            " AND NOT EXISTS (SELECT 1 FROM timeline s WHERE s.kind='settled' AND s.request_id=p.request_id"
-            " AND s.pos<$2) ORDER BY pos DESC LIMIT 2) AS open2"
-            f" UNION SELECT * FROM ({last}) AS l1"
+        open_ = (  # the postings not settled before it, newest first: two requests among them are "several"
+            "SELECT pos, kind, request_id FROM timeline p WHERE room=$1 AND kind='posted' AND pos<$2 AND NOT EXISTS"
+            " (SELECT 1 FROM timeline s WHERE s.kind='settled' AND s.request_id=p.request_id AND s.pos<$2)"
+            " ORDER BY pos DESC LIMIT $3"
+        )
+        n = 8
+        while len(opened := await self.database.fetch(open_, room, at, n)) == n and len({r[2] for r in opened}) < 2:
+            n *= 8  # one request posted again and again (rare): read further back
+        rows = [*opened, *await self.database.fetch(
+            f"SELECT * FROM ({last}) AS l1"
             " UNION SELECT pos, kind, request_id FROM timeline WHERE room=$1 AND kind='settled' AND pos<$2"
             f" AND request_id = (SELECT request_id FROM ({last}) AS l2)",
             room, at,
-        )
+        )]
         return [Mark(int(r[0]), r[1], r[2]) for r in rows]
