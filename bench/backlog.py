@@ -96,13 +96,15 @@ class PgInboxes:
         finally:
             await conn.close()
 
-    async def save(self, name: str, source: str = "live") -> str:
-        await self.admin(f"CREATE DATABASE {name} TEMPLATE {source} OWNER permbot")
-        return str(self.pg.url(name))
+    async def save(self, name: str, source: str | None = None) -> str:
+        """Inbox ``name`` (database ``pb_NAME``), a copy of inbox ``source`` (default: the live database)."""
+        await self.admin(f"CREATE DATABASE pb_{name} TEMPLATE {'live' if source is None else 'pb_' + source}"
+                         " OWNER permbot")
+        return str(self.pg.url(f"pb_{name}"))
 
     async def use(self, name: str) -> None:
         await self.admin("DROP DATABASE IF EXISTS live WITH (FORCE)")
-        await self.admin(f"CREATE DATABASE live TEMPLATE {name} OWNER permbot")
+        await self.admin(f"CREATE DATABASE live TEMPLATE pb_{name} OWNER permbot")
         import asyncpg
 
         conn = await asyncpg.connect(self.pg.url("live"))
