@@ -51,8 +51,11 @@ async def test_config_rules_apply_on_arrival(station: Station, sid: str) -> None
         assert rec3["state"] == "pending"
         prompt = await station.prompt_for(sid, seq=1)
         assert prompt, "a rule-settled request is still posted for the record"
-        edit = await station.edit_of(prompt["event_id"])
-        assert edit and content(edit)["m.new_content"]["resolution"]["via"] == "rule"
+        # posted settled, in one event: no "Reply with the number" prompt first, no edit after
+        assert content(prompt)["resolution"]["via"] == "rule", content(prompt)
+        assert "Reply with" not in content(prompt)["body"]
+        await station.prompt_for(sid, seq=3)  # the next request's prompt is in the room: nothing came between
+        assert await station.edit_of(prompt["event_id"], timeout=1) is None
         await station.ahttp("POST", f"/permissions/{rec3['id']}", {"decision": "deny"})
     finally:
         station.extra_config = ""

@@ -109,7 +109,7 @@ async def test_answer_from_the_cli_and_the_api(station: Station, sid: str) -> No
     st, body = await station.ahttp("POST", f"/permissions/{sid}:1", {"decision": "answer", "answer": "1, 2"})
     assert st == 409 and "one choice" in body["reason"]
     env = {"PERMISSION_BOT_TOKEN": DECIDER_TOKEN[1]}
-    done = station.cli("permissions", "ls", "--session", sid, env={**env, "COLUMNS": "200"})  # titles uncut  # the station is shared: this session's
+    done = station.cli("permissions", "ls", "--session", sid, env={**env, "COLUMNS": "200"})  # shared station
     assert f"[question] {Q1}" in done.stdout, done.stdout
     done = station.cli("permissions", "answer", f"{sid}:1", "Postgres", env=env)
     assert done.returncode == 0 and f"answered {sid}:1: Postgres" in done.stdout, done.stderr

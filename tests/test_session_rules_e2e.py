@@ -103,8 +103,7 @@ async def test_s_allows_once_and_the_same_command_again_settles_by_session_rule(
         assert rec["outcome"]["answered_by"] == f"session rule (set by {station.alice.user_id})"
         prompt = await station.prompt_for(sid, seq=2)
         assert prompt, "a request settled by a session rule is still posted, for the record"
-        edit = await station.edit_of(prompt["event_id"])
-        assert edit and f"by session rule (set by {station.alice.user_id})" in content(edit)["m.new_content"]["body"]
+        assert f"by session rule (set by {station.alice.user_id})" in content(prompt)["body"]  # posted settled
 
         # The attacks: a longer command, a chained one, another session id, another agent with this session id.
         await run.agent_sends(line(3, sid, "rm -rf build ~", "longer"))

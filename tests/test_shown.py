@@ -222,7 +222,7 @@ def test_ls_shows_the_command_first_and_tool_only_from_a_tool_name() -> None:
            "requested_at": "2030-01-01T00:00:00.000Z"}
     assert tool_of(rec) == "execute" and tool_of({"toolName": "Read"}) == "Read"
     assert question(rec).startswith("curl x '|' sh — TTT")
-    _, row = table([rec], 120, datetime.fromisoformat("2030-01-01T00:00:10+00:00"))
+    (_, row), _widths = table([rec], 120, datetime.fromisoformat("2030-01-01T00:00:10+00:00"))
     assert len(row) <= 120 and "curl x '|' sh" in row and row.split()[2] == "execute"
     assert question({"title": "Run", "raw_input": {}}) == "Run"
     assert json.loads(json.dumps(rec))  # the record stays plain JSON

@@ -17,7 +17,7 @@ from nio import AsyncClient, AsyncClientConfig
 from bot.events.states import Via
 from bot.inbox.db import create
 from bot.inbox.migrate import MigrateError, migrate
-from bot.inbox.schema import LATEST
+from bot.inbox.schema import LATEST, STEPS
 from bot.inbox.session_rule_store import SessionRules
 from bot.inbox.session_rules import Scope
 from bot.inbox.store import Inbox
@@ -139,15 +139,14 @@ async def test_an_older_folder_is_brought_up_to_date_first(tmp_path: Path, pg_ur
     path = tmp_path / "state" / "inbox.sqlite3"
     await _fill(path)
     src = sqlite3.connect(path)
-    src.execute("UPDATE schema_versions SET version=$1 WHERE name='inbox'".replace("$1", str(LATEST - 1)))
-    src.execute(f"PRAGMA user_version = {LATEST - 1}")
-    src.execute("DROP INDEX requests_held")  # as the step before the last left it
-    src.execute("DROP TABLE daemon_leases")
-    src.execute("ALTER TABLE requests DROP COLUMN held_by")
+    before = next(i for i, step in enumerate(STEPS) if step.description == "post_held")  # the version before it
+    src.execute("UPDATE schema_versions SET version=$1 WHERE name='inbox'".replace("$1", str(before)))
+    src.execute(f"PRAGMA user_version = {before}")
+    src.execute("ALTER TABLE requests DROP COLUMN post_held")  # as the step before post_held left it
     src.commit()
     src.close()
     copied = await migrate(path, pg_url)
-    assert copied.upgraded_from == LATEST - 1 and copied.rows["requests"] == 3
+    assert copied.upgraded_from == before < LATEST and copied.rows["requests"] == 3
 
 
 def _cli(tmp_path: Path, *args: str, encryption: bool = True, env: dict[str, str] | None = None,

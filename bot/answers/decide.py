@@ -11,18 +11,21 @@ from bot.answers.typed import resolve_text
 from bot.events.states import Via
 
 
-def resolve(c: Candidate, target: Target | None, pending: Sequence[Target]) -> Answer | Refusal | None:
+def resolve(
+    c: Candidate, target: Target | None, pending: Sequence[Target], waiting: int | None = None
+) -> Answer | Refusal | None:
     """Decide what ``c`` does.
 
     ``target`` is the prompt ``c`` addresses (``None`` if it addresses nothing known); for a
     plain message, the one prompt its sender could have meant (:func:`bot.answers.timeline.bind`) or
     ``None`` (then the bot asks which, if the text answers any of ``pending``).
-    ``pending`` all pending prompts, oldest first. ``None`` means: not an answer, stay quiet.
+    ``pending`` the pending prompts the bot may name when it asks (the room's newest, a bounded number);
+    ``waiting`` how many are pending in all, if more. ``None`` means: not an answer, stay quiet.
     """
     if c.via == Via.STRUCTURED:
         return resolve_structured(c, target)
     if c.via == Via.REACTION:
         return resolve_reaction(c, target)
     if c.via == Via.MATRIX:
-        return resolve_text(c, target, [t for t in pending if t.pending])
+        return resolve_text(c, target, [t for t in pending if t.pending], waiting)
     return None

@@ -5,7 +5,8 @@ included) and gives each event that matters a position (kept in the inbox, so po
 restarts and a redelivered event keeps its first one):
 
 - ``posted``: the bot's prompt for a request (sender checked: anyone else's is never a prompt);
-- ``settled``: the bot's edit that shows a request's outcome, or the room answer that settled it
+- ``settled``: the bot's edit that shows a request's outcome (or its prompt posted settled: one event, for a
+  request a rule settled before it was posted), or the room answer that settled it
   (the answer's own position: a reader saw the prompt answered there; :func:`in_view` says which
   answers count), whichever comes first;
 - ``lookalike``: a message from anyone else that a reader could take for a prompt (:mod:`bot.answers.lookalike`;
@@ -115,9 +116,10 @@ def sighting(event: Mapping[str, Any], *, bot_user_id: str) -> Sighting | None:
                 rid = _request_id(new)
                 return Sighting(event_id, "settled", rid) if rid else None
             return None
-        if content.get(V2_KEY) is not None:
+        if content.get(V2_KEY) is not None:  # a prompt; one posted settled (a rule's) shows its request settled
             rid = _request_id(content)
-            return Sighting(event_id, "posted", rid) if rid else None
+            kind: Kind = "settled" if isinstance(content.get("resolution"), Mapping) else "posted"
+            return Sighting(event_id, kind, rid) if rid else None
         return None
     if _looks_like_prompt(content):
         return Sighting(event_id, "lookalike")

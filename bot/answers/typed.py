@@ -11,8 +11,13 @@ from bot.answers.outcomes import answer, incomplete, not_pending, parse_for, sho
 from bot.answers.questions import resolve_question
 from bot.answers.text import NoSuchNumber, Pick
 
+WAITING_CAP = 1000
+"""How far the daemon counts the pending requests an ambiguous plain answer is told about ("1000 or more")."""
 
-def resolve_text(c: Candidate, target: Target | None, live: Sequence[Target]) -> Answer | Refusal | None:
+
+def resolve_text(
+    c: Candidate, target: Target | None, live: Sequence[Target], waiting: int | None = None
+) -> Answer | Refusal | None:
     text = c.text.strip() if isinstance(c.text, str) else ""
     if target is not None and target.question is not None:
         return resolve_question(c, target, text) if text else None
@@ -42,15 +47,18 @@ def resolve_text(c: Candidate, target: Target | None, live: Sequence[Target]) ->
             return incomplete(target)
         return answer(c, target, parsed.index, parsed.feedback)
     if any(isinstance(parse_for(text, t), Pick) for t in live):
-        return _ask(live)
+        return _ask(live, waiting)
     return None
 
 
-def _ask(live: Sequence[Target]) -> Refusal:
-    """Which prompt does a plain answer mean? Resolves nothing."""
+def _ask(live: Sequence[Target], count: int | None = None) -> Refusal:
+    """Which prompt does a plain answer mean? Resolves nothing. ``count``: how many are pending, when ``live``
+    holds only some of them (counted up to WAITING_CAP)."""
     ids = [show(t.request_id, 60) for t in live]
-    shown = ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
-    waiting = f"{len(live)} requests are waiting ({shown})" if len(live) > 1 else f"Request {shown} is waiting"
+    n = max(len(ids), count or 0)
+    shown = ", ".join(ids[:5]) + (f" and {n - 5} more" if n > 5 else "")
+    many = f"{n} or more" if n >= WAITING_CAP else str(n)
+    waiting = f"{many} requests are waiting ({shown})" if n > 1 else f"Request {shown} is waiting"
     return Refusal(
         "ambiguous",
         f"Which request do you mean? {waiting}. Reply to the prompt you mean: a plain answer counts only "

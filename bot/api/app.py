@@ -100,7 +100,10 @@ async def list_pending(request: web.Request) -> web.Response:
     room = request.query.get("room") or None  # a room's name: only its requests
     inbox = request.app[DAEMON].inbox
     limit_s, cursor = request.query.get("limit"), request.query.get("cursor")
-    if limit_s is None and cursor is None:  # the unpaged list, as before pagination
+    view = request.query.get("view")  # "brief": pages of records cut to what `permissions ls` prints
+    if view not in (None, "brief"):
+        return error(422, "invalid_request", "view: expected brief (or none)")
+    if limit_s is None and cursor is None and view is None:  # the unpaged list, as before pagination
         body, _ = await inbox.pending_json(session=session, room=room, rooms=rooms)
         return web.Response(body=body, content_type="application/json")
     try:
@@ -108,7 +111,8 @@ async def list_pending(request: web.Request) -> web.Response:
         after = pages.decode(cursor) if cursor else None
     except ValueError as e:
         return error(422, "invalid_request", str(e))
-    body, nxt = await inbox.pending_json(limit, after, session, room, rooms)
+    page = inbox.pending_brief_json if view else inbox.pending_json
+    body, nxt = await page(limit, after, session, room, rooms)
     resp = web.Response(body=body, content_type="application/json")
     if nxt is not None:
         url = request.rel_url.update_query(limit=str(limit), cursor=pages.encode(nxt))

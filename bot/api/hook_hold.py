@@ -60,7 +60,7 @@ async def _twin(daemon: Daemon, inp: HookInput, room: str = "default") -> Record
     proxy = await proxy_of(daemon.inbox.db, inp.session_id)
     if proxy is None:  # no proxy relays this session: no other door, whatever was submitted under its id
         return None
-    for rec in await daemon.inbox.pending(inp.session_id, room=room):
+    for rec in await daemon.inbox.pending_of_session(inp.session_id, room=room):  # that session's only
         if (
             rec.session_id == inp.session_id
             and origin_of(rec.key) == proxy.origin

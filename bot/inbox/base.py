@@ -105,6 +105,11 @@ class InboxBase:
     def db(self) -> Database:
         return self.database
 
+    def _indexed_by(self, index: str) -> str:
+        """`` INDEXED BY index`` on SQLite (which keeps no planner statistics and may take a worse index for a
+        partial one's query), nothing on PostgreSQL (whose statistics choose)."""
+        return "" if self.database.dialect.is_postgres else f" INDEXED BY {index}"
+
     async def _records(self, sql: str, *args: Any) -> list[Record]:
         """The records a committed read of ``requests`` rows finds."""
         return [row_to_record(r) for r in await self.database.fetch(sql, *args)]

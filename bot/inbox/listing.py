@@ -7,9 +7,18 @@ import json
 from collections.abc import Collection
 from typing import Any
 
+from bot.events.timestamps import iso_ms
 from bot.inbox.base import InboxBase, row_to_record
 from bot.inbox.pages import Key
 from bot.inbox.record import PENDING, Record
+from bot.inbox.sessions import HOOK_KEY_PREFIX
+
+BRIEF_TEXT = ("id", "session_id", "label", "title", "tool_kind", "tool_name", "room", "kind")
+BRIEF = (*BRIEF_TEXT, "raw_input", "requested_at")
+"""The fields of a brief record (``GET /permissions?view=brief``): what `permissions ls` prints."""
+
+PENDING_HOOK = f"state='pending' AND substr(key, 1, {len(HOOK_KEY_PREFIX)})='{HOOK_KEY_PREFIX}'"
+"""The WHERE of the requests_pending_hook index (schema step: backlog indexes): the hooks' pending requests."""
 
 
 def _where(
@@ -43,6 +52,37 @@ class Listing(InboxBase):
             f"SELECT * FROM requests WHERE state=$1{where} ORDER BY requested_at, rowid", PENDING, *args
         )
 
+    async def pending_hook_requests(self) -> list[Record]:
+        """The pending requests a hook submitted (key ``hook-...``), oldest first: through the
+        requests_pending_hook index, never a read of every pending request."""
+        hint = self._indexed_by("requests_pending_hook")  # SQLite would read every pending one (requests_state)
+        return await self._records(f"SELECT * FROM requests{hint} WHERE {PENDING_HOOK} ORDER BY requested_at, rowid")
+
+    async def pending_of_session(self, session_id: str, room: str | None = None) -> list[Record]:
+        """The pending requests of one session id (not its label), oldest first: through the
+        (session_id, request_seq) key, so it costs the session's requests, not the inbox's."""
+        where, args = ("", ()) if room is None else (" AND room=$3", (room,))
+        return await self._records(
+            f"SELECT * FROM requests WHERE session_id=$1 AND state=$2{where} ORDER BY requested_at, rowid",
+            session_id, PENDING, *args,
+        )
+
+    async def pending_newest(self, limit: int, room: str | None = None) -> list[Record]:
+        """Up to ``limit`` pending records, newest first (the requests_state index read backwards)."""
+        where, args = ("", ()) if room is None else (" AND room=$3", (room,))
+        return await self._records(
+            f"SELECT * FROM requests WHERE state=$1{where} ORDER BY requested_at DESC, rowid DESC LIMIT $2",
+            PENDING, limit, *args,
+        )
+
+    async def count_pending_upto(self, most: int, room: str | None = None) -> int:
+        """How many requests are pending (in ``room``), counting no further than ``most``."""
+        where, args = ("", ()) if room is None else (" AND room=$3", (room,))
+        return int(await self.database.fetchval(
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM requests WHERE state=$1{where} LIMIT $2) AS upto",
+            PENDING, most, *args,
+        ) or 0)
+
     async def pending_page(
         self, limit: int, after: Key | None = None, session: str | None = None, room: str | None = None
     ) -> tuple[list[Record], Key | None]:
@@ -60,15 +100,31 @@ class Listing(InboxBase):
         rows, nxt = await self._pending_rows(limit, after, session, room, rooms)
         return self._json.array(rows, lambda r: json.dumps(row_to_record(r).to_api())), nxt  # ASCII, as before
 
+    async def pending_brief_json(
+        self, limit: int, after: Key | None = None, session: str | None = None, room: str | None = None,
+        rooms: Collection[str] | None = None,
+    ) -> tuple[bytes, Key | None]:
+        """As ``pending_json``, each record cut to the ``BRIEF`` fields (what `permissions ls` prints): the
+        columns it needs alone, made JSON by the database, so a page costs a fraction of the full one."""
+        pairs = ", ".join(f"'{k}', {k}" for k in BRIEF_TEXT)
+        if self.database.dialect.is_postgres:  # each record's JSON made by the database (the time added below)
+            obj = f"json_build_object({pairs}, 'raw_input', raw_input::json)::text"
+        else:
+            obj = f"json_object({pairs}, 'raw_input', json(raw_input))"
+        columns = f"requested_at, {obj} AS brief"
+        rows, nxt = await self._pending_rows(limit, after, session, room, rooms, columns=columns)
+        parts = [f'{r["brief"][:-1]},"requested_at":"{iso_ms(r["requested_at"])}"}}' for r in rows]
+        return ("[" + ",".join(parts) + "]").encode(), nxt
+
     async def _pending_rows(
         self, limit: int | None, after: Key | None, session: str | None, room: str | None = None,
-        rooms: Collection[str] | None = None,
+        rooms: Collection[str] | None = None, columns: str = "*",
     ) -> tuple[list[Any], Key | None]:
         at, rowid = after if after is not None else (float("-inf"), -1)
         filters, more = _where(session, room, 4, rooms)
         where = "state=$1 AND (requested_at, rowid) > ($2, $3)" + filters
         args: tuple[Any, ...] = (PENDING, float(at), int(rowid), *more)
-        sql = f"SELECT rowid AS _key, * FROM requests WHERE {where} ORDER BY requested_at, rowid"
+        sql = f"SELECT rowid AS _key, {columns} FROM requests WHERE {where} ORDER BY requested_at, rowid"
         if limit is not None:  # no LIMIT at all without one (LIMIT -1 is an error on PostgreSQL)
             sql, args = sql + f" LIMIT ${len(args) + 1}", (*args, limit + 1)
         rows = list(await self.database.fetch(sql, *args))

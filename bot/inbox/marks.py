@@ -70,13 +70,13 @@ class Marks(InboxBase):
     async def own_event(self, event_id: str) -> tuple[Kind, str] | None:
         """("posted" | "settled", request_id) when ``event_id`` is one of the bot's prompts or settled edits."""
         row = await self.database.fetchrow(
-            "SELECT 'posted', id FROM requests WHERE prompt_event_id=$1"
-            " UNION ALL SELECT 'settled', id FROM requests WHERE edit_event_id=$1 LIMIT 1",
+            "SELECT 0 AS o, 'settled' AS k, id FROM requests WHERE edit_event_id=$1"  # a prompt posted settled
+            " UNION ALL SELECT 1, 'posted', id FROM requests WHERE prompt_event_id=$1 ORDER BY o LIMIT 1",  # is both
             event_id,
         )
         if row is None:
             return None
-        return ("posted" if row[0] == "posted" else "settled"), str(row[1])
+        return ("posted" if row[1] == "posted" else "settled"), str(row[2])
 
     async def unmark(self, withdrawn: str, by: str, event_id: str) -> str | None:
         """``by`` redacted (or edited) their own answer ``withdrawn``: when that answer settled a request (its
@@ -104,19 +104,26 @@ class Marks(InboxBase):
         return str(row[0])
 
     async def marks_before(self, at: int, room: str = "default") -> list[Mark]:
-        """What :func:`bot.answers.timeline.bind` needs at ``at`` in ``room``: the postings not settled before
-        it, the last mark that counts (and its request's settles). Another room's marks never count."""
+        """What :func:`bot.answers.timeline.bind` needs at ``at`` in ``room``: the newest postings not settled
+        before it, as far back as two requests (more change nothing: two are "several"), the last mark that
+        counts (and its request's settles). Another room's marks never count."""
         last = (  # the last mark that counts (bot.answers.timeline.effective: a request's second settle does not)
             "SELECT pos, kind, request_id FROM timeline t WHERE room=$1 AND kind!='answer' AND pos<$2 AND NOT"
             " (kind='settled' AND EXISTS (SELECT 1 FROM timeline e WHERE e.kind='settled'"
             " AND e.request_id=t.request_id AND e.pos<t.pos)) ORDER BY pos DESC LIMIT 1"
         )
-        rows = await self.database.fetch(
+        open_ = (  # the postings not settled before it, newest first: two requests among them are "several"
             "SELECT pos, kind, request_id FROM timeline p WHERE room=$1 AND kind='posted' AND pos<$2 AND NOT EXISTS"
             " (SELECT 1 FROM timeline s WHERE s.kind='settled' AND s.request_id=p.request_id AND s.pos<$2)"
-            f" UNION SELECT * FROM ({last}) AS l1"
+            " ORDER BY pos DESC LIMIT $3"
+        )
+        n = 8
+        while len(opened := await self.database.fetch(open_, room, at, n)) == n and len({r[2] for r in opened}) < 2:
+            n *= 8  # one request posted again and again (rare): read further back
+        rows = [*opened, *await self.database.fetch(
+            f"SELECT * FROM ({last}) AS l1"
             " UNION SELECT pos, kind, request_id FROM timeline WHERE room=$1 AND kind='settled' AND pos<$2"
             f" AND request_id = (SELECT request_id FROM ({last}) AS l2)",
             room, at,
-        )
+        )]
         return [Mark(int(r[0]), r[1], r[2]) for r in rows]

@@ -3,6 +3,8 @@ keycap reactions the bot seeds under it (and clears once it is settled)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from bot.inbox.base import InboxBase
 from bot.inbox.record import PENDING, Record
 
@@ -13,6 +15,12 @@ NEEDING_EDIT = (
 """``needing_edit``'s query: the WHERE of the requests_unedited index (schema step 9), the state, and
 ``{which}`` (whether the room shows it settled, or nothing)."""
 
+
+UNPOSTED = "prompt_event_id IS NULL AND post_skipped=0"
+"""The WHERE of the requests_unposted index (schema step: backlog indexes): prompts not in the room yet."""
+
+UNSEEDED = "state='pending' AND seeded=0 AND prompt_event_id IS NOT NULL"
+"""The WHERE of the requests_unseeded index: prompts in the room whose keycaps are not all seeded yet."""
 
 HOLD_LAPSE = 30.0
 """Seconds after which a request's hold (its rules being applied) lapses: its daemon died before releasing it."""
@@ -28,11 +36,23 @@ def needing_edit_sql(shown: bool | None) -> str:
 class Posting(InboxBase):
     """Prompts to post and edit, reactions to seed and clear."""
 
-    async def set_prompt_event(self, request_id: str, event_id: str, now: float | None = None) -> None:
+    async def set_prompt_event(self, request_id: str, event_id: str, now: float | None = None) -> bool:
+        """The prompt is in the room as ``event_id``. Whether the request is still pending: one settled while
+        its prompt was on its way needs its edit now (the settle came before there was a prompt to edit)."""
         async with self._tx() as db:
             await db.execute(
                 "UPDATE requests SET prompt_event_id=$1, posted_at=$2 WHERE id=$3",
                 event_id, None if now is None else float(now), request_id,
+            )
+            return bool(await db.fetchval("SELECT state FROM requests WHERE id=$1", request_id) == PENDING)
+
+    async def set_posted_settled(self, request_id: str, event_id: str, now: float) -> None:
+        """A request settled before its prompt was posted went to the room settled, as one event ``event_id``:
+        it is both the prompt and its settled edit (no edit follows)."""
+        async with self._tx() as db:
+            await db.execute(
+                "UPDATE requests SET prompt_event_id=$1, posted_at=$2, prompt_edited=1, edit_event_id=$1 WHERE id=$3",
+                event_id, float(now), request_id,
             )
 
     async def skip_post(self, request_id: str) -> None:
@@ -47,12 +67,17 @@ class Posting(InboxBase):
                 event_id, request_id,
             )
 
-    async def needing_post(self, limit: int = 100, held_before: float = float("-inf")) -> list[Record]:
-        """Records whose prompt is not in the room yet (and is to be posted, not held), oldest first; a
-        request still held but submitted before ``held_before`` too (its daemon died applying its rules)."""
+    async def needing_post(
+        self, limit: int = 100, held_before: float = float("-inf"), *, newest: bool = False
+    ) -> list[Record]:
+        """Records whose prompt is not in the room yet (and is to be posted, not held), oldest first (``newest``:
+        newest first); a request still held but submitted before ``held_before`` too (its daemon died applying
+        its rules). Through the requests_unposted index, from either end: costs what it returns."""
+        way = " DESC" if newest else ""
+        hint = self._indexed_by("requests_unposted")  # SQLite would take requests_prompt and sort the backlog
         return await self._records(
-            "SELECT * FROM requests WHERE prompt_event_id IS NULL AND post_skipped=0"
-            " AND (post_held=0 OR requested_at < $2) ORDER BY requested_at, rowid LIMIT $1",
+            f"SELECT * FROM requests{hint} WHERE {UNPOSTED} AND (post_held=0 OR requested_at < $2)"
+            f" ORDER BY requested_at{way}, rowid{way} LIMIT $1",
             limit, held_before,
         )
 
@@ -73,18 +98,16 @@ class Posting(InboxBase):
 
     async def needing_seed(self, posted_before: float, limit: int = 8) -> list[Record]:
         """Pending records posted before ``posted_before`` whose keycap reactions are not all seeded yet."""
-        return await self._records(
-            "SELECT * FROM requests WHERE state=$1 AND seeded=0 AND prompt_event_id IS NOT NULL"
-            " AND COALESCE(posted_at, 0)<=$2 ORDER BY requested_at, rowid LIMIT $3",
-            PENDING, float(posted_before), limit,
+        return await self._records(  # through requests_unseeded: never a walk over the seeded ones
+            f"SELECT * FROM requests{self._indexed_by('requests_unseeded')} WHERE {UNSEEDED}"
+            " AND COALESCE(posted_at, 0)<=$1 ORDER BY requested_at, rowid LIMIT $2",
+            float(posted_before), limit,
         )
 
     async def next_seed_due(self) -> float | None:
         """When the oldest unseeded pending prompt was posted."""
         v = await self.database.fetchval(
-            "SELECT MIN(COALESCE(posted_at, 0)) FROM requests WHERE state=$1 AND seeded=0"
-            " AND prompt_event_id IS NOT NULL",
-            PENDING,
+            f"SELECT MIN(COALESCE(posted_at, 0)) FROM requests{self._indexed_by('requests_unseeded')} WHERE {UNSEEDED}"
         )
         return float(v) if v is not None else None
 
@@ -92,12 +115,20 @@ class Posting(InboxBase):
         async with self._tx() as db:
             await db.execute("UPDATE requests SET seeded=1 WHERE id=$1", request_id)
 
-    async def reactions_to_clear(self, limit: int = 50) -> list[tuple[str, str, str]]:
-        """(request_id, key, event_id) of seeded reactions on prompts no longer pending."""
+    async def reactions_to_clear(
+        self, limit: int = 50, request_ids: Sequence[str] | None = None
+    ) -> list[tuple[str, str, str]]:
+        """(request_id, key, event_id) of seeded reactions on prompts no longer pending; of ``request_ids`` only
+        (looked up by their keys: the cost of those, not of every seeded reaction), when given."""
+        which = ""
+        if request_ids is not None:
+            if not request_ids:
+                return []
+            which = " AND r.request_id IN (" + ", ".join(f"${i + 3}" for i in range(len(request_ids))) + ")"
         rows = await self.database.fetch(
             "SELECT r.request_id, r.key, r.event_id FROM reactions r JOIN requests q ON q.id = r.request_id"
-            " WHERE q.state!=$1 AND r.redacted=0 AND r.event_id IS NOT NULL LIMIT $2",
-            PENDING, limit,
+            f" WHERE q.state!=$1 AND r.redacted=0 AND r.event_id IS NOT NULL{which} LIMIT $2",
+            PENDING, limit, *(request_ids or ()),
         )
         return [(r[0], r[1], r[2]) for r in rows]
 

@@ -19,6 +19,10 @@ from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record, dump
 from bot.inbox.sessions import PendingCaps, check_caps, check_room, next_seq
 from bot.inbox.submission import KeyConflict, Submission, conflict
 
+PENDING_LIVE = "state='pending'"
+"""The WHERE of the requests_expiry index (expires_at of pending requests): the timer's next expiry and the
+requests due, read without walking every pending request (it is woken by every submission)."""
+
 
 class Requests(Approvals):
     """Submit, get, settle (a quorum request's approvals tallied first: ``Approvals``), wait, due."""
@@ -187,11 +191,14 @@ class Requests(Approvals):
     async def due(self, now: float) -> list[Record]:
         """Pending records whose time is up."""
         return await self._records(
-            "SELECT * FROM requests WHERE state=$1 AND expires_at<=$2 ORDER BY expires_at", PENDING, float(now)
+            f"SELECT * FROM requests{self._indexed_by('requests_expiry')} WHERE {PENDING_LIVE} AND expires_at<=$1"
+            " ORDER BY expires_at", float(now)
         )
 
     async def next_expiry(self) -> float | None:
-        v = await self.database.fetchval("SELECT MIN(expires_at) FROM requests WHERE state=$1", PENDING)
+        v = await self.database.fetchval(
+            f"SELECT MIN(expires_at) FROM requests{self._indexed_by('requests_expiry')} WHERE {PENDING_LIVE}"
+        )
         return float(v) if v is not None else None
 
     async def count_pending(self) -> int:

@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from bot.inbox.db import SQLITE, Connection, Database, SchemaTooNew, Step, UpgradeTable, both
 from bot.inbox.db.upgrade import Body
+from bot.inbox.listing import PENDING_HOOK
+from bot.inbox.posting import UNPOSTED, UNSEEDED
+from bot.inbox.requests import PENDING_LIVE
 
 __all__ = ["LATEST", "STEPS", "SchemaTooNew", "upgrade"]
 
@@ -249,6 +252,21 @@ STEPS: list[Step] = [
         "hook holders",
         _hook_holders_sqlite,
         "ALTER TABLE requests ADD COLUMN IF NOT EXISTS held_by TEXT; " + HOOK_HOLDERS,
+    ),
+    # Backlog (issue 35): the prompts not posted yet, from either end (Inbox.needing_post: new arrivals are
+    # never behind a backlog), the pending hook requests (Inbox.pending_hook_requests, at start), the next
+    # expiry (the timer, woken by every submission) and the prompts still to seed with keycaps (after every
+    # post), each found without reading every pending request. The queries repeat these WHEREs (partial indexes).
+    Step(
+        "backlog indexes",
+        f"CREATE INDEX IF NOT EXISTS requests_unposted ON requests (requested_at) WHERE {UNPOSTED};"
+        f" CREATE INDEX IF NOT EXISTS requests_pending_hook ON requests (requested_at) WHERE {PENDING_HOOK};"
+        f" CREATE INDEX IF NOT EXISTS requests_expiry ON requests (expires_at) WHERE {PENDING_LIVE};"
+        f" CREATE INDEX IF NOT EXISTS requests_unseeded ON requests (requested_at) WHERE {UNSEEDED}",
+        f"CREATE INDEX IF NOT EXISTS requests_unposted ON requests (requested_at, rowid) WHERE {UNPOSTED};"
+        f" CREATE INDEX IF NOT EXISTS requests_pending_hook ON requests (requested_at, rowid) WHERE {PENDING_HOOK};"
+        f" CREATE INDEX IF NOT EXISTS requests_expiry ON requests (expires_at) WHERE {PENDING_LIVE};"
+        f" CREATE INDEX IF NOT EXISTS requests_unseeded ON requests (requested_at, rowid) WHERE {UNSEEDED}",
     ),
 ]
 LATEST = len(STEPS)

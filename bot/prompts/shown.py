@@ -151,6 +151,16 @@ def shown_input(
     return Shown(label="Input", text=as_json(rest))
 
 
+def command_line(raw_input: object) -> str | None:
+    """``shown_input(raw_input).command`` without the rest of :class:`Shown` (`permissions ls` asks this of
+    every pending request): the command line shown (``command`` and ``args``), or None."""
+    if isinstance(raw_input, Mapping):
+        line = _command_line(raw_input.get("command"), raw_input.get("args"))
+        if line is not None and line.strip():
+            return line
+    return None
+
+
 def settings_of(raw_input: object) -> dict[str, Any] | None:
     """The raw input's fields but the command line and the prose (``cwd``, ``env``, flags...), as a session
     rule compares them: ``ls`` in ``/tmp`` is not ``ls`` in ``~``. None when there are none."""

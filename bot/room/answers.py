@@ -16,6 +16,7 @@ import structlog
 
 from bot import answers
 from bot.answers import timeline
+from bot.answers.typed import WAITING_CAP
 from bot.config import AnswerersConfig
 from bot.events.kinds import Kind, question_of
 from bot.events.states import via_words
@@ -93,6 +94,10 @@ def rule_notice(rule: SessionRule) -> str:
     )
 
 
+ASK_AMONG = 50
+"""A plain answer bound to no prompt is asked about when it answers one of the room's newest this many pending
+prompts (the ones near what its sender sees): constant work however many are pending."""
+
 PARKED_ROOM = "_permission_bot_room"
 """Set (always, overwriting) on a parked event's stored copy: the room it came from, for its re-reading."""
 
@@ -152,6 +157,7 @@ class RoomAnswers:
             self.wake_post()
             return
         pending: list[Record] = []
+        waiting: int | None = None
         if not cand.explicit:  # a plain message: only the prompt its sender could have meant
             pos = await self.inbox.place(cand.event_id, "answer", room=self.room)
             bound = timeline.bind(await self.inbox.marks_before(pos, self.room), pos)
@@ -159,9 +165,13 @@ class RoomAnswers:
                 target_rec = self._ours(await self.inbox.get(bound.request_id))
             else:
                 log.debug("plain_answer_unbound", event_id=cand.event_id, reason=bound.reason)
-            if target_rec is None:  # the bot asks which, if the text answers any of them
-                pending = await self.inbox.pending(room=self.room)
-        verdict = answers.resolve(cand, as_target(target_rec) if target_rec else None, [as_target(r) for r in pending])
+            if target_rec is None:  # the bot asks which, if the text answers any of the newest few
+                pending = await self.inbox.pending_newest(ASK_AMONG, room=self.room)
+                if len(pending) == ASK_AMONG:  # more may wait: counted (up to a bound), never all read
+                    waiting = await self.inbox.count_pending_upto(WAITING_CAP, room=self.room)
+        verdict = answers.resolve(
+            cand, as_target(target_rec) if target_rec else None, [as_target(r) for r in pending], waiting
+        )
         if verdict is not None:
             await self._act(cand, verdict, target_rec, in_view=timeline.in_view(source))
 

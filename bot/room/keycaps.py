@@ -25,6 +25,7 @@ from bot.room.quiet import Quiet
 from bot.util.aio import sleep_unless_stopped, wait_any
 
 SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
+SWEEP = 30.0  # seconds between clean-ups that look at every seeded reaction (the others look up settled ids)
 
 
 _PLAIN = ("allow_once", "allow_always", "reject_once", "reject_always")
@@ -68,6 +69,13 @@ class Keycaps:
         self.foreground_idle = foreground_idle  # no prompt and no edit being sent (the outbox sets it)
         self.wake_seed = asyncio.Event()
         self.wake_clear = asyncio.Event()
+        self._settled: set[str] = set()  # settled since the last clean-up: their keycaps are looked up by id
+        self._swept = float("-inf")  # when the clean-up last looked at every seeded reaction
+
+    def settled(self, request_id: str) -> None:
+        """A request was settled (by this daemon or another): its keycaps go at the next clean-up."""
+        self._settled.add(request_id)
+        self.wake_clear.set()
 
     @property
     def install_id(self) -> str:
@@ -86,11 +94,19 @@ class Keycaps:
         return False
 
     async def clear_step(self) -> float:
-        """Take back the keycaps seeded under settled prompts, one at a time, behind the foreground
-        (``prompts.clear_reactions`` only: by default they stay, the edit shows the outcome)."""
+        """Take back the keycaps seeded under settled prompts, one at a time, behind the foreground: those of
+        the requests settled since the last step, by their ids (a settlement costs its own reactions, however
+        many prompts are pending); every seeded reaction at start and every SWEEP seconds (what a restart or a
+        missed change left behind). Only with ``prompts.clear_reactions``: by default they stay, the edit shows
+        the outcome."""
         if not self.clear_reactions:
+            self._settled.clear()  # nothing to take back: keep no ids
             return 3600.0
-        while todo := await self.inbox.reactions_to_clear():
+        ids, self._settled = self._settled, set()
+        sweep = self.now() - self._swept >= SWEEP
+        if sweep:
+            self._swept = self.now()
+        while todo := await self.inbox.reactions_to_clear(request_ids=None if sweep else sorted(ids)):
             for rid, key, ev in todo:
                 if not await self.background_turn():
                     return 10.0
@@ -127,7 +143,7 @@ class Keycaps:
                 )
                 await self.inbox.add_reaction(rec.id, key, ev)
             await self.inbox.mark_seeded(rec.id)
-            self.wake_clear.set()  # it may have been answered meanwhile
+            self.settled(rec.id)  # it may have been answered meanwhile (the clean-up checks)
         nxt = await self.inbox.next_seed_due()
         return 10.0 if nxt is None else max(0.05, min(10.0, nxt + SEED_DELAY - self.now()))
 

@@ -1,9 +1,9 @@
 """The outbox: what the inbox holds, made visible in the room.
 
 Five workers, each re-reading the inbox, so a restart picks up where the last
-run stopped: ``post`` sends prompts not in the room yet (SEND_CONCURRENCY in flight with the edits, with
-deterministic txn ids); ``settle`` and ``pace`` edit settled prompts to show
-their outcome; ``seed`` and ``clear`` run :mod:`bot.room.keycaps` (keycap reactions
+run stopped: ``post`` sends prompts not in the room yet (bot/room/poster.py: SEND_CONCURRENCY in flight with
+the edits, with deterministic txn ids; a backlog never hides a new request); ``settle`` and ``pace`` edit
+settled prompts to show their outcome; ``seed`` and ``clear`` run :mod:`bot.room.keycaps` (keycap reactions
 under prompts still pending a second after posting, taken back once settled).
 
 Prompts are the foreground, and so are the edits nothing else in the room shows
@@ -26,26 +26,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
 from bot.config import PromptsConfig
-from bot.inbox.posting import HOLD_LAPSE
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix, SendFailed, txn_id
 from bot.matrix.retry import MatrixBackoff
 from bot.room.keycaps import Keycaps
-from bot.room.posts import (
-    full_text_notices,
-    progress_edit,
-    prompt_content,
-    remember_complete,
-    settled_content,
-    short_prompt_content,
-    short_settled_content,
-)
+from bot.room.poster import EDITS_FIRST_WAIT, Counts, Poster
+from bot.room.posts import progress_edit, settled_content, short_settled_content
 from bot.room.quiet import EditPacer, Quiet
 from bot.room.timing import Timings
 from bot.util.aio import sleep_unless_stopped, wait_any
@@ -65,16 +57,10 @@ SEND_CONCURRENCY = 6
 # Edits the room already shows (their answers do) go as one burst (bot/room/quiet.py: one round pays for a few
 # seconds' edits), at most this many at once: the homeserver's 10 prev_events again.
 PACED_CONCURRENCY = 10
-EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits due that nothing else shows
+__all__ = ["EDITS_FIRST_WAIT", "SEND_CONCURRENCY", "Counts", "Outbox"]
 
 
-class Counts(Protocol):
-    """What the outbox counts (:class:`bot.service.metrics.Metrics` keeps the figures)."""
-
-    def posted(self) -> None: ...
-
-
-class Outbox:
+class Outbox(Poster):
     """The post, settle and seed workers over one inbox and one Matrix side."""
 
     def __init__(
@@ -113,11 +99,6 @@ class Outbox:
         self.keycaps = Keycaps(inbox, matrix, prompts.seed_reactions, prompts.clear_reactions, stop, now, self.quiet,
                                self.foreground_idle)
 
-    @property
-    def install_id(self) -> str:
-        """Part of every txn id: the inbox's, kept with the state (a wiped state never reuses an old one)."""
-        return self.inbox.install_id
-
     def on_change(self, kind: str, rec: Record) -> None:
         """Inbox listener: a new request wakes the poster, a settlement the editor and the clean-up."""
         if kind == "request":
@@ -129,7 +110,7 @@ class Outbox:
             self.foreground_idle.clear()
             self.wake_settle.set()
             self.wake_pace.set()
-            self.keycaps.wake_clear.set()
+            self.keycaps.settled(rec.id)
 
     def tasks(self) -> list[asyncio.Task[None]]:
         """Start the workers."""
@@ -177,21 +158,6 @@ class Outbox:
         if self._foreground == 0 and not (self.wake_post.is_set() or self.wake_settle.is_set()):
             self.foreground_idle.set()
 
-    async def _post_step(self) -> float:
-        """Post every prompt not in the room yet; then re-read answers parked for them."""
-        while batch := self._ready("post", await self.inbox.needing_post(
-            limit=256 + self.retries.waiting(), held_before=self.now() - HOLD_LAPSE)):
-            if not self.edits_idle.is_set():  # the edits nothing else shows go first (see the module docstring)
-                await wait_any(self.stop, self.edits_idle, EDITS_FIRST_WAIT)
-            self._posting = True
-            try:
-                await self._pool("post", self._post, batch, self.sends)
-            finally:
-                self._posting = False
-        for source in await self.inbox.take_parked():
-            await self.reprocess(source)
-        return self.retries.next_in(self.now(), 10.0)
-
     async def _settle_step(self) -> float:
         """Edit at once the settled prompts only their edit shows settled (a new prompt waits for these);
         and the pending quorum prompts whose approvals changed."""
@@ -224,10 +190,6 @@ class Outbox:
         recs = await self.inbox.needing_edit(limit=256 + self.retries.waiting(), shown=shown)
         return [r for r in recs if r.id not in self._editing]
 
-    def _ready(self, kind: str, recs: list[Record]) -> list[Record]:
-        now = self.now()
-        return [r for r in recs if self.retries.ready(f"{kind}:{r.id}", now)]
-
     async def _pool(
         self,
         kind: str,
@@ -253,34 +215,6 @@ class Outbox:
         for r in results:
             if isinstance(r, BaseException):
                 raise r
-
-    async def _post(self, rec: Record) -> None:
-        content = prompt_content(rec)
-        self.timings.mark(rec.id, "sending", self.now())
-        try:
-            event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id), room=rec.room)
-        except SendFailed as e:
-            if not e.too_large:
-                raise
-            log.warning("prompt_too_large", request_id=rec.id, fallback="short prompt")
-            event_id = await self.matrix.send(
-                short_prompt_content(rec), txn_id("ps", self.install_id, rec.id), room=rec.room
-            )
-        self.quiet.posted(rec.id, self.now())
-        self.timings.mark(rec.id, "posted", self.now())
-        if self.pacer.holding:  # overdue edits go while the person reads this prompt
-            self.wake_pace.set()
-        await self.inbox.set_prompt_event(rec.id, event_id, self.now())
-        self.metrics.posted()
-        self.keycaps.wake_seed.set()
-        log.info("prompt_posted", request_id=rec.id, event_id=event_id)
-        if not remember_complete(rec, content):  # shortened: the full text goes in its thread
-            try:
-                for n, notice in enumerate(full_text_notices(rec, event_id)):  # a long plan: in parts
-                    part = () if n == 0 else (str(n),)
-                    await self.matrix.send(notice, txn_id("f", self.install_id, rec.id, *part), room=rec.room)
-            except SendFailed as e:  # best effort: the prompt still says it was cut, and needs a reply
-                log.warning("full_text_not_posted", request_id=rec.id, error=str(e))
 
     async def _progress(self, rec: Record) -> None:
         n = len(rec.approvals)

@@ -117,11 +117,12 @@ def answer_of(rec: Record) -> str | None:
     return next(iter(o.answers.values()))
 
 
-def settled_content(rec: Record) -> dict[str, Any]:
-    """The m.replace edit that shows ``rec``'s outcome."""
-    assert rec.outcome is not None and rec.prompt_event_id
+def settled_new_content(rec: Record) -> dict[str, Any]:
+    """``rec``'s prompt showing its outcome: the edit's ``m.new_content``, or, for a request settled before its
+    prompt was posted, the one event posted for it."""
+    assert rec.outcome is not None
     o = rec.outcome
-    new = build_settled(
+    return build_settled(
         prompt_content(rec),
         state=rec.state,
         option_id=o.option_id,
@@ -132,7 +133,12 @@ def settled_content(rec: Record) -> dict[str, Any]:
         decided_at=to_datetime(o.decided_at),
         answer=answer_of(rec),
     )
-    return edit_content(rec.prompt_event_id, new)
+
+
+def settled_content(rec: Record) -> dict[str, Any]:
+    """The m.replace edit that shows ``rec``'s outcome."""
+    assert rec.prompt_event_id
+    return edit_content(rec.prompt_event_id, settled_new_content(rec))
 
 
 SHORT_FIELD = 2048  # a short fallback keeps the content's fields up to this size (JSON bytes)
@@ -156,9 +162,14 @@ def short_prompt_content(rec: Record) -> dict[str, Any]:
     )
 
 
+def short_settled_new_content(rec: Record) -> dict[str, Any]:
+    """``settled_new_content`` the homeserver refused as too large, as its outcome line alone."""
+    full = settled_new_content(rec)
+    line = str(full.get("body", "")).split("\n", 1)[0]
+    return short_content(full, f"{line}\n(the request is too large to repeat here)")
+
+
 def short_settled_content(rec: Record) -> dict[str, Any]:
     """The settled edit the homeserver refused as too large, as its outcome line alone."""
     assert rec.prompt_event_id
-    full = settled_content(rec)["m.new_content"]
-    line = str(full.get("body", "")).split("\n", 1)[0]
-    return edit_content(rec.prompt_event_id, short_content(full, f"{line}\n(the request is too large to repeat here)"))
+    return edit_content(rec.prompt_event_id, short_settled_new_content(rec))

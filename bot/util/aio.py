@@ -29,6 +29,16 @@ async def wait_any(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> 
             w.cancel()
 
 
+async def wait_first(*events: asyncio.Event) -> None:
+    """Wait until any of ``events`` is set."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
+
+
 def on_signals(
     handler: Callable[[signal.Signals], object], sigs: Iterable[signal.Signals] = (signal.SIGTERM, signal.SIGINT)
 ) -> Callable[[], None]:

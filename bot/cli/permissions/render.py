@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.prompts.shown import shown_input
+from bot.prompts.shown import command_line
 from bot.util.durations import format_age
 from bot.util.words import clip
 
@@ -18,7 +18,9 @@ _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u206
 def clean(text: object, limit: int | None = None) -> str:
     """One terminal-safe line: whitespace runs become one space, anything unprintable (control, bidi and
     other format characters) becomes '?'; cut with … to ``limit`` characters when one is given."""
-    line = "".join(c if c.isprintable() else "?" for c in " ".join(str(text).split()))
+    line = " ".join(str(text).split())
+    if not line.isprintable():  # the common case is printable: checked at C speed, rebuilt only when not
+        line = "".join(c if c.isprintable() else "?" for c in line)
     return line if limit is None else clip(line, limit)
 
 
@@ -61,7 +63,7 @@ def preview(raw: object) -> str:
         return ""
     if isinstance(raw, str):
         return raw
-    command = shown_input(raw).command
+    command = command_line(raw)  # shown_input(raw).command, without building the rest
     if command is not None:
         return command
     if isinstance(raw, Mapping):
@@ -109,11 +111,14 @@ def age_of(rec: Mapping[str, Any], now: datetime) -> str:
 
 
 _HEAD = ("ID", "SESSION", "TOOL", "AGE", "QUESTION")
-_CAPS = (1_000, 24, 24, 6)  # the id whole, never cut: it is what approve/deny take (a UUID session's id is 40+)
+_CAPS = (None, 24, 24, 6)  # the id is never cut: it is what approve and deny take
 
 
-def table(records: Sequence[Mapping[str, Any]], width: int, now: datetime) -> list[str]:
-    """The ``ls`` table: one line per record, cells cut with … to fit ``width`` columns (never the id)."""
+def table(
+    records: Sequence[Mapping[str, Any]], width: int, now: datetime, widths: Sequence[int] | None = None
+) -> tuple[list[str], list[int]]:
+    """The ``ls`` table: one line per record, cells cut with … to fit ``width`` columns (the id whole), and the
+    column widths. ``widths``: those of an earlier page, to go on with (no header then); else sized to these."""
     rows = [
         (
             clean(str(r.get("id", "?"))),
@@ -124,13 +129,16 @@ def table(records: Sequence[Mapping[str, Any]], width: int, now: datetime) -> li
         )
         for r in records
     ]
-    widths = [min(cap, max(len(_HEAD[i]), *(len(row[i]) for row in rows))) for i, cap in enumerate(_CAPS)]
+    head = widths is None
+    if widths is None:
+        widths = [max(len(_HEAD[i]), *(len(row[i]) for row in rows)) for i in range(len(_CAPS))]
+        widths = [w if cap is None else min(cap, w) for w, cap in zip(widths, _CAPS, strict=True)]
     last = max(len(_HEAD[4]), width - sum(widths) - 2 * len(widths))
     lines = []
-    for row in [_HEAD, *rows]:
-        cells = [clip(row[i], w).ljust(w) for i, w in enumerate(widths)]
+    for row in [_HEAD, *rows] if head else rows:
+        cells = [row[0].ljust(widths[0]), *(clip(row[i], w).ljust(w) for i, w in enumerate(widths) if i)]
         lines.append("  ".join([*cells, clip(row[4], last)]).rstrip())
-    return lines
+    return lines, list(widths)
 
 
 def outcome_text(outcome: Mapping[str, Any]) -> str:

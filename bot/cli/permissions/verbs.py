@@ -22,36 +22,72 @@ LS_PAGE = "1000"  # records per GET /permissions page (a daemon without pages an
 
 
 def ls(args: argparse.Namespace, client: Client) -> int:
-    """Print every pending request (optionally of one session), oldest first: a table, or JSON."""
+    """Print every pending request (optionally of one session), oldest first: a table, or JSON. Streamed a
+    page at a time (GET /permissions pages): its time grows with what it prints, its memory with one page."""
     query: dict[str, str] | None = {"limit": LS_PAGE, **({"session": args.session} if args.session else {}),
-                                    **({"room": args.room} if args.room else {})}
-    records: list[dict[str, Any]] = []
+                                    **({"room": args.room} if args.room else {}),
+                                    **({} if args.json else {"view": "brief"})}  # the table's fields only
     path = "/permissions"
+    printer = _JsonOut() if args.json else _TableOut()
     while True:
         status, body = client.call("GET", path, query=query)
         if status != 200:
             raise Fail(http_message(status, body, client))
         if not isinstance(body, list):
             raise Fail(f"unexpected answer from {client.url}/permissions (not a JSON list): {clip(str(body), 80)}")
-        records += [r for r in body if isinstance(r, dict)]
+        records = [r for r in body if isinstance(r, dict)]
+        if args.session:
+            records = [r for r in records if matches_session(r, args.session)]
+        if args.room:  # a daemon that knows no rooms answers them all
+            records = [r for r in records if (r.get("room") or "default") == args.room]
+        printer.page(records)
         nxt = client.next_page
         if not nxt or not nxt.startswith("/permissions?"):
             break
         path, query = nxt, None
-    if args.session:
-        records = [r for r in records if matches_session(r, args.session)]
-    if args.room:  # a daemon that knows no rooms answers them all
-        records = [r for r in records if (r.get("room") or "default") == args.room]
-    if args.json:
-        out(dumps(records, indent=2 if sys.stdout.isatty() else None))  # the C encoder has no indent
-        return 0
-    if not records:
-        out(EMPTY + (f" in session {clean(args.session)}" if args.session else ""))
-        return 0
-    width = shutil.get_terminal_size((160, 24)).columns
-    sys.stdout.write("\n".join(table(records, width, datetime.now(UTC))) + "\n")
-    sys.stdout.flush()
+    printer.end(EMPTY + (f" in session {clean(args.session)}" if args.session else ""))
     return 0
+
+
+class _JsonOut:
+    """The records as one JSON array, written a page at a time (indented on a terminal)."""
+
+    def __init__(self) -> None:
+        self.indent = 2 if sys.stdout.isatty() else None
+        self.count = 0
+
+    def page(self, records: list[dict[str, Any]]) -> None:
+        for rec in records:
+            text = dumps(rec, indent=self.indent)  # the C encoder has no indent
+            if self.indent:
+                text = "\n".join("  " + line for line in text.split("\n"))
+            sep = ("[" if not self.count else ",") + ("\n" if self.indent else "")
+            sys.stdout.write(sep + text)
+            self.count += 1
+        sys.stdout.flush()
+
+    def end(self, _empty: str) -> None:
+        out("[]" if not self.count else ("\n]" if self.indent else "]"))
+
+
+class _TableOut:
+    """The table, a page at a time: its columns sized by the first page (ids are never cut)."""
+
+    def __init__(self) -> None:
+        self.width = shutil.get_terminal_size((160, 24)).columns
+        self.now = datetime.now(UTC)
+        self.widths: list[int] | None = None
+
+    def page(self, records: list[dict[str, Any]]) -> None:
+        if not records:
+            return
+        lines, self.widths = table(records, self.width, self.now, self.widths)
+        sys.stdout.write("\n".join(lines) + "\n")
+        sys.stdout.flush()
+
+    def end(self, empty: str) -> None:
+        if self.widths is None:
+            out(empty)
 
 
 def _who() -> str:

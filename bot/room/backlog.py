@@ -1,0 +1,37 @@
+"""In which order the poster sends the prompts not in the room yet (pure).
+
+Few waiting (a burst, a form's questions): oldest first, as they came. A backlog (more than ``BACKLOG``
+waiting: after an outage of the homeserver, a take-over, a flood) would otherwise hide what arrives now
+behind everything before it, for minutes. So then the newest and the oldest go alternately: a request
+submitted now is the newest and is sent as soon as a send slot frees, while the backlog still drains from
+its oldest end at half the rate or more. Binding is not touched by the order (bot/answers/timeline.py:
+a plain answer binds by what the room shows, wherever a prompt lands); with a backlog many prompts are
+pending anyway, so plain answers are asked about and replies decide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import zip_longest
+
+from bot.inbox.record import Record
+
+BACKLOG = 32
+"""Prompts waiting beyond which new arrivals no longer queue behind the rest."""
+NEWEST = 12
+"""How many of the newest waiting prompts the poster reads each time it looks (with a backlog)."""
+
+
+def order(oldest: Sequence[Record], newest: Sequence[Record]) -> list[Record]:
+    """The prompts to send, in order: ``oldest`` (oldest first, up to ``BACKLOG + 1`` read) alone while no more
+    than ``BACKLOG`` wait; else the ``newest`` (newest first) and the oldest alternately, each once."""
+    if len(oldest) <= BACKLOG:
+        return list(oldest)
+    out: list[Record] = []
+    seen: set[str] = set()
+    for pair in zip_longest(newest, oldest):
+        for rec in pair:
+            if rec is not None and rec.id not in seen:
+                seen.add(rec.id)
+                out.append(rec)
+    return out

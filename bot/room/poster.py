@@ -1,0 +1,208 @@
+"""The outbox's poster: prompts not in the room yet, sent as send slots free, in bot/room/backlog.py's order.
+
+A mixin of :class:`bot.room.outbox.Outbox` (which owns the attributes declared here): one worker step,
+``_post_step``, keeps up to SEND_CONCURRENCY sends in flight (the slots are shared with the urgent edits) and
+picks each next prompt when a slot frees, reading the inbox again whenever a request arrived, so a request
+submitted now never waits behind a backlog. A request a rule settled before it was posted goes settled, in
+one event; one settled while its prompt was on its way has its edit sent at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any, Protocol
+
+import structlog
+
+from bot.events.states import Via
+from bot.inbox.posting import HOLD_LAPSE
+from bot.inbox.record import Record
+from bot.inbox.store import Inbox
+from bot.matrix.client import Matrix, SendFailed, txn_id
+from bot.room import backlog
+from bot.room.keycaps import Keycaps
+from bot.room.posts import (
+    full_text_notices,
+    prompt_content,
+    remember_complete,
+    settled_new_content,
+    short_prompt_content,
+    short_settled_new_content,
+)
+from bot.room.quiet import EditPacer, Quiet
+from bot.room.timing import Timings
+from bot.util.aio import wait_any, wait_first
+from bot.util.backoff import KeyedBackoff
+
+log = structlog.get_logger("outbox")
+
+EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits due that nothing else shows
+
+
+def settled_by_rule(rec: Record) -> bool:
+    """Settled by a config or session rule when it arrived (not by a decider's ``watch``, which says
+    ``via: rule`` too but answers prompts already in the room)."""
+    o = rec.outcome
+    return o is not None and o.via == Via.RULE and not o.answered_by.startswith("api:")
+
+
+class Counts(Protocol):
+    """What the outbox counts (:class:`bot.service.metrics.Metrics` keeps the figures)."""
+
+    def posted(self) -> None: ...
+
+
+class Poster:
+    """``_post_step`` and the sends it makes; the attributes are the outbox's."""
+
+    inbox: Inbox
+    matrix: Matrix
+    metrics: Counts
+    stop: asyncio.Event
+    now: Callable[[], float]
+    reprocess: Callable[[dict[str, Any]], Awaitable[None]]
+    wake_post: asyncio.Event
+    wake_settle: asyncio.Event
+    wake_pace: asyncio.Event
+    edits_idle: asyncio.Event
+    sends: asyncio.Semaphore
+    retries: KeyedBackoff
+    quiet: Quiet
+    pacer: EditPacer
+    timings: Timings
+    keycaps: Keycaps
+    _posting: bool
+
+    @property
+    def install_id(self) -> str:
+        """Part of every txn id: the inbox's, kept with the state (a wiped state never reuses an old one)."""
+        return self.inbox.install_id
+
+    def _ready(self, kind: str, recs: list[Record]) -> list[Record]:
+        now = self.now()
+        return [r for r in recs if self.retries.ready(f"{kind}:{r.id}", now)]
+
+    async def _post_step(self) -> float:
+        """Post every prompt not in the room yet, SEND_CONCURRENCY at once with the urgent edits: each next one
+        is picked when a send slot frees, re-reading the inbox whenever a request arrived (bot/room/backlog.py:
+        with a backlog, what arrives now goes next); then re-read answers parked for them."""
+        flying: dict[str, asyncio.Task[None]] = {}
+        freed, errors = asyncio.Event(), list[BaseException]()
+        queue: list[Record] = []
+        try:
+            while not self.stop.is_set() and not errors:
+                if not queue or self.wake_post.is_set():
+                    self.wake_post.clear()
+                    queue = await self._to_post(flying)
+                if not queue:
+                    if not flying:
+                        break
+                    freed.clear()
+                    await wait_first(self.stop, self.wake_post, freed)
+                    continue
+                if not self.edits_idle.is_set():  # the edits nothing else shows go first (see the module docstring)
+                    await wait_any(self.stop, self.edits_idle, EDITS_FIRST_WAIT)
+                await self.sends.acquire()
+                if self.wake_post.is_set():  # a request arrived while this waited for a slot: it may go first
+                    self.sends.release()
+                    continue
+                rec = queue.pop(0)
+                self._posting = True
+                flying[rec.id] = asyncio.create_task(self._post_one(rec, flying, freed, errors))
+        except asyncio.CancelledError:
+            for task in flying.values():
+                task.cancel()
+            raise
+        finally:
+            await asyncio.gather(*flying.values(), return_exceptions=True)
+            self._posting = False
+        if errors:
+            raise errors[0]
+        for source in await self.inbox.take_parked():
+            await self.reprocess(source)
+        return self.retries.next_in(self.now(), 10.0)
+
+    async def _to_post(self, flying: Collection[str]) -> list[Record]:
+        """The prompts to send next, in backlog.order (two reads from the ends of the requests_unposted index)."""
+        extra = self.retries.waiting() + len(flying)
+        held = self.now() - HOLD_LAPSE
+
+        def ready(recs: list[Record]) -> list[Record]:
+            return [r for r in self._ready("post", recs) if r.id not in flying]
+
+        oldest = ready(await self.inbox.needing_post(limit=backlog.BACKLOG + 1 + extra, held_before=held))
+        newest: list[Record] = []
+        if len(oldest) > backlog.BACKLOG:
+            newest = ready(await self.inbox.needing_post(limit=backlog.NEWEST + extra, held_before=held, newest=True))
+        return backlog.order(oldest, newest)
+
+    async def _post_one(
+        self, rec: Record, flying: dict[str, asyncio.Task[None]], freed: asyncio.Event, errors: list[BaseException]
+    ) -> None:
+        """Send one prompt in a slot taken from ``sends``; a send that fails backs off alone."""
+        key = f"post:{rec.id}"
+        try:
+            await self._post(rec)
+            self.retries.ok(key)
+        except SendFailed as e:
+            delay = self.retries.failed(key, self.now())
+            log.warning("send_failed", worker="post", request_id=rec.id, error=str(e), retry_in=round(delay, 2))
+        except Exception as e:  # the step raises it once the others are done (the worker logs and waits)
+            errors.append(e)
+        finally:
+            self.sends.release()
+            flying.pop(rec.id, None)
+            freed.set()
+
+    async def _post(self, rec: Record) -> None:
+        if settled_by_rule(rec):  # held from the poster until its rules settled it, so never posted before:
+            await self._post_settled(rec)  # it goes settled, in one event (no edit follows)
+            return
+        content = prompt_content(rec)
+        self.timings.mark(rec.id, "sending", self.now())
+        try:
+            event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id), room=rec.room)
+        except SendFailed as e:
+            if not e.too_large:
+                raise
+            log.warning("prompt_too_large", request_id=rec.id, fallback="short prompt")
+            event_id = await self.matrix.send(
+                short_prompt_content(rec), txn_id("ps", self.install_id, rec.id), room=rec.room
+            )
+        self.quiet.posted(rec.id, self.now())
+        self.timings.mark(rec.id, "posted", self.now())
+        if self.pacer.holding:  # overdue edits go while the person reads this prompt
+            self.wake_pace.set()
+        if not await self.inbox.set_prompt_event(rec.id, event_id, self.now()):
+            self.edits_idle.clear()  # settled while on its way: its edit could not be sent before; now it can
+            self.wake_settle.set()
+        self.metrics.posted()
+        self.keycaps.wake_seed.set()
+        log.info("prompt_posted", request_id=rec.id, event_id=event_id)
+        if not remember_complete(rec, content):  # shortened: the full text goes in its thread
+            try:
+                for n, notice in enumerate(full_text_notices(rec, event_id)):  # a long plan: in parts
+                    part = () if n == 0 else (str(n),)
+                    await self.matrix.send(notice, txn_id("f", self.install_id, rec.id, *part), room=rec.room)
+            except SendFailed as e:  # best effort: the prompt still says it was cut, and needs a reply
+                log.warning("full_text_not_posted", request_id=rec.id, error=str(e))
+
+    async def _post_settled(self, rec: Record) -> None:
+        """A request a rule settled before it was posted: its prompt showing the outcome, one event."""
+        self.timings.mark(rec.id, "sending", self.now())
+        try:
+            event_id = await self.matrix.send(settled_new_content(rec), txn_id("p", self.install_id, rec.id),
+                                              room=rec.room)
+        except SendFailed as e:
+            if not e.too_large:
+                raise
+            log.warning("prompt_too_large", request_id=rec.id, fallback="outcome line only")
+            event_id = await self.matrix.send(
+                short_settled_new_content(rec), txn_id("ps", self.install_id, rec.id), room=rec.room
+            )
+        await self.inbox.set_posted_settled(rec.id, event_id, self.now())
+        self.timings.mark(rec.id, "posted", self.now())
+        self.timings.edited(rec.id, self.now(), via=Via.RULE)
+        self.metrics.posted()
+        log.info("prompt_posted", request_id=rec.id, event_id=event_id, settled=True)
