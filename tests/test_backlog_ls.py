@@ -97,8 +97,8 @@ async def test_the_daemon_pages_brief_records(station: Station, sid: str) -> Non
         full = await station.ahttp("GET", f"/permissions/{ids[0]}")
         brief: dict[str, Any] = page[0]
         assert brief == {k: full[1][k] for k in brief}, "a brief record is the record, cut"
-        assert set(brief) == {"id", "session_id", "label", "title", "tool_kind", "tool_name", "room", "raw_input",
-                              "requested_at"}
+        assert set(brief) == {"id", "session_id", "label", "title", "tool_kind", "tool_name", "room", "kind",
+                              "raw_input", "requested_at"}
         st, bad = await station.ahttp("GET", "/permissions?view=everything")
         assert st == 422 and "view" in bad["reason"]
         got = station.cli("permissions", "ls", "--session", long_sid, env={"COLUMNS": "80"})

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot.api.hook_hold import KEY_PREFIX, _twin, withdraw_orphans
+from bot.api.hook_hold import KEY_PREFIX
 from bot.events.states import State, Via
-from bot.hooks.models import parse_hook_input
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
@@ -174,24 +173,11 @@ async def no_full_listing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> In
 
 async def test_the_hooks_start_up_clean_up_reads_only_hook_requests(no_full_listing: Inbox) -> None:
     inbox = no_full_listing
-    hook = await submit(inbox, "h", 1.0, key=KEY_PREFIX + "abc")
-    kept = await submit(inbox, "p", 2.0, key="proxy-1")
-    assert await withdraw_orphans(Stub(inbox)) == 1  # type: ignore[arg-type]
-    assert (await inbox.get(hook.id)).state == "cancelled"  # type: ignore[union-attr]
-    assert (await inbox.get(kept.id)).pending  # type: ignore[union-attr]
-    await inbox.close()
-
-
-async def test_a_hooks_twin_is_looked_for_in_its_session_only(no_full_listing: Inbox) -> None:
-    inbox = no_full_listing
-    body = request_body("twin", command="make", key="proxy-1")
-    acp, _ = await inbox.submit(parse_submission(body), 1.0, 600)
-    inp = parse_hook_input("claude-code", {
-        "session_id": "twin", "hook_event_name": "PermissionRequest", "tool_name": "Bash",
-        "tool_input": {"command": "make"}, "cwd": "/tmp",
-    })
-    got = await _twin(Stub(inbox), inp)  # type: ignore[arg-type]
-    assert got is not None and got.id == acp.id
+    hook, _ = await inbox.submit(parse_submission(request_body("h", key=KEY_PREFIX + "abc")), 1.0, 600,
+                                 held_by="gone-daemon")
+    kept, _ = await inbox.submit(parse_submission(request_body("p", key="proxy-1")), 2.0, 600)
+    orphans = await inbox.orphaned("this-daemon", 10.0)  # an indexed read (requests_held), never every request
+    assert [r.id for r in orphans] == [hook.id] and kept.pending
     await inbox.close()
 
 

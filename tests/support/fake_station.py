@@ -56,6 +56,7 @@ class FakeStation:
             "matrix": {"homeserver": self.hs.url, "user_id": self.bot, "password": BOT_PASSWORD, "room": self.room,
                        "encryption": False, "trust": "tofu", "sync_timeout": 0.2, **self.matrix_extra},
             "answerers": self.answerers, "prompts": self.prompts, "state": {"path": str(self.state)},
+            "api": {"max_pending_per_token": 100_000, "max_pending_per_session": 100_000},  # tests pile requests up
             **({"rules": self.rules} if self.rules else {}),
         }, env={})
 
