@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 ENV = "PERMISSION_BOT_DATABASE_URL"
 KEY = "state.database"
@@ -75,7 +75,7 @@ def parse(value: str, key: str = KEY) -> Target:
 def _postgres(value: str, key: str) -> Target:
     try:
         parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError on a bad port
+        check_hosts(parts.netloc)
     except ValueError as e:
         raise DatabaseUrlError(f"{key}: not a valid PostgreSQL URL ({mask(str(e))}): {mask(value)}") from None
     if parts.fragment:
@@ -92,3 +92,29 @@ def resolve(configured: str | None, env: Mapping[str, str] | None = None) -> str
     """The database URL in force: the environment's ``PERMISSION_BOT_DATABASE_URL`` wins over the config."""
     env = os.environ if env is None else env
     return env.get(ENV) or configured or None
+
+
+# -- several hosts (issue 36): libpq's multi-host form, kept apart from the masking above ------------------
+
+
+def hosts(netloc: str) -> list[str]:
+    """The ``host[:port]`` entries of a URL's netloc (``user:pw@db1:5432,db2``: two), as libpq reads them."""
+    return netloc.rpartition("@")[2].split(",")
+
+
+def check_hosts(netloc: str) -> None:
+    """ValueError when a host entry's port is not a number from 1 to 65535 (``[::1]:5432`` allowed)."""
+    for entry in hosts(netloc):
+        port = entry.rpartition("]")[2].rpartition(":")[2] if ":" in entry.rpartition("]")[2] else ""
+        if port and (not port.isdigit() or not 0 < int(port) < 65536):
+            raise ValueError(f"port {port!r} is not a number from 1 to 65535")
+
+
+def session_attrs(dsn: str) -> str | None:
+    """The ``target_session_attrs`` to connect with: the URL's own, else ``read-write`` when it names
+    several hosts (after a fail-over only the promoted primary takes writes), else None (the driver's)."""
+    parts = urlsplit(dsn)
+    for name, v in parse_qsl(parts.query):
+        if name == "target_session_attrs":
+            return v
+    return "read-write" if len(hosts(parts.netloc)) > 1 else None

@@ -1,0 +1,110 @@
+"""The database lost for a while, on real PostgreSQL servers of the test's own (issue 36): a primary and its
+synchronous streaming replica, both named in one two-host URL. The primary restarted: the leader keeps its
+term (the standby does not take over), the listener comes back and says so, a write during the outage fails
+with a "not now" error and /healthz's reason is set, then cleared. The primary killed and the replica
+promoted: the same leader carries on with the same term on the new primary, and the pool writes there."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from bot.inbox.db import create
+from bot.inbox.db.errors import DATABASE_ERRORS
+from bot.inbox.db.leader import LEADERSHIP, Leader, check_term
+from bot.inbox.db.notify import SETTLED, Listener, notify
+from bot.inbox.db.postgres import PostgresDatabase
+from tests.support.pg_replica import Pair, replicated, restart, stop_immediately
+
+GUARD = 60
+
+
+@pytest.fixture(scope="module")
+def pair() -> AsyncIterator[Pair]:
+    p = Pair()
+    try:
+        yield p  # type: ignore[misc]
+    finally:
+        p.stop()
+
+
+async def open_db(url: str, holder: str) -> PostgresDatabase:
+    db = create(url, holder=holder)
+    assert isinstance(db, PostgresDatabase)
+    await db.start()
+    return db
+
+
+async def write(db: PostgresDatabase, body: str, term: int) -> None:
+    async with db.transaction() as conn:
+        await check_term(conn, term)
+        await conn.execute("INSERT INTO posts (body) VALUES ($1)", body)
+        await notify(conn, SETTLED, body)
+
+
+async def until_written(db: PostgresDatabase, body: str, term: int) -> int:
+    """Retry a write as the daemon's loops do (a 'not now' error: try again); the failures seen first."""
+    failures = 0
+    while True:
+        try:
+            await write(db, body, term)
+            return failures
+        except DATABASE_ERRORS:
+            failures += 1
+            await asyncio.sleep(0.2)
+
+
+async def test_a_restart_then_a_promotion_depose_no_one(pair: Pair) -> None:
+    url = await pair.create_database()
+    assert "target_session_attrs" not in url and "," in url  # two hosts: read-write by default
+    a, b = await open_db(url, "outage-a"), await open_db(url, "outage-b")
+    await LEADERSHIP.upgrade(a)
+    await a.execute("CREATE TABLE posts (body TEXT NOT NULL)")
+    la, lb = Leader(a, poll=0.2), Leader(b, poll=0.2)
+    heard: asyncio.Queue[str] = asyncio.Queue()
+    gaps: list[int] = []
+    listener = Listener(a, SETTLED, heard.put_nowait, lambda: gaps.append(1))
+    try:
+        async with asyncio.timeout(GUARD):
+            assert await la.campaign() == 1
+            await listener.start()
+            beating = asyncio.create_task(la.run(every=0.2))
+            standby = asyncio.create_task(lb.campaign())
+            await write(a, "before", 1)
+            assert await heard.get() == "before"
+
+            down = asyncio.create_task(asyncio.to_thread(restart, pair.primary, 3.0))
+            while a.unreachable is None:  # /healthz's reason: the beat or a read saw the loss
+                await asyncio.sleep(0.05)
+            assert await until_written(a, "during restart", 1) > 0  # refused while down, then taken
+            await down
+            while not gaps:
+                await asyncio.sleep(0.05)
+            assert await heard.get() == "during restart"
+            await asyncio.sleep(1.5)  # the standby is back too: it must not have taken over
+            assert not standby.done() and not beating.done() and la.term == 1 and not la.lost.is_set()
+            assert a.unreachable is None
+            while not replicated(pair):
+                await asyncio.sleep(0.1)
+
+            stop_immediately(pair.primary)
+            await asyncio.to_thread(pair.replica.promote)
+            assert await until_written(a, "after promotion", 1) >= 0
+            await asyncio.sleep(1.5)
+            assert not standby.done() and not beating.done() and la.term == 1
+            assert [r["body"] for r in await b.fetch("SELECT body FROM posts ORDER BY body")] == [
+                "after promotion", "before", "during restart"]
+            assert await b.fetchval("SELECT term FROM leadership") == 1
+            await la.resign()
+            assert await standby == 2  # a resignation still hands over at once, on the new primary
+            await lb.resign()
+    finally:
+        await listener.stop()
+        for t in asyncio.all_tasks():
+            if t.get_name().startswith("Task-") and t is not asyncio.current_task() and t.get_coro().__name__ in (
+                "run", "campaign"):
+                t.cancel()
+        await a.stop()
+        await b.stop()
