@@ -73,7 +73,7 @@ async def exactly_once(st: Station, sid: str, n: int, timeout: float = 60) -> No
     deadline = time.monotonic() + timeout
     while True:
         prompts, edits = counts(st, sid)
-        if len(prompts) >= n and len(edits) >= n or time.monotonic() > deadline:
+        if (len(prompts) >= n and len(edits) >= n) or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.2)
     await asyncio.sleep(2)  # a late double would show by now (the counts below decide)
