@@ -83,11 +83,25 @@ class Pair:
         self.replica = Replica(self.primary)
         self.replica.init()
         self.replica.start()
+        self._synchronous()
+
+    def _synchronous(self) -> None:
+        """Once the replica streams, the primary's commits wait for it."""
         deadline = time.monotonic() + 60
         while not replicated(self) and time.monotonic() < deadline:
             time.sleep(0.1)
         psql(self.primary, "ALTER SYSTEM SET synchronous_standby_names = '*'")
         psql(self.primary, "SELECT pg_reload_conf()")
+
+    def follow_promoted(self) -> None:
+        """After the primary was lost and the replica promoted: a new replica of the new primary, on the old
+        primary's port (the two-host URL names both again), and the roles swapped."""
+        port, old = self.primary.port, self.primary
+        old.stop()
+        self.primary, self.replica = self.replica, Replica(self.replica)
+        self.replica.init()
+        self.replica.start(port=port)
+        self._synchronous()
 
     def url(self, database: str) -> str:
         """Both hosts, primary first; no ``target_session_attrs``: read-write, as libpq's form says."""
