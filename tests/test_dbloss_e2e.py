@@ -3,7 +3,8 @@ synchronous streaming replica, both hosts in one URL (``postgresql://...@p,r/db`
 
 - The primary restarted for 6 s under load (requests submitted, alice answering): no daemon exits; both
   say ``degraded`` with a reason meanwhile; an API call gets 503 with Retry-After; a long-poll is answered
-  cleanly; every request is posted once and settled once, and the leader keeps its term.
+  cleanly; a held hook keeps its place (one prompt, answered after); every request is posted once and
+  settled once, and the leader keeps its term.
 - The primary killed (``pg_ctl stop -m immediate``) and the replica promoted (``pg_ctl promote``): the
   daemons resume on the new primary; a prompt pending before is answered exactly once; a request submitted
   during the switch is posted once.
@@ -24,6 +25,7 @@ from tests.support.dbloss import Seen, answer, call, counts, load, settled_all, 
 from tests.support.ha import HaStation, peer_of, role_of, until_role
 from tests.support.pg_replica import Pair, replicated, restart, stop_immediately
 from tests.support.station import TOKEN, Station, request_body
+from tests.test_hooks_e2e import hook_input
 
 pytestmark = pytest.mark.e2e
 
@@ -88,6 +90,10 @@ async def test_a_restart_under_load_ends_no_daemon_and_loses_nothing(ha: tuple[P
     sid = "dbl-restart"
     held = await submit_until_taken(daemons, request_body("dbl-held"), Seen())  # answered by the API later
     poll = asyncio.create_task(call(b, "GET", f"/permissions/{held['id']}?wait=40", token=TOKEN, timeout=60))
+    data = hook_input("claude-code-http-PermissionRequest-Bash", "dbl-hook")
+    hook = asyncio.create_task(call(b, "POST", "/hooks/claude-code", data, token=TOKEN, timeout=120))
+    hook_prompt = await a.prompt_for("dbl-hook")
+    assert hook_prompt is not None
     stop, answered, seen = asyncio.Event(), asyncio.Event(), Seen()
     loader = asyncio.create_task(load(daemons, sid, 2.0, stop, seen))
     answerer = asyncio.create_task(answer(a, sid, answered))
@@ -116,6 +122,10 @@ async def test_a_restart_under_load_ends_no_daemon_and_loses_nothing(ha: tuple[P
     assert code in (200, 503), (code, got)
     if code == 503:
         assert headers.get("Retry-After")
+    await a.alice.text("1", reply_to=hook_prompt["event_id"])  # the hook held across the restart: answered
+    code, _, out = await hook
+    assert code == 200 and out["hookSpecificOutput"]["decision"]["behavior"] == "allow", (code, out)
+    assert len(counts(a, "dbl-hook")[0]) == 1
     records = await settled_all(daemons, seen.ids)
     answered.set()
     await answerer

@@ -25,6 +25,7 @@ from bot.events.states import Via
 from bot.hooks.models import Cli, HookInput, parse_hook_input
 from bot.hooks.output import decision
 from bot.hooks.translate import build_submission
+from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.record import Record
 
 if TYPE_CHECKING:
@@ -89,13 +90,17 @@ async def hold(
     rec, _ = await daemon.submit(body, submitted_by=submitted_by)
     try:
         while rec.pending:
-            if gone():
-                await _withdraw(daemon, rec, withdrawn_by(cli), GONE)
-                return None, None
-            if await _twin(daemon, inp, room) is not None:
-                await _withdraw(daemon, rec, withdrawn_by(cli), TWIN)
-                return None, None
-            rec = await daemon.inbox.wait_settled(rec.id, TICK) or rec
+            try:
+                if gone():
+                    await _withdraw(daemon, rec, withdrawn_by(cli), GONE)
+                    return None, None
+                if await _twin(daemon, inp, room) is not None:
+                    await _withdraw(daemon, rec, withdrawn_by(cli), TWIN)
+                    return None, None
+                rec = await daemon.inbox.wait_settled(rec.id, TICK) or rec
+            except DATABASE_ERRORS as e:  # the database away: the hook keeps its place (its retry would ask twice)
+                log.warning("hook_hold_state_unavailable", request_id=rec.id, error=str(e)[:300])
+                await asyncio.sleep(TICK)
     except asyncio.CancelledError:
         await asyncio.shield(_withdraw(daemon, rec, withdrawn_by(cli), GONE))
         raise
