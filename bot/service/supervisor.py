@@ -6,7 +6,8 @@ sync loop, the outbox workers, the notices and the harness watchers. SIGTERM/SIG
 :meth:`Supervisor.catch_signals`, called before start-up so a stop at any stage counts) set the
 daemon's ``stop``; the first task that fails stops the rest. :meth:`Supervisor.run` answers the exit
 code: 0 after a stop, 1 after a failure (one clear line: ``matrix_fatal`` or ``daemon_failed``), 3 when
-another daemon took the leadership over (``leader_deposed_exit``).
+another daemon took the leadership over (``leader_deposed_exit``). The state's database lost for a while is
+never an exit: every use of it retries (bot.inbox.db.leader, bot.inbox.db.notify, the loops here).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ and the replica promoted (``pg_ctl promote``); and a plain restart of one server
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -77,13 +78,18 @@ class Pair:
 
     def __init__(self) -> None:
         self.primary = PgCluster(PRIMARY_SETTINGS)
-        self.primary.init()
-        self.primary.start()
-        self.primary.setup_roles()
         self.replica = Replica(self.primary)
-        self.replica.init()
-        self.replica.start()
-        self._synchronous()
+        atexit.register(self.stop)  # also when the session is cut short
+        try:
+            self.primary.init()
+            self.primary.start()
+            self.primary.setup_roles()
+            self.replica.init()
+            self.replica.start()
+            self._synchronous()
+        except BaseException:
+            self.stop()
+            raise
 
     def _synchronous(self) -> None:
         """Once the replica streams, the primary's commits wait for it."""
