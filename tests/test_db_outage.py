@@ -3,21 +3,27 @@ synchronous streaming replica, both named in one two-host URL. The primary resta
 term (the standby does not take over), the listener comes back and says so, a write during the outage fails
 with a "not now" error and /healthz's reason is set, then cleared. The primary killed and the replica
 promoted: the same leader carries on with the same term on the new primary, and the pool writes there.
-(A notification sent while the listener was away may be missed: it says so with ``on_gap``.)"""
+(A notification sent while the listener was away may be missed: it says so with ``on_gap``.) A leader that
+never comes back is replaced once the standby's grace is over; no writable host at start is exit 2."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from bot.inbox.db import create
 from bot.inbox.db.errors import DATABASE_ERRORS
-from bot.inbox.db.leader import LEADERSHIP, Leader, check_term
+from bot.inbox.db.leader import LEADERSHIP, Deposed, Leader, check_term
 from bot.inbox.db.notify import SETTLED, Listener, notify
 from bot.inbox.db.postgres import PostgresDatabase
 from tests.support.pg_replica import Pair, replicated, restart, stop_immediately
+from tests.support.postgres import APP_PASSWORD, APP_ROLE
 
 GUARD = 60
 
@@ -55,6 +61,53 @@ async def until_written(db: PostgresDatabase, body: str, term: int) -> int:
         except DATABASE_ERRORS:
             failures += 1
             await asyncio.sleep(0.2)
+
+
+def test_no_writable_host_at_start_is_one_config_line_and_exit_2(pair: Pair, tmp_path: Path) -> None:
+    """Two hosts named, one down and the other a read-only standby: nothing to start on (exit 2)."""
+    url = (f"postgresql://{APP_ROLE}:{APP_PASSWORD}@127.0.0.1:1,127.0.0.1:{pair.replica.port}/postgres"
+           "?target_session_attrs=read-write")
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(
+        '[matrix]\nhomeserver = "http://127.0.0.1:9"\nuser_id = "@b:x"\npassword = "x"\nroom = "!r:x"\n'
+        f'[answerers]\nusers = ["@a:x"]\n[api]\nlisten = "127.0.0.1:1"\ntoken = "t"\n[state]\npath = "{tmp_path}"\n'
+        f'database = "{url}"\n'
+    )
+    r = subprocess.run([sys.executable, "-m", "bot", "run", "--config", str(cfg)], capture_output=True, text=True,
+                       timeout=60, env={"PATH": "/usr/bin:/bin"})
+    lines = [ln for ln in r.stderr.splitlines() if "state.database" in ln]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert APP_PASSWORD not in r.stderr + r.stdout
+
+
+async def test_a_leader_lost_with_the_database_is_replaced_after_the_grace(pair: Pair) -> None:
+    """The leader does not come back after a restart (it died meanwhile): the standby, back first, leaves
+    the lock to it for ``stale_after`` seconds, then takes over; the old leader, if it ever beats, is deposed."""
+    url = await pair.create_database()
+    a, b = await open_db(url, "gone-a"), await open_db(url, "gone-b")
+    la, lb = Leader(a, poll=0.2), Leader(b, stale_after=2.0, poll=0.2)
+    standby: asyncio.Task[int] | None = None
+    try:
+        async with asyncio.timeout(GUARD):
+            await LEADERSHIP.upgrade(a)
+            assert await la.campaign() == 1
+            await la.beat()
+            standby = asyncio.create_task(lb.campaign())
+            await asyncio.sleep(0.5)
+            await asyncio.to_thread(restart, pair.primary, 1.0)
+            back = time.monotonic()
+            assert await standby == 2  # la never beats again: b takes over once its grace is over
+            assert time.monotonic() - back >= 1.0, "taken over before the leader had its chance"
+            with pytest.raises(Deposed):
+                await la.beat()
+            assert la.lost.is_set()
+            await lb.resign()
+    finally:
+        if standby is not None:
+            standby.cancel()
+            await asyncio.gather(standby, return_exceptions=True)
+        await a.stop()
+        await b.stop()
 
 
 async def test_a_restart_then_a_promotion_depose_no_one(pair: Pair) -> None:
