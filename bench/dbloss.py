@@ -41,7 +41,8 @@ async def first_prompt_after(st: Station, since: float, timeout: float = 120) ->
     """Seconds from ``since`` (wall time) to the first prompt the room shows with a later server timestamp."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        ts = [e["origin_server_ts"] for e in st.alice.events if st.is_prompt(e) and e["origin_server_ts"] > since * 1000]
+        ts = [e["origin_server_ts"] for e in st.alice.events
+              if st.is_prompt(e) and e["origin_server_ts"] > since * 1000]
         if ts:
             return (min(ts) / 1000) - since
         await asyncio.sleep(0.05)
