@@ -76,6 +76,7 @@ class _FakeProxy:
         self.forwarded: dict[str, Any] = {}
         self.taken: list[Any] = []
         self.cancelled: list[str] = []
+        self.sessions: list[str] = []  # the sessions the proxy claims
 
         class _Cfg:
             cancel_budget = 1.0
@@ -96,6 +97,9 @@ class _FakeProxy:
 
     async def cancel_session(self, sid: str) -> None:
         self.cancelled.append(sid)
+
+    def on_session(self, sid: str) -> None:
+        self.sessions.append(sid)
 
 
 async def test_filters_take_handled_lines_and_note_working_directories() -> None:
@@ -125,6 +129,8 @@ async def test_filters_take_handled_lines_and_note_working_directories() -> None
     load = b'{"jsonrpc":"2.0","id":4,"method":"session/load","params":{"cwd":"/v","sessionId":"s8"}}'
     assert await asyncio.to_thread(run, client, load)
     assert p.cwd_by_session["s8"] == "/v"
+    await asyncio.sleep(0)
+    assert p.sessions == ["s9", "s8"]  # each session the proxy relays is claimed in the daemon
 
 
 class _Ordered:

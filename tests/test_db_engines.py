@@ -170,7 +170,7 @@ async def test_a_bad_password_is_one_line_without_it(pg_cluster: PgCluster) -> N
     with pytest.raises(DatabaseError) as e:
         await db.start()
     msg = str(e.value)
-    assert msg.startswith("state.database: cannot connect to postgresql://permbot:***@127.0.0.1:")
+    assert msg.startswith("state.database: cannot connect to postgresql://permbot@127.0.0.1:")  # password dropped
     assert "wrong-Secret-pw" not in msg and "\n" not in msg
     assert "InvalidPasswordError" in msg
 

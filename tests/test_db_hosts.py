@@ -7,7 +7,7 @@ import pytest
 
 from bot.inbox.db import DatabaseUrlError, create, parse
 from bot.inbox.db.postgres import CONNECT_TIMEOUT, PostgresDatabase
-from bot.inbox.db.url import hosts, session_attrs
+from bot.inbox.db.url import session_attrs
 from bot.service.health import Facts, body, database_reasons
 
 SECRET = "hunter2-Secret"
@@ -28,16 +28,11 @@ SECRET = "hunter2-Secret"
 def test_several_hosts_are_taken_read_write_unless_said(url: str, attrs: str | None) -> None:
     t = parse(url)
     assert t.engine == "postgresql" and t.dsn == url and SECRET not in t.shown
-    assert session_attrs(url) == attrs
+    assert session_attrs(t) == attrs
     db = create(url, holder="h")
     assert isinstance(db, PostgresDatabase)
     options = db._connect_options()
     assert options.get("target_session_attrs") == attrs and options["timeout"] == CONNECT_TIMEOUT
-
-
-def test_host_entries() -> None:
-    assert hosts("u:p@db1:5432,db2") == ["db1:5432", "db2"]
-    assert hosts("db1") == ["db1"]
 
 
 @pytest.mark.parametrize("netloc", ["db1:5432,db2:99999", "db1:abc,db2", "db1:0,db2"])

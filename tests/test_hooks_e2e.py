@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import signal
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from bot.answers import KEYCAPS
 from bot.demo.homeserver import free_port
 from tests.support.human import content
-from tests.support.station import TOKEN, Station
+from tests.support.station import AGENT_TOKEN, TOKEN, Station
 
 pytestmark = pytest.mark.e2e
 FIX = Path(__file__).parent / "fixtures" / "hooks"
@@ -175,13 +176,16 @@ async def test_http_hook_hangup_withdraws(station: Station, sid: str) -> None:
 
 
 async def test_same_request_by_both_doors_is_posted_once(station: Station, sid: str) -> None:
+    proxy_id = secrets.token_hex(16)  # the proxy run's secret: it claims the session it relays (session/new)
+    st, _ = await station.ahttp("POST", "/sessions/claim", {"sessionId": sid, "key": f"{proxy_id}:0"})
+    assert st == 200
     data = hook_input("claude-code-PermissionRequest-Bash", sid)
     proc = await start_hook(station, data)
     prompt = await station.prompt_for(sid, seq=1)
     assert prompt
     acp = {
         "sessionId": sid,
-        "key": "proxy1:1",
+        "key": f"{proxy_id}:1",
         "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}],
         "toolCall": {"toolCallId": "toolu_1", "title": "touch", "rawInput": data["tool_input"]},
     }
@@ -197,6 +201,37 @@ async def test_same_request_by_both_doors_is_posted_once(station: Station, sid: 
     _, pending = await station.ahttp("GET", f"/permissions?session={sid}")
     assert [r["id"] for r in pending] == [f"{sid}:2"]
     await station.ahttp("POST", f"/permissions/{sid}:2", {"decision": "cancel"})
+
+
+async def test_a_plain_submission_never_withdraws_a_held_hook(station: Station, sid: str) -> None:
+    """Issue 32 item 8: while the hook holds ``git push --force``, the model (which read an agent token)
+    submits the same tool input under the hook's session id: with no key, with a key of the proxy's form,
+    after a claim of its own (refused: the hook asked first) and under another token. None of them is the
+    agent's other door: the hook's request stays pending and its answer still reaches the hook."""
+    data = hook_input("claude-code-PermissionRequest-Bash", sid, command="git push --force")
+    proc = await start_hook(station, data)
+    prompt = await station.prompt_for(sid, seq=1)
+    assert prompt
+    forged = secrets.token_hex(16)
+    st, got = await station.ahttp("POST", "/sessions/claim", {"sessionId": sid, "key": f"{forged}:0"})
+    assert st == 409 and got["error"] == "session_claimed", got
+    twin = {"sessionId": sid, "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}],
+            "toolCall": {"toolCallId": "toolu_x", "title": "push", "rawInput": data["tool_input"]}}
+    for n, (key, token) in enumerate([(None, TOKEN), (f"{forged}:1", TOKEN), (f"{forged}:2", AGENT_TOKEN[1])]):
+        body = {**twin, "toolCall": {**twin["toolCall"], "toolCallId": f"toolu_{n}"}}
+        if key:
+            body["key"] = key
+        st, rec = await station.ahttp("POST", "/permissions", body, token=token)
+        assert st == 201, rec
+    await asyncio.sleep(2.5)  # the held hook looks for a twin every second
+    _, hook_rec = await station.ahttp("GET", f"/permissions/{sid}:1")
+    assert hook_rec["state"] == "pending", hook_rec["outcome"]
+    assert proc.returncode is None  # still held
+    await station.alice.text("1", reply_to=prompt["event_id"])
+    code, out, _ = await finish(proc)
+    assert code == 0 and out["hookSpecificOutput"]["decision"]["behavior"] == "allow"
+    for n in (2, 3, 4):
+        await station.ahttp("POST", f"/permissions/{sid}:{n}", {"decision": "cancel"})
 
 
 @pytest.mark.parametrize(("fallback", "behavior"), [("ask", None), ("deny", "deny")])

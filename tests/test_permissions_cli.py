@@ -252,7 +252,7 @@ class Fake:
             "option_id": oid,
             "option_name": name,
             "answered_by": body.get("by"),
-            "via": body.get("via", "api"),
+            "via": "api",
             "feedback": body.get("feedback"),
         }
         return web.json_response(r)
@@ -326,12 +326,12 @@ async def test_fake_watch_body_and_order_of_flags(fake: Fake) -> None:
     a = fake.add("s1", "Bash")
     r = await fk(fake, "watch", "--allow-tool", "B*", "--deny-tool", "Bash", "--always", "--once")
     assert r.lines == [f"denied {a} (Bash) by rule 2"]
-    assert fake.posts == [(a, {"decision": "deny", "by": "watch", "via": "rule"})]
+    assert fake.posts == [(a, {"decision": "deny", "by": "watch"})]
     b = fake.add("s1", "Bash")
     fake.posts.clear()
     r = await fk(fake, "watch", "--allow-tool", "B*", "--always", "--once")
     assert r.lines == [f"approved {b} (Bash) by rule 1"]
-    assert fake.posts == [(b, {"decision": "approve", "by": "watch", "via": "rule", "scope": "always"})]
+    assert fake.posts == [(b, {"decision": "approve", "by": "watch", "scope": "always"})]
     assert fake.records[b]["outcome"]["option_id"] == "always"
 
 
@@ -689,8 +689,8 @@ async def test_watch_once_deny_wins_and_unmatched_stays(station: Any) -> None:
         f"approved {c['id']} (Fetch) by rule 1",
     ]
     ra, rb = await record(station, a["id"]), await record(station, b["id"])
-    assert ra["outcome"]["option_id"] == "no" and ra["outcome"]["via"] == "rule"
-    assert rb["outcome"]["option_id"] == "ok" and rb["outcome"]["via"] == "rule"
+    assert ra["outcome"]["option_id"] == "no" and ra["outcome"]["via"] == "api"  # the daemon says how, not watch
+    assert rb["outcome"]["option_id"] == "ok" and rb["outcome"]["via"] == "api"
     assert ra["outcome"]["answered_by"] == "api:api.token"
     d = await submit(station, s, "Fetch", kind="fetch", call="t4")
     r = await pb(station, "watch", "--session", s, "--allow-tool", "Write", "--deny-tool", "Bash", "--once")
@@ -780,7 +780,7 @@ async def test_watch_timeout_picks_up_new_requests_and_stops(station: Any) -> No
     assert r.rc == 0, r
     assert r.lines == [f"approved {a['id']} (Bash) by rule 1"]  # acted on once, though seen on many polls
     assert 3.5 <= elapsed < 20
-    assert (await record(station, a["id"]))["outcome"]["via"] == "rule"
+    assert (await record(station, a["id"]))["outcome"]["via"] == "api"
 
 
 @e2e

@@ -32,7 +32,7 @@ from tests.test_acp_e2e import http
 pytestmark = real.pytestmark
 model_api = real.model_api
 FIELD = re.compile(r"(\w+)='([^']*)'")
-ACP_DELAY = 5.0  # seconds the ACP door's traffic is held (per chunk) to let the hook be first
+ACP_DELAY = 10.0  # seconds the ACP door's request is held to let the hook be first
 
 
 def hook_settings(station: Any, tmp: Path, event: str = "PermissionRequest") -> dict[str, Any]:
@@ -82,11 +82,14 @@ async def test_hook_and_acp_door_for_one_tool_call_give_one_live_prompt(
     station: Any, model_api: ModelApi, tmp_path: Path, order: str
 ) -> None:
     """``as_it_comes``: a race; measured, the ACP door is first and the hook defers: one prompt.
-    ``acp_late``: the ACP door's traffic is held ACP_DELAY per chunk, so the hook posts first; its
-    prompt is withdrawn ("came through ACP") once the ACP request comes, which alice answers.
+    ``acp_late``: the ACP door's request is held ACP_DELAY, so the hook posts first; its prompt is
+    withdrawn ("came through ACP") once the ACP request comes, which alice answers. Only the request is
+    held, not the proxy's claim on the session it sends at ``session/new`` (issue 32: only the claiming
+    proxy run's request may replace the hook's), which in real life is there long before any tool call.
     Either way one prompt is live and the answer to it decides."""
-    late = FaultProxy("127.0.0.1", station.api_port, delay=ACP_DELAY) if order == "acp_late" else None
+    late = FaultProxy("127.0.0.1", station.api_port) if order == "acp_late" else None
     if late:
+        late.hold("POST /permissions HTTP", ACP_DELAY)
         late.start()
     settings = hook_settings(station, tmp_path)
     run = await real.Run.start(station, model_api, tmp_path, "claude", settings=settings, url=late and late.url)

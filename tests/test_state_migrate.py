@@ -140,7 +140,8 @@ async def test_an_older_folder_is_brought_up_to_date_first(tmp_path: Path, pg_ur
     src = sqlite3.connect(path)
     src.execute("UPDATE schema_versions SET version=$1 WHERE name='inbox'".replace("$1", str(LATEST - 1)))
     src.execute(f"PRAGMA user_version = {LATEST - 1}")
-    src.execute("ALTER TABLE requests DROP COLUMN post_held")  # as the step before the last left it
+    for col in ("room", "proxy_origin", "proxy_token"):  # as the step before the last left it
+        src.execute(f"ALTER TABLE seq DROP COLUMN {col}")
     src.commit()
     src.close()
     copied = await migrate(path, pg_url)
@@ -170,13 +171,14 @@ def test_a_bad_url_is_one_line_naming_it_without_the_password(tmp_path: Path, wh
         r = _cli(tmp_path, env={"PERMISSION_BOT_DATABASE_URL": url})
     else:
         r = _cli(tmp_path, database=url)
-    key = "--to" if where == "--to" else "state.database"
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and key in r.stderr, r.stderr
-    assert "pw-very-secret" not in r.stdout + r.stderr and "***" in r.stderr
+    key = {"--to": "--to", "env": "state.database (env PERMISSION_BOT_DATABASE_URL)"}.get(where, "state.database")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith(f"permission-bot: {key}: "), r.stderr
+    assert "pw-very-secret" not in r.stdout + r.stderr and "99999" not in r.stderr  # the port: maybe a password's
 
 
 def test_a_folder_without_an_inbox_is_one_line_without_the_password(tmp_path: Path) -> None:
-    r = _cli(tmp_path, "--to", "postgresql://permbot:pw-very-secret@127.0.0.1:1/nothing", encryption=False)
+    url = "postgresql://permbot:pw-very-secret@127.0.0.1:1/nothing"
+    r = _cli(tmp_path, "--to-env", "TARGET_URL", encryption=False, env={"TARGET_URL": url})
     assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr  # no inbox: said before any connection
     assert "pw-very-secret" not in r.stdout + r.stderr
 
@@ -197,7 +199,7 @@ async def test_the_crypto_store_is_carried_in_the_same_transaction(
     await _fill(state / "inbox.sqlite3")
     store = state / "@b:x_DEV.db"
     store.write_bytes(b"nio")  # damaged: refused, one line, nothing written
-    r = _cli(tmp_path, "--to", pg_url)
+    r = _cli(tmp_path, "--to-env", "TARGET", env={"TARGET": pg_url})
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "crypto store" in r.stderr, r.stderr
     conn = await asyncpg.connect(pg_url)
     try:
@@ -207,7 +209,8 @@ async def test_the_crypto_store_is_carried_in_the_same_transaction(
     store.unlink()
     keys = _nio_store(state)
     (state / "cross_signing.json").write_text('{"master": "m"}')
-    r = _cli(tmp_path, "--to", pg_url)
+    (tmp_path / "target-url").write_text(pg_url + "\n")
+    r = _cli(tmp_path, "--to-file", str(tmp_path / "target-url"))
     assert r.returncode == 0, r.stderr
     assert "requests: 3 rows" in r.stdout and "crypto store of device DEV carried" in r.stdout, r.stdout
     assert "left behind" not in r.stdout and "pg-app-pw" not in r.stdout

@@ -64,6 +64,20 @@ async def test_decider_decision_records_the_token_name_not_by(station: Station, 
     assert st == 200 and body["outcome"]["answered_by"] == "api:api.token"
 
 
+async def test_a_decider_claiming_a_rule_decided_is_recorded_as_api(station: Station, sid: str) -> None:
+    """issue 32: ``via`` is the daemon's to say; a decider sending ``"via": "rule"`` gets ``api`` in the record."""
+    rec = await _submit(station, sid)
+    st, body = await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve", "via": "rule"},
+                                   token=DECIDER)
+    assert st == 200 and body["outcome"]["via"] == "api" and body["outcome"]["answered_by"] == "api:alice-cli", body
+    assert (await _get(station, rec["id"]))["outcome"]["via"] == "api"
+    rec2 = await _submit(station, sid + "b")
+    st, body = await station.ahttp("POST", f"/permissions/{rec2['id']}", {"decision": "deny", "via": "matrix"},
+                                   token=DECIDER)
+    assert st == 422 and "via" in body["reason"], body  # nor any other way a person answers
+    assert (await _get(station, rec2["id"]))["state"] == "pending"
+
+
 async def test_agent_token_cannot_cancel_another_tokens_request(station: Station, sid: str) -> None:
     st, rec = await station.ahttp("POST", "/permissions", request_body(sid, key="k-secret"), token=AGENT)
     assert st == 201, rec

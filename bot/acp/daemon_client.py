@@ -209,6 +209,19 @@ class DaemonClient:
             return 0
         raise DaemonRefused(status, out)
 
+    async def claim_session(self, session_id: str, key: str) -> bool:
+        """``POST /sessions/claim``: this run relays ``session_id`` (``key``: of the run's form, ``PROXYID:0``);
+        False when the daemon refuses the claim (another run's session, or a hook asked in it first)."""
+        body = {"sessionId": session_id, "key": key}
+        status, out = await self._call("POST", self._base / "sessions" / "claim", body, timeout=2.5)
+        if status == 200:
+            return True
+        if status in (404, 409, 422):  # 404: a daemon older than claims
+            log.warning("daemon_claim_refused", status=status, reason=str(
+                out.get("reason") if isinstance(out, dict) else out)[:200])
+            return False
+        raise DaemonRefused(status, out)
+
     async def submit_retrying(
         self, body: dict[str, Any], deadline: float | None = None, state: SubmitState | None = None
     ) -> dict[str, Any]:

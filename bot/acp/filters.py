@@ -117,6 +117,7 @@ class FromAgent:
             sid = res.get("sessionId") if isinstance(res, dict) else None
             if cwd is not None and isinstance(sid, str):
                 proxy.cwd_by_session[sid] = cwd  # before any request of that session is handed over
+                self._loop.call_soon_threadsafe(proxy.on_session, sid)  # claimed before the agent can ask
         return True
 
     def _batch(self, batch: list[Any]) -> bool:
@@ -173,6 +174,7 @@ class FromClient:
         sid = params.get("sessionId")
         if isinstance(sid, str):
             self._proxy.cwd_by_session[sid] = cwd
+            self._loop.call_soon_threadsafe(self._proxy.on_session, sid)  # a session loaded: ours to claim
         elif (key := id_key(msg.get("id"))) is not None:
             self._proxy.cwd_by_rpc[key] = cwd
 

@@ -57,6 +57,7 @@ class Proxy:
         self.to_client: FdSink | None = None
         self._oversize_noted = False
         self._ending: set[asyncio.Task[None]] = set()
+        self._claims: dict[str, asyncio.Task[bool]] = {}  # session id -> its claim in the daemon
 
     # ---- hooks called by the line filters
 
@@ -96,6 +97,33 @@ class Proxy:
         req.log.info("$/cancel_request: the agent withdraws its permission request")
         req.cancel("agent", withdrawn=True)
         return True
+
+    def on_session(self, session_id: str) -> None:
+        """A session this run relays (``session/new`` answered, or loaded): claim it in the daemon now,
+        before the agent can ask anything in it (only the claiming run's requests stand in for a hook's)."""
+        self.claim(session_id)
+
+    def claim(self, session_id: str) -> asyncio.Task[bool]:
+        """The claim of ``session_id`` in the daemon (made once; again after one that could not reach it)."""
+        task = self._claims.get(session_id)
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            task = self._claims[session_id] = asyncio.ensure_future(self._claim(session_id))
+        return task
+
+    async def _claim(self, session_id: str) -> bool:
+        try:
+            return await self.daemon.claim_session(session_id, f"{self.proxy_id}:0")
+        except DaemonError as e:
+            log.info("could not claim the session in the daemon", session_id=session_id, error=str(e))
+            raise
+
+    async def claimed(self, session_id: str, wait: float = 2.0) -> None:
+        """Wait (at most ``wait`` seconds) for the session's claim; a failed one is only logged: a request
+        is submitted all the same (without a claim, a hook of that session just does not stand down)."""
+        task = self.claim(session_id)
+        await asyncio.wait({task}, timeout=wait)
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: logged in _claim
 
     def on_session_close(self, session_id: str) -> None:
         """``session/close`` from the client: the session's rules end (in the background; the line is relayed)."""
@@ -201,5 +229,7 @@ class Proxy:
             in_thread(self.to_agent.close)  # not awaited: it may wait on a write that never ends
         if self.to_client is not None:
             self.to_client.closed = True
+        for task in self._claims.values():
+            task.cancel()
         await asyncio.wait({asyncio.ensure_future(self.end_rules()), *self._ending}, timeout=3.0)
         await self.daemon.close()

@@ -53,6 +53,8 @@ class Host(Protocol):
 
     async def forward(self, req: Request) -> None: ...
 
+    async def claimed(self, session_id: str, wait: float = 2.0) -> None: ...
+
 
 class Request:
     """One permission request: its submission, its polls, its cancel and its answer to the agent."""
@@ -178,6 +180,8 @@ class Request:
             return outcomes.cancelled()
         if self.invalid is not None:
             return await self._fallback(f"not a valid session/request_permission ({self.invalid})")
+        if self.session_id is not None:  # claimed at session/new; else now (a hook's twin must be the claimer's)
+            await self.proxy.claimed(self.session_id, min(2.0, cfg.connect_timeout / 4))
         deadline = asyncio.get_running_loop().time() + cfg.connect_timeout
         submit = asyncio.ensure_future(daemon.submit_retrying(body, deadline, self.sent))
         if not await self._race(submit):

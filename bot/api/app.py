@@ -17,14 +17,15 @@ from aiohttp import web
 
 from bot.api.auth import DECIDER, Denied, Tokens, authenticate, may
 from bot.api.budget import BodyTimeout, budget, counted
-from bot.api.common import DAEMON, LIMITS, TOKENS, caller, error, json_body, refuse
+from bot.api.common import DAEMON, LIMITS, TOKENS, caller, error, json_body, reach, refuse, scoped
 from bot.api.events import EVENTS, EventLog, stream
-from bot.api.limits import Limits, busy
+from bot.api.limits import RETRY_AFTER, Limits, busy
 from bot.events._util import unicode_problem
 from bot.inbox import pages
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
+from bot.inbox.sessions import SessionClaimed, SessionInOtherRoom, TooManyPending
 from bot.inbox.submission import KeyConflict, SubmissionError
 from bot.room.event_size import TooLarge
 from bot.service.metrics import CONTENT_TYPE
@@ -57,6 +58,13 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return resp
     except SubmissionError as e:
         return error(422, "invalid_request", str(e))
+    except (SessionInOtherRoom, SessionClaimed) as e:
+        code = "session_in_other_room" if isinstance(e, SessionInOtherRoom) else "session_claimed"
+        return error(409, code, str(e))
+    except TooManyPending as e:
+        resp = error(429, "too_many_pending", str(e))
+        resp.headers["Retry-After"] = str(RETRY_AFTER)
+        return resp
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except DATABASE_ERRORS as e:  # the state's disk is full or read-only, its database unreachable: nothing stored
@@ -75,6 +83,9 @@ async def submit(request: web.Request) -> web.Response:
     body = await json_body(request)
     try:
         rec, created = await request.app[DAEMON].submit(body, submitted_by=who.name)
+    except SessionInOtherRoom:
+        log.warning("api_session_in_other_room", token=who.name)
+        raise
     except KeyConflict as e:
         log.warning("api_key_conflict", token=who.name, reason=str(e))
         return error(409, "key_conflict", str(e))
@@ -83,21 +94,22 @@ async def submit(request: web.Request) -> web.Response:
 
 async def list_pending(request: web.Request) -> web.Response:
     """Pending requests, oldest first: all of them, or a page (``limit``, ``cursor``) with a ``Link`` to the next."""
-    if isinstance(denied := caller(request, "read"), web.Response):
-        return denied
+    if isinstance(got := scoped(request, "read"), web.Response):
+        return got
+    rooms = got[1].rooms  # only the caller's rooms: another room's requests are absent
     session = request.query.get("session") or None
     room = request.query.get("room") or None  # a room's name: only its requests
     inbox = request.app[DAEMON].inbox
     limit_s, cursor = request.query.get("limit"), request.query.get("cursor")
     if limit_s is None and cursor is None:  # the unpaged list, as before pagination
-        body, _ = await inbox.pending_json(session=session, room=room)
+        body, _ = await inbox.pending_json(session=session, room=room, rooms=rooms)
         return web.Response(body=body, content_type="application/json")
     try:
         limit = pages.parse_limit(limit_s) if limit_s is not None else pages.DEFAULT_LIMIT
         after = pages.decode(cursor) if cursor else None
     except ValueError as e:
         return error(422, "invalid_request", str(e))
-    body, nxt = await inbox.pending_json(limit, after, session, room)
+    body, nxt = await inbox.pending_json(limit, after, session, room, rooms)
     resp = web.Response(body=body, content_type="application/json")
     if nxt is not None:
         url = request.rel_url.update_query(limit=str(limit), cursor=pages.encode(nxt))
@@ -106,12 +118,14 @@ async def list_pending(request: web.Request) -> web.Response:
 
 
 async def get_one(request: web.Request) -> web.Response:
-    if isinstance(denied := caller(request, "read"), web.Response):
-        return denied
+    if isinstance(got := scoped(request, "read"), web.Response):
+        return got
     rid = request.match_info["id"]
     wait_s = request.query.get("wait")
     inbox = request.app[DAEMON].inbox
-    rec: Record | None
+    rec: Record | None = await inbox.get(rid)
+    if rec is None or not got[1].sees(rec.room):  # another room's request is unknown to this caller
+        return error(404, "not_found", f"no request {rid!r}")
     if wait_s is not None:
         try:
             wait = float(wait_s)
@@ -128,8 +142,6 @@ async def get_one(request: web.Request) -> web.Response:
         finally:
             if slot:
                 limits.give_long_poll()
-    else:
-        rec = await inbox.get(rid)
     if rec is None:
         return error(404, "not_found", f"no request {rid!r}")
     return web.json_response(rec.to_api())
@@ -173,8 +185,7 @@ async def decide(request: web.Request) -> web.Response:
     scope = body.get("scope")
     if scope not in (None, "once", "always"):
         raise SubmissionError('scope: expected "once" or "always"')
-    via = body.get("via", "api")
-    if via not in ("api", "rule"):
+    if body.get("via", "api") not in ("api", "rule"):  # accepted from old clients, never trusted: set here
         raise SubmissionError('via: expected "api" or "rule"')
     option_id = _opt_str(body, "option_id", 200)
     feedback = _opt_str(body, "feedback", 4000)
@@ -192,8 +203,8 @@ async def decide(request: web.Request) -> web.Response:
         return refuse(denied)
     try:
         rec = await request.app[DAEMON].decide(
-            rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=who.answered_by, via=via,
-            rooms=who.rooms,  # a decider limited to some rooms: any other room's request is unknown to it
+            rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=who.answered_by, via="api",
+            rooms=reach(request, who).rooms,  # a caller's other rooms' requests are unknown to it
         )
     except NotFound:
         return error(404, "not_found", f"no pending request {rid!r} (unknown or already resolved)")
@@ -204,15 +215,15 @@ async def decide(request: web.Request) -> web.Response:
 
 async def events(request: web.Request) -> web.StreamResponse:
     """GET /events (bot/api/events.py), holding a long-poll slot (an agent's: its budget's) while it streams."""
-    if isinstance(denied := caller(request, "read"), web.Response):
-        return denied
-    limits = request.app[LIMITS]
+    if isinstance(got := scoped(request, "read"), web.Response):
+        return got
+    limits, reach = request.app[LIMITS], got[1]  # the stream tells only the caller's rooms' requests
     if counted(request):  # an agent's stream counts against its token's budget
-        return await stream(request)
+        return await stream(request, reach)
     if not limits.take_long_poll():
         return busy(f"more than {limits.max_long_polls} long-polls at once; retry later")
     try:
-        return await stream(request)
+        return await stream(request, reach)
     finally:
         limits.give_long_poll()
 
@@ -259,4 +270,7 @@ def create_app(daemon: Daemon, tokens: Tokens, limits: Limits | None = None) -> 
     from bot.api.rules import add_rule_routes
 
     add_rule_routes(app)
+    from bot.api.sessions import add_session_routes
+
+    add_session_routes(app)
     return app

@@ -7,6 +7,9 @@ daemon run, or unreadable (anything but this run's ``EPOCH-`` and ASCII digits),
 ``event: events-missed`` (data ``{"last_event_id": ...}``) and then every kept event: it should
 re-read ``GET /permissions`` (the inbox stays the truth). A client too slow to keep up falls behind
 the ring the same way. A keep-alive comment every 15 s.
+
+A stream tells only the requests of its caller's rooms (:func:`bot.api.common.reach`); the event ids
+count every room's events, so a gap in them says nothing about another room.
 """
 
 from __future__ import annotations
@@ -16,12 +19,16 @@ import json
 import re
 import uuid
 from collections import deque
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse
 
 from bot.events.states import Change
 from bot.inbox.record import Record
+
+if TYPE_CHECKING:
+    from bot.api.common import Reach
 
 RING = 1000
 PING = 15.0
@@ -33,13 +40,13 @@ class EventLog:
 
     def __init__(self, size: int = RING) -> None:
         self.epoch = uuid.uuid4().hex[:12]
-        self.ring: deque[tuple[int, str, str]] = deque(maxlen=size)
+        self.ring: deque[tuple[int, str, str, str]] = deque(maxlen=size)  # (n, event, data, room)
         self.last = 0
         self.tick = asyncio.Event()
 
     def on_change(self, kind: str, rec: Record) -> None:
         self.last += 1
-        self.ring.append((self.last, Change(kind).event, json.dumps(rec.to_api(), separators=(",", ":"))))
+        self.ring.append((self.last, Change(kind).event, json.dumps(rec.to_api(), separators=(",", ":")), rec.room))
         self.tick.set()
         self.tick = asyncio.Event()  # the set one wakes those already waiting; new waits take this one
 
@@ -55,7 +62,7 @@ class EventLog:
             return int(n), False
         return 0, True
 
-    def after(self, n: int) -> tuple[list[tuple[int, str, str]], bool]:
+    def after(self, n: int) -> tuple[list[tuple[int, str, str, str]], bool]:
         """Kept events after number ``n``, and whether some after it are no longer kept."""
         first = self.ring[0][0] if self.ring else self.last + 1
         return [e for e in self.ring if e[0] > n], n + 1 < first
@@ -64,7 +71,8 @@ class EventLog:
 EVENTS: web.AppKey[EventLog] = web.AppKey("events")
 
 
-async def stream(request: web.Request) -> web.StreamResponse:
+async def stream(request: web.Request, reach: Reach) -> web.StreamResponse:
+    """The stream of the events of the rooms ``reach`` sees."""
     log = request.app[EVENTS]
     resp = EventSourceResponse(sep="\n", ping_interval=PING)
     await resp.prepare(request)
@@ -79,8 +87,9 @@ async def stream(request: web.Request) -> web.StreamResponse:
                     await resp.send(json.dumps({"last_event_id": resp.last_event_id if missed else
                                                 log.event_id(last)}), event="events-missed")
                     missed = False
-                for n, name, data in kept:
-                    await resp.send(data, id=log.event_id(n), event=name)
+                for n, name, data, room in kept:
+                    if reach.sees(room):
+                        await resp.send(data, id=log.event_id(n), event=name)
                     last = n
                 if not kept:
                     try:

@@ -8,8 +8,12 @@ get a notice.
 
 One front door per agent: under an SDK host (the ACP adapter) Claude Code asks the host and the
 PermissionRequest hook at once. When a pending request of the same session with the same tool
-input came by another door (its key is not a hook's), the hook stands down: no decision, and
-its own request, if already posted, is withdrawn. Standing down never allows anything.
+input came by the agent's other door, the hook stands down: no decision, and its own request, if
+already posted, is withdrawn. Standing down never allows anything. The other door must prove
+itself: the ACP proxy claims the sessions it relays with its run's secret (``POST /sessions/claim``,
+:mod:`bot.inbox.sessions`), and only a request carrying a key of that run, submitted by the token
+that claimed, counts; a plain API submission under the hook's session id (a model that read an
+agent token) never replaces the hook's request.
 """
 
 from __future__ import annotations
@@ -27,13 +31,15 @@ from bot.hooks.output import decision
 from bot.hooks.translate import build_submission
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.record import Record
+from bot.inbox.session_rules import origin_of
+from bot.inbox.sessions import HOOK_KEY_PREFIX, proxy_of
 
 if TYPE_CHECKING:
     from bot.service.daemon import Daemon
 
 log = structlog.get_logger("hooks")
 
-KEY_PREFIX = "hook-"
+KEY_PREFIX = HOOK_KEY_PREFIX
 TICK = 1.0  # how often a held request looks for its hook's connection and a twin
 
 
@@ -49,13 +55,18 @@ def withdrawn_by(cli: str) -> str:
 
 
 async def _twin(daemon: Daemon, inp: HookInput, room: str = "default") -> Record | None:
-    """A pending request of the same session and tool input that came by another door (into the same room)."""
+    """A pending request of the same session and tool input that came by the agent's other door: the
+    ACP proxy run that claimed the session (a key of its run, its token), into the same room."""
     if inp.hook_event_name != "PermissionRequest":
+        return None
+    proxy = await proxy_of(daemon.inbox.db, inp.session_id)
+    if proxy is None:  # no proxy relays this session: no other door, whatever was submitted under its id
         return None
     for rec in await daemon.inbox.pending(inp.session_id, room=room):
         if (
             rec.session_id == inp.session_id
-            and not (rec.key or "").startswith(KEY_PREFIX)
+            and origin_of(rec.key) == proxy.origin
+            and rec.submitted_by == proxy.token
             and rec.raw_input == inp.tool_input
         ):
             return rec

@@ -88,8 +88,13 @@ def _print_config(args: argparse.Namespace) -> int:
 
     http_url = discover(args.url, None)[0] if args.http else None
     token_file = os.path.abspath(os.path.expanduser(args.token_file or default_token_file(os.environ)))
+    program = "permission-bot"
+    if args.target == "codex":  # Codex runs a hook only once trusted: this install's program, by its path
+        from bot.hooks.program import own_program
+
+        program = own_program() or program
     out = snippet(cast(Cli, args.target), prompt_timeout=timeout, token_file=token_file, fallback=args.fallback,
-                  http_url=http_url, url=args.url)
+                  http_url=http_url, url=args.url, program=program)
     print(json.dumps(out, indent=2))
     if http_url is None:
         print(token_note(token_file, os.path.isfile(token_file)), file=sys.stderr)
@@ -97,17 +102,25 @@ def _print_config(args: argparse.Namespace) -> int:
 
 
 def _trust(args: argparse.Namespace) -> int:
-    from bot.hooks.codex_trust import TrustError, codex_home, trust
+    from bot.hooks.codex_trust import Ours, TrustError, codex_home, trust
+    from bot.hooks.program import own_program
+    from bot.util.discovery import discover
 
     if args.target != "codex":
         print("permission-bot hook trust: only codex needs it: permission-bot hook trust codex", file=sys.stderr)
         return 2
+    program = own_program()
+    if program is None:
+        print("permission-bot hook trust: cannot find this install's permission-bot program", file=sys.stderr)
+        return 1
     home = codex_home(args.codex_home, os.environ)
     try:
-        done = trust(home)
+        done, refused = trust(home, Ours(program, discover(args.url, None)[0]))
     except TrustError as e:
         print(f"permission-bot hook trust: {e}", file=sys.stderr)
         return 1
+    for key, why in refused:
+        print(f"permission-bot hook trust: not trusted: {key}: {why}", file=sys.stderr)
     for t in done:
         print(f"{'trusted' if t.changed else 'already trusted'}: {t.key} ({t.trusted_hash}) runs {t.command}")
     return 0

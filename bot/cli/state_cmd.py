@@ -1,4 +1,5 @@
-"""`permission-bot state migrate --to URL [--config PATH] [--without-crypto]`: a SQLite state folder's inbox
+"""`permission-bot state migrate [--to URL | --to-env VAR | --to-file PATH] [--config PATH] [--without-crypto]`:
+a SQLite state folder's inbox
 (requests, rules, timeline marks, the Matrix session and sync token in ``kv``) copied into an empty
 PostgreSQL database (:mod:`bot.inbox.migrate`).
 
@@ -6,6 +7,11 @@ The saved device's crypto state (nio's crypto store, its trust files, ``cross_si
 too, packed into ``kv`` in the same transaction (:mod:`bot.matrix.vault`): daemons on the database, in any
 state folder, are that device. ``--without-crypto`` leaves it behind (the daemons then log in as a new
 device). Exit 0 done, 1 refused, 2 a bad URL or config.
+
+The target URL comes from ``--to`` (in the command line, which every local process can read: avoid it for
+a URL holding a password), ``--to-env VAR`` or ``--to-file PATH`` (its one line), else ``state.database``
+(env ``PERMISSION_BOT_DATABASE_URL`` wins). It is shown only rebuilt without its password
+(:mod:`bot.inbox.db.pgurl`).
 """
 
 from __future__ import annotations
@@ -26,8 +32,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="state_command", metavar="ACTION")
     sub.required = True
     mig = sub.add_parser("migrate", help="copy the SQLite state folder into an empty PostgreSQL database")
-    mig.add_argument("--to", metavar="URL", help="the postgresql:// target (default: state.database or "
-                     "PERMISSION_BOT_DATABASE_URL)")
+    to = mig.add_mutually_exclusive_group()
+    to.add_argument("--to", metavar="URL", help="the postgresql:// target (default: state.database or "
+                    "PERMISSION_BOT_DATABASE_URL); its password is then in the command line: prefer --to-env "
+                    "or --to-file")
+    to.add_argument("--to-env", metavar="VAR", help="read the target URL from this environment variable")
+    to.add_argument("--to-file", metavar="PATH", help="read the target URL from this file (one line)")
     mig.add_argument("--config", default="config.toml")
     mig.add_argument("--without-crypto", action="store_true",
                      help="leave the crypto store behind (the daemons on the database log in as a new device)")
@@ -75,6 +85,30 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
+def target_url(args: argparse.Namespace, cfg: Config) -> tuple[str, str | None, str | None]:
+    """(what names the URL in messages, the URL or None, why it could not be read or None)."""
+    import os
+
+    from bot.inbox.db.url import source_key
+    from bot.service.state_db import database_url
+
+    if args.to:
+        return "--to", args.to, None
+    if args.to_env:
+        key = f"--to-env {args.to_env}"
+        return key, os.environ.get(args.to_env) or None, None if os.environ.get(args.to_env) else f"{key}: not set"
+    if args.to_file:
+        key = f"--to-file {args.to_file}"
+        try:
+            lines = [ln.strip() for ln in Path(args.to_file).read_text(encoding="utf-8").splitlines() if ln.strip()]
+        except (OSError, UnicodeDecodeError) as e:
+            return key, None, f"{key}: cannot read it ({type(e).__name__})"
+        if len(lines) != 1:
+            return key, None, f"{key}: expected one line holding the URL, found {len(lines)}"
+        return key, lines[0], None
+    return source_key(), database_url(cfg), None
+
+
 def migrate(args: argparse.Namespace) -> int:
     import asyncio
     import sqlite3
@@ -82,12 +116,14 @@ def migrate(args: argparse.Namespace) -> int:
     from bot.cli.config_file import load_or_exit
     from bot.inbox.db import DatabaseError, DatabaseUrlError, SchemaTooNew, parse
     from bot.inbox.migrate import MigrateError, migrate, summary
-    from bot.service.state_db import database_url
 
     cfg = load_or_exit(args.config)
-    key, url = ("--to", args.to) if args.to else ("state.database", database_url(cfg))
+    key, url, why = target_url(args, cfg)
+    if why is not None:
+        return _fail(f"state migrate: {why}", EXIT_USAGE)
     if not url:
-        return _fail("state migrate: give the target with --to postgresql://... (or set state.database)", EXIT_USAGE)
+        return _fail("state migrate: give the target with --to-env VAR, --to-file PATH or --to postgresql://... "
+                     "(or set state.database)", EXIT_USAGE)
     try:
         target = parse(url, key=key)
     except DatabaseUrlError as e:
@@ -97,7 +133,7 @@ def migrate(args: argparse.Namespace) -> int:
     carrier = None if args.without_crypto else CryptoCarrier(cfg)
     source = cfg.state_dir / "inbox.sqlite3"
     try:
-        copied = asyncio.run(migrate(source, url, carrier))
+        copied = asyncio.run(migrate(source, url, carrier, key=key))
     except (MigrateError, SchemaTooNew, DatabaseError) as e:
         return _fail(str(e), EXIT_REFUSED)
     except (OSError, sqlite3.Error) as e:  # the crypto store could not be read: nothing was written

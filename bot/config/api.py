@@ -14,6 +14,8 @@ class ApiConfig(Section):
     listen: str = "127.0.0.1:8750"
     token: str | None = Field(default=None, repr=False)
     tokens: list[ApiTokenConfig] = Field(default_factory=list)
+    max_pending_per_token: int = Field(default=50, ge=1, le=100_000)  # pending requests one agent token may hold
+    max_pending_per_session: int = Field(default=20, ge=1, le=100_000)  # and one session (else 429)
 
     @field_validator("tokens")
     @classmethod

@@ -3,7 +3,8 @@
 ``models`` reads the hook input, ``translate`` turns it into an ACP-shaped submission (pure; the
 harness mapping reuses its tool descriptions), ``output`` turns a settled record into the JSON each
 CLI needs (pure), ``command`` is the `permission-bot hook` process and ``snippet`` the settings it
-prints; ``codex_trust`` (`hook trust codex`: the trusted_hash Codex checks); ``preview_files`` (which
+prints; ``codex_trust`` (`hook trust codex`: the trusted_hash Codex checks, for exactly the commands print-config
+writes); ``program`` (this install's permission-bot, by its path); ``preview_files`` (which
 file a Write's preview may read, else path, size and SHA-256); ``clis`` the hook CLI names (imported
 by the command line without pydantic). The daemon side (``/hooks/{cli}`` and the hold of one request
 until it settles or its hook goes away) is in api/hooks.py and api/hook_hold.py.

@@ -10,7 +10,11 @@ app-server's ``hooks/list`` reports as ``currentHash``). As Codex computes them
   (when set), "hooks": [{"type": "command", "command", "timeout" (default 600, at least 1),
   "async" (default false), "statusMessage" (when set)}]}``.
 
-Only handlers whose command is ``permission-bot hook codex ...`` are trusted, never another hook.
+Only a handler whose command is exactly one that ``hook print-config codex`` writes for this install is
+trusted (:func:`judge`): this install's resolved ``permission-bot`` (:mod:`bot.hooks.program`), then
+``hook codex`` and print-config's own flags, quoted as ``shlex.join`` quotes them. No other program named
+``permission-bot``, no shell syntax (``&&``, ``$(...)``, ``;``), no flag print-config does not write, no
+``--url`` but the daemon's this command is given (``--url``, else ``$PERMISSION_BOT_URL``, else the default).
 ``config.toml`` is edited as text (a table appended, or the one ``trusted_hash`` line replaced),
 checked by parsing the result, and replaced atomically; nothing is written when the check fails.
 """
@@ -27,6 +31,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from bot.hooks.snippet import hook_command
 
 EVENTS = {"PermissionRequest": "permission_request", "PreToolUse": "pre_tool_use"}
 DEFAULT_TIMEOUT = 600
@@ -69,19 +75,46 @@ def hook_hash(event_label: str, matcher: str | None, handler: dict[str, Any]) ->
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def is_ours(command: object) -> bool:
-    """Whether a hook command runs ``permission-bot hook codex``."""
-    if not isinstance(command, str):
-        return False
+@dataclass(frozen=True)
+class Ours:
+    """What print-config would write here: this install's program, the daemon's URL."""
+
+    program: str
+    url: str
+
+
+def judge(command: str, ours: Ours) -> str | None:
+    """None when ``command`` is exactly a command print-config writes for this install; else why not."""
     try:
         words = shlex.split(command)
     except ValueError:
-        return False
-    return len(words) >= 3 and os.path.basename(words[0]) == "permission-bot" and words[1:3] == ["hook", "codex"]
+        return "not one plain command (unbalanced quotes)"
+    if not words or words[0] != ours.program:
+        return f"it does not run this install's {ours.program}"
+    if words[1:3] != ["hook", "codex"]:
+        return "not `hook codex`"
+    flags: dict[str, str] = {}
+    rest = words[3:]
+    for i in range(0, len(rest), 2):
+        flag, value = rest[i], rest[i + 1] if i + 1 < len(rest) else None
+        if flag not in ("--token-file", "--url", "--fallback") or value is None or flag in flags:
+            return "more than print-config writes (a flag it does not write, or shell syntax)"
+        flags[flag] = value
+    token_file, url = flags.get("--token-file"), flags.get("--url")
+    if token_file is None or not os.path.isabs(token_file):
+        return "no absolute --token-file"
+    if url is not None and url.rstrip("/") != ours.url.rstrip("/"):
+        return f"its --url is not {ours.url} (give trust the --url print-config was given)"
+    if flags.get("--fallback", "deny") != "deny":
+        return "more than print-config writes (--fallback ask)"
+    if command != hook_command("codex", ours.program, token_file, url, flags.get("--fallback", "ask")):
+        return "not exactly as print-config writes it (quoting or shell syntax)"
+    return None
 
 
-def our_hooks(hooks_json: Path) -> list[tuple[str, str, str]]:
-    """(key, hash, command) of each permission-bot handler in ``hooks_json``."""
+def our_hooks(hooks_json: Path, ours: Ours) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+    """(key, hash, command) of each handler in ``hooks_json`` that print-config would write for this install,
+    and (key, why) of each other handler that names ``permission-bot`` (never trusted)."""
     try:
         data = json.loads(hooks_json.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -90,6 +123,7 @@ def our_hooks(hooks_json: Path) -> list[tuple[str, str, str]]:
         raise TrustError(f"{hooks_json}: cannot read it as JSON ({type(e).__name__})") from None
     events = data.get("hooks") if isinstance(data, dict) else None
     found: list[tuple[str, str, str]] = []
+    refused: list[tuple[str, str]] = []
     for event, label in EVENTS.items():
         groups = events.get(event) if isinstance(events, dict) else None
         for gi, group in enumerate(groups if isinstance(groups, list) else []):
@@ -98,13 +132,16 @@ def our_hooks(hooks_json: Path) -> list[tuple[str, str, str]]:
             matcher = group.get("matcher") if isinstance(group.get("matcher"), str) else None
             handlers = group.get("hooks")
             for hi, handler in enumerate(handlers if isinstance(handlers, list) else []):
-                if isinstance(handler, dict) and handler.get("type", "command") == "command" \
-                        and is_ours(handler.get("command")):
-                    key = f"{hooks_json}:{label}:{gi}:{hi}"
-                    found.append((key, hook_hash(label, matcher, handler), str(handler["command"])))
-    if not found:
-        raise TrustError(f"{hooks_json} has no `permission-bot hook codex` hook: add print-config's output first")
-    return found
+                command = handler.get("command") if isinstance(handler, dict) else None
+                if not isinstance(command, str) or handler.get("type", "command") != "command":
+                    continue
+                key = f"{hooks_json}:{label}:{gi}:{hi}"
+                why = judge(command, ours)
+                if why is None:
+                    found.append((key, hook_hash(label, matcher, handler), command))
+                elif "permission-bot" in command:
+                    refused.append((key, why))
+    return found, refused
 
 
 def _state(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
@@ -117,9 +154,7 @@ def _state(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
 def _set(text: str, key: str, value: str) -> str:
     """``text`` with ``[hooks.state."key"] trusted_hash = value`` (the table appended or its line set)."""
     line = f"trusted_hash = {json.dumps(value)}"
-    header = re.compile(r'^[ \t]*\[[ \t]*hooks[ \t]*\.[ \t]*state[ \t]*\.[ \t]*' + re.escape(json.dumps(key))
-                        + r'[ \t]*\][ \t]*(#.*)?$', re.M)
-    m = header.search(text)
+    m = _header(key).search(text)
     if m is None:
         sep = "" if not text or text.endswith("\n") else "\n"
         return f"{text}{sep}\n[hooks.state.{json.dumps(key)}]\n{line}\n"
@@ -132,8 +167,9 @@ def _set(text: str, key: str, value: str) -> str:
     return text[:start] + body + text[end:]
 
 
-def trust(home: Path) -> list[Trusted]:
-    """Trust permission-bot's hooks in ``home/hooks.json`` by editing ``home/config.toml``."""
+def trust(home: Path, ours: Ours) -> tuple[list[Trusted], list[tuple[str, str]]]:
+    """Trust permission-bot's hooks in ``home/hooks.json`` by editing ``home/config.toml``: those trusted,
+    and (key, why) of the handlers naming permission-bot that were not."""
     config = home / "config.toml"
     try:
         text = config.read_text(encoding="utf-8")
@@ -147,23 +183,54 @@ def trust(home: Path) -> list[Trusted]:
         raise TrustError(f"{config} is not valid TOML ({e}); fix it first") from None
     out: list[Trusted] = []
     new = text
-    for key, digest, command in our_hooks(home / "hooks.json"):
+    hooks_json = home / "hooks.json"
+    found, refused = our_hooks(hooks_json, ours)
+    for i, (key, why) in enumerate(refused):  # trusted before (by an older version, or by hand): no longer
+        entry = _state(tomllib.loads(new), key)
+        if entry is not None and "trusted_hash" in entry:
+            new = _unset(new, key)
+            refused[i] = (key, f"{why}; its trusted_hash is removed")
+    for key, digest, command in found:
         entry = _state(tomllib.loads(new), key)
         same = entry is not None and entry.get("trusted_hash") == digest
         if not same:
             new = _set(new, key, digest)
         out.append(Trusted(key, digest, command, changed=not same))
     if new != text:
-        _check(new, out, config)
+        _check(new, out, [k for k, _ in refused], config)
         _write(config, new)
-    return out
+    if not found:
+        why = f" ({refused[0][1]})" if refused else ""
+        raise TrustError(f"{hooks_json} has no `permission-bot hook codex` hook as print-config writes it for "
+                         f"{ours.program}{why}: add print-config's output first")
+    return out, refused
 
 
-def _check(text: str, wanted: list[Trusted], config: Path) -> None:
+def _unset(text: str, key: str) -> str:
+    """``text`` without the ``trusted_hash`` line of ``[hooks.state."key"]`` (the table itself kept)."""
+    m = _header(key).search(text)
+    if m is None:
+        return text
+    nxt = re.compile(r"^[ \t]*\[", re.M).search(text, m.end())
+    end = nxt.start() if nxt else len(text)
+    body = re.compile(r"^[ \t]*trusted_hash[ \t]*=.*(\n|$)", re.M).sub("", text[m.end():end], count=1)
+    return text[:m.end()] + body + text[end:]
+
+
+def _header(key: str) -> re.Pattern[str]:
+    return re.compile(r'^[ \t]*\[[ \t]*hooks[ \t]*\.[ \t]*state[ \t]*\.[ \t]*' + re.escape(json.dumps(key))
+                      + r'[ \t]*\][ \t]*(#.*)?$', re.M)
+
+
+def _check(text: str, wanted: list[Trusted], unwanted: list[str], config: Path) -> None:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         doc = {}
+    for key in unwanted:
+        if "trusted_hash" in (_state(doc, key) or {}) or not doc:
+            raise TrustError(f"could not edit {config} safely; remove by hand the trusted_hash of "
+                             f"[hooks.state.{json.dumps(key)}] (not a hook print-config writes)")
     for t in wanted:
         entry = _state(doc, t.key)
         if entry is None or entry.get("trusted_hash") != t.trusted_hash:

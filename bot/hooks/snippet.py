@@ -32,6 +32,17 @@ def default_token_file(env: Mapping[str, str]) -> str:
     return str(Path(base) / "permission-bot" / "agent-token")
 
 
+def hook_command(cli: Cli, program: str, token_file: str, url: str | None = None, fallback: str = "ask") -> str:
+    """The command line of the command hook, exactly as print-config writes it (``shlex.join``: each word
+    quoted, no shell syntax); ``hook trust codex`` trusts only a command this gives back."""
+    words = [program, "hook", cli, "--token-file", token_file]
+    if url:
+        words += ["--url", url]
+    if fallback == "deny":
+        words += ["--fallback", "deny"]
+    return shlex.join(words)
+
+
 def snippet(
     cli: Cli,
     *,
@@ -40,9 +51,11 @@ def snippet(
     fallback: str = "ask",
     http_url: str | None = None,
     url: str | None = None,
+    program: str = "permission-bot",
 ) -> dict[str, Any]:
-    """The settings object: a PermissionRequest command hook reading ``token_file`` (with ``url``
-    when the daemon is not at the default address), or, with ``http_url``, an HTTP hook."""
+    """The settings object: a PermissionRequest command hook running ``program`` (for Codex: this install's
+    absolute path, :func:`bot.hooks.program.own_program`) reading ``token_file`` (with ``url`` when the
+    daemon is not at the default address), or, with ``http_url``, an HTTP hook."""
     hook: dict[str, Any]
     if http_url is not None:
         hook = {
@@ -52,12 +65,7 @@ def snippet(
             "allowedEnvVars": [TOKEN_ENV],
         }
     else:
-        words = ["permission-bot", "hook", cli, "--token-file", token_file]
-        if url:
-            words += ["--url", url]
-        if fallback == "deny":
-            words += ["--fallback", "deny"]
-        hook = {"type": "command", "command": shlex.join(words)}
+        hook = {"type": "command", "command": hook_command(cli, program, token_file, url, fallback)}
     hook["timeout"] = hook_timeout(prompt_timeout)
     if fallback == "deny":
         hook["onFailure"] = "block"

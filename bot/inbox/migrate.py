@@ -18,6 +18,7 @@ from typing import Any
 from bot.inbox.db import Connection, Database, SchemaTooNew, create, parse
 from bot.inbox.db.postgres import PgConnection
 from bot.inbox.db.sqlite import SqliteConnection, SqliteDatabase
+from bot.inbox.db.url import KEY
 from bot.inbox.schema import LATEST, table, upgrade
 
 VERSIONS = "schema_versions"
@@ -186,11 +187,11 @@ async def _copy(target: Database, src: SqliteDatabase, extra: ExtraKv | None = N
     return counts
 
 
-async def migrate(source: Path, url: str, extra: ExtraKv | None = None) -> Copied:
+async def migrate(source: Path, url: str, extra: ExtraKv | None = None, key: str = KEY) -> Copied:
     """Copy the SQLite inbox at ``source`` into the empty PostgreSQL database at ``url`` (with ``extra``'s
-    ``kv`` entries, in the same transaction).
+    ``kv`` entries, in the same transaction); ``key`` names where the URL came from in messages.
     Raises MigrateError / SchemaTooNew / DatabaseError / DatabaseUrlError (one line each, no password)."""
-    target = create(url)
+    target = create(url, key=key)
     if target.dialect.name != "postgresql":
         raise MigrateError(f"{target.target.shown}: the target must be a postgresql:// database")
     src, upgraded_from = await _open_source(source)

@@ -12,6 +12,7 @@ from bot.inbox.base import RELEASED, InboxBase, Settled, row_to_record
 from bot.inbox.db import Connection
 from bot.inbox.marks import mark_settled_at
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record, dumps
+from bot.inbox.sessions import PendingCaps, check_caps, check_room, next_seq
 from bot.inbox.submission import KeyConflict, Submission, conflict
 
 
@@ -20,16 +21,18 @@ class Requests(InboxBase):
 
     async def submit(
         self, sub: Submission, now: float, timeout: float, submitted_by: str | None = None, *, hold_post: bool = False,
-        room: str = "default",
+        room: str = "default", caps: PendingCaps | None = None,
     ) -> tuple[Record, bool]:
         """Store a new request with the next seq of its session; idempotent on (session, key): the same
         body again gives the stored record, another body :class:`KeyConflict`.
 
         ``submitted_by`` names the API token that submitted it. ``hold_post``: a new request is not posted
         until ``release_post`` (its rules are applied first, so a rule-settled one is never posted early).
-        ``room``: the station room it goes to (chosen by the caller from the submitting credential)."""
+        ``room``: the station room it goes to (chosen by the caller from the submitting credential); a
+        session of another room raises :class:`bot.inbox.sessions.SessionInOtherRoom`. ``caps``: a new
+        request over them raises :class:`bot.inbox.sessions.TooManyPending`."""
         async with self._tx() as db:
-            rec, created = await self.insert(db, sub, now, timeout, submitted_by, room=room)
+            rec, created = await self.insert(db, sub, now, timeout, submitted_by, room=room, caps=caps)
             if created and hold_post:
                 await self.hold_post(db, rec.id)
             if created:
@@ -40,7 +43,7 @@ class Requests(InboxBase):
 
     async def insert(
         self, db: Connection, sub: Submission, now: float, timeout: float, submitted_by: str | None = None,
-        *, room: str = "default",
+        *, room: str = "default", caps: PendingCaps | None = None,
     ) -> tuple[Record, bool]:
         """``submit``'s work inside an open transaction: (record, created); nothing emitted.
 
@@ -48,6 +51,7 @@ class Requests(InboxBase):
         :class:`KeyConflict` (never the stored record, which belongs to whoever used the key first)."""
         if db.dialect.is_postgres:  # daemons submit at once: one session's submissions take turns
             await db.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", sub.session_id)
+        await check_room(db, sub.session_id, room)  # a session is one room's: never joined from another
         if sub.key is not None:
             row = await db.fetchrow("SELECT * FROM requests WHERE session_id=$1 AND key=$2", sub.session_id, sub.key)
             if row is not None:
@@ -55,11 +59,9 @@ class Requests(InboxBase):
                 if (why := conflict(sub, rec)) is not None:
                     raise KeyConflict(why)
                 return rec, False
-        seq = int(await db.fetchval(
-            "INSERT INTO seq (session_id, last) VALUES ($1, 1) "
-            "ON CONFLICT(session_id) DO UPDATE SET last = seq.last + 1 RETURNING last",
-            sub.session_id,
-        ))
+        if caps is not None:
+            await check_caps(db, caps, sub.session_id, submitted_by)
+        seq = await next_seq(db, sub.session_id, room)
         revision = 1 + int(await db.fetchval(
             "SELECT COUNT(*) FROM requests WHERE session_id=$1 AND tool_call_id=$2", sub.session_id, sub.tool_call_id
         ) or 0)

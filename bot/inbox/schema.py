@@ -91,6 +91,22 @@ async def _v11_sqlite(db: Connection) -> None:
         await db.execute("ALTER TABLE requests ADD COLUMN post_held INTEGER NOT NULL DEFAULT 0")
 
 
+_SESSION_ROOMS = (
+    " UPDATE seq SET room = COALESCE((SELECT q.room FROM requests q WHERE q.session_id = seq.session_id"
+    " ORDER BY q.request_seq LIMIT 1), 'default');"
+    " CREATE INDEX IF NOT EXISTS requests_pending_token ON requests (submitted_by) WHERE state='pending';"
+    " CREATE INDEX IF NOT EXISTS requests_pending_session ON requests (session_id) WHERE state='pending'"
+)
+
+
+async def _session_rooms_sqlite(db: Connection) -> None:
+    have = await _columns(db, "seq")  # a version set back by hand may have them already
+    for col, kind in (("room", "TEXT NOT NULL DEFAULT 'default'"), ("proxy_origin", "TEXT"), ("proxy_token", "TEXT")):
+        if col not in have:
+            await db.execute(f"ALTER TABLE seq ADD COLUMN {col} {kind}")
+    await db.script(_SESSION_ROOMS)
+
+
 STEPS: list[Step] = [
     both("first release", V1_DDL),
     Step(
@@ -160,6 +176,17 @@ STEPS: list[Step] = [
     # database: on a shared PostgreSQL database the leader posts what a standby's API took.
     Step(
         "post_held", _v11_sqlite, "ALTER TABLE requests ADD COLUMN IF NOT EXISTS post_held INTEGER NOT NULL DEFAULT 0"
+    ),
+    # Rooms are a boundary (issue 32): a session belongs to one room, the room of its first request (seq.room;
+    # another room's submission under its id is refused); the ACP proxy run that claimed it (seq.proxy_origin,
+    # seq.proxy_token: only its requests may replace a held hook's); pending counts per agent token and per
+    # session (the caps on floods) read from partial indexes of the pending requests.
+    Step(
+        "session rooms, proxy claims, pending caps",
+        _session_rooms_sqlite,
+        "ALTER TABLE seq ADD COLUMN IF NOT EXISTS room TEXT NOT NULL DEFAULT 'default';"
+        " ALTER TABLE seq ADD COLUMN IF NOT EXISTS proxy_origin TEXT;"
+        " ALTER TABLE seq ADD COLUMN IF NOT EXISTS proxy_token TEXT;" + _SESSION_ROOMS,
     ),
 ]
 LATEST = len(STEPS)

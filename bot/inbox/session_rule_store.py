@@ -6,6 +6,7 @@ request for longer than ``prompts.session_rule_ttl``. Matching is one exact look
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,20 @@ def _rule(r: Row) -> SessionRule:
     )
 
 
+def in_rooms(rooms: Collection[str] | None, first: int) -> tuple[str, tuple[str, ...]]:
+    """SQL (`` AND ...``, placeholders from ``$first``) keeping the rules whose request is in ``rooms``
+    (a rule belongs to the room of the request it was set on; None: every room), and its arguments."""
+    if rooms is None:
+        return "", ()
+    names = tuple(sorted(rooms))
+    if not names:
+        return " AND 1=0", ()
+    marks = ",".join(f"${first + i}" for i in range(len(names)))
+    # by the request's primary key, one lookup per rule (never a scan of every request of those rooms)
+    return (f" AND EXISTS (SELECT 1 FROM requests q WHERE q.id = session_rules.request_id AND q.room IN ({marks}))",
+            names)
+
+
 async def _delete(db: Connection, origin: str, session_id: str | None) -> int:
     if session_id is None:
         return await db.execute("DELETE FROM session_rules WHERE origin=$1", origin)
@@ -98,17 +113,19 @@ class SessionRules:
             )
         return _rule(row) if row is not None else None
 
-    async def list(self, session_id: str | None = None) -> list[SessionRule]:
-        """Every rule (of one session id), oldest first."""
-        sql, args = "SELECT * FROM session_rules", tuple[str, ...]()
+    async def list(self, session_id: str | None = None, rooms: Collection[str] | None = None) -> list[SessionRule]:
+        """Every rule (of one session id; of ``rooms`` only, when given), oldest first."""
+        sql, args = "SELECT * FROM session_rules WHERE 1=1", tuple[str, ...]()
         if session_id is not None:
-            sql, args = sql + " WHERE session_id=$1", (session_id,)
-        return [_rule(r) for r in await self.inbox.db.fetch(sql + " ORDER BY id", *args)]
+            sql, args = sql + " AND session_id=$1", (session_id,)
+        where, names = in_rooms(rooms, len(args) + 1)
+        return [_rule(r) for r in await self.inbox.db.fetch(sql + where + " ORDER BY id", *args, *names)]
 
-    async def revoke(self, rule_id: int) -> SessionRule | None:
-        """Remove one rule; the rule removed, or None when there was none by that id."""
+    async def revoke(self, rule_id: int, rooms: Collection[str] | None = None) -> SessionRule | None:
+        """Remove one rule (of ``rooms`` only, when given); the rule removed, or None when there was none."""
+        where, names = in_rooms(rooms, 2)
         async with self.inbox.transaction() as db:
-            row = await db.fetchrow("DELETE FROM session_rules WHERE id=$1 RETURNING *", rule_id)
+            row = await db.fetchrow(f"DELETE FROM session_rules WHERE id=$1{where} RETURNING *", rule_id, *names)
         return _rule(row) if row is not None else None
 
     async def end(self, origin: str, session_id: str | None = None) -> int:
@@ -116,17 +133,21 @@ class SessionRules:
         async with self.inbox.transaction() as db:
             return await _delete(db, origin, session_id)
 
-    async def end_by_key(self, key: str, submitted_by: str, session_id: str | None = None) -> int | None:
+    async def end_by_key(
+        self, key: str, submitted_by: str, session_id: str | None = None, rooms: Collection[str] | None = None
+    ) -> int | None:
         """:meth:`end` for the run behind ``key``, proven by a stored request (of ``session_id``, when
-        given) that ``submitted_by`` sent with that very key; None (nothing dropped) without that proof."""
+        given; in ``rooms``, when given) that ``submitted_by`` sent with that very key; None (nothing
+        dropped) without that proof."""
         origin = origin_of(key)
         if origin is None:
             return None
-        sql, args = "SELECT submitted_by FROM requests WHERE key=$1", tuple[str, ...]((key,))
+        sql, args = "SELECT submitted_by, room FROM requests WHERE key=$1", tuple[str, ...]((key,))
         if session_id is not None:
-            sql, args = "SELECT submitted_by FROM requests WHERE session_id=$1 AND key=$2", (session_id, key)
+            sql, args = "SELECT submitted_by, room FROM requests WHERE session_id=$1 AND key=$2", (session_id, key)
         async with self.inbox.transaction() as db:
-            if not any(r[0] == submitted_by for r in await db.fetch(sql, *args)):
+            rows = await db.fetch(sql, *args)
+            if not any(r[0] == submitted_by and (rooms is None or r[1] in rooms) for r in rows):
                 return None
             return await _delete(db, origin, session_id)
 

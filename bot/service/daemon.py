@@ -23,6 +23,7 @@ from bot.inbox.across import Across
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
 from bot.inbox.record import EXPIRED, Record
 from bot.inbox.session_rules import facts, scope_of
+from bot.inbox.sessions import TooManyPending
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
@@ -31,6 +32,7 @@ from bot.room.answers import RoomAnswers
 from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
+from bot.service.floods import Floods, caps_of
 from bot.service.leadership import Leadership
 from bot.service.metrics import Metrics, export_figures
 from bot.service.rooms import RoomFigures, Rooms
@@ -69,6 +71,7 @@ class Daemon:
         self.room_answers: RoomAnswers = self.rooms.answers["default"]
         self.metrics.registry.register(RoomFigures(self.rooms))
         self.session_rules = self.room_answers.session_rules
+        self.floods = Floods(caps_of(cfg), lambda room, text: self.matrix.rooms[room].notices.post(text))
         self.rules: list[Any] = []
         if cfg.rules:
             from bot.inbox.rules import parse_rules
@@ -120,10 +123,15 @@ class Daemon:
         m = self.matrix  # before the first sync, whether the room is encrypted is not known yet
         encrypted = m.rooms[room].encrypted or (self.cfg.matrix.encryption and not m.syncer.synced.is_set())
         check_submission(sub, now, self.cfg.prompts.timeout, encrypted=encrypted)
-        rec, created = await self.inbox.submit(
-            sub, now, self.cfg.prompts.timeout, submitted_by, hold_post=True, room=room
-        )
+        try:
+            rec, created = await self.inbox.submit(
+                sub, now, self.cfg.prompts.timeout, submitted_by, hold_post=True, room=room, caps=self.floods.caps
+            )
+        except TooManyPending as e:  # answered 429; the room hears once when a token reaches its cap
+            self.floods.refused(e.token, room, now)
+            raise
         if created:
+            self.floods.accepted(submitted_by)
             log.info("request_submitted", request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind, room=room)
             rec = await self._apply_rules(rec)
         return rec, created

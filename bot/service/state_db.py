@@ -15,7 +15,7 @@ from pathlib import Path
 
 from bot.config import Config
 from bot.inbox.db import Database, create
-from bot.inbox.db.url import resolve
+from bot.inbox.db.url import resolve, source_key
 
 
 def new_holder() -> str:
@@ -31,4 +31,5 @@ def database_url(cfg: Config, env: Mapping[str, str] | None = None) -> str | Non
 def state_database(cfg: Config, holder: str, env: Mapping[str, str] | None = None) -> Database:
     """The daemon's database, not started (raises ``DatabaseUrlError``, one line without a password)."""
     url = database_url(cfg, env)
-    return create(url if url else f"sqlite:{Path(cfg.state_dir, 'inbox.sqlite3').resolve()}", holder=holder)
+    return create(url if url else f"sqlite:{Path(cfg.state_dir, 'inbox.sqlite3').resolve()}", holder=holder,
+                  key=source_key(os.environ if env is None else env))

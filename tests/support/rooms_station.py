@@ -31,10 +31,12 @@ def same_person(h: Human, room_id: str) -> Human:
 class RoomsStation(Station):
     """The station plus the ``infra`` room: dave (its answerer), alice (a member, not its answerer)."""
 
+    suffix = "rooms"  # in every account's name: two such stations may share the session's homeserver
+
     def make_people_and_room(self) -> None:
         """As the test station's, under names of its own (it shares the session's homeserver)."""
-        self.bot_id = self.hs.register("permbotrooms", BOT_PASSWORD)["user_id"]
-        self.alice, self.bob, self.carol = (Human(self.hs, f"{n}rooms") for n in ("alice", "bob", "carol"))
+        self.bot_id = self.hs.register(f"permbot{self.suffix}", BOT_PASSWORD)["user_id"]
+        self.alice, self.bob, self.carol = (Human(self.hs, f"{n}{self.suffix}") for n in ("alice", "bob", "carol"))
         self.room_id = self.hs.create_room(
             self.alice.token, invite=[self.bot_id, self.bob.user_id, self.carol.user_id],
             power={self.carol.user_id: 50},
@@ -42,7 +44,7 @@ class RoomsStation(Station):
 
     async def setup(self) -> None:
         self.make_people_and_room()
-        self.dave = Human(self.hs, "daverooms")
+        self.dave = Human(self.hs, f"dave{self.suffix}")
         self.infra_id = self.hs.create_room(self.dave.token, invite=[self.bot_id, self.alice.user_id], name="infra")
         self.hs.join(self.alice.token, self.infra_id)
         self.alice_infra = same_person(self.alice, self.infra_id)

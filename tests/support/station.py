@@ -48,6 +48,9 @@ class Station:
         self.extra_config = ""
         self.env: dict[str, str] = {}  # the daemon's environment on top of ours (PERMISSION_BOT_DATABASE_URL)
         self.prompts: dict[str, Any] = {"timeout": "10m", "on_timeout": "reject"}
+        # [api] caps on pending requests: the shared station's tests leave requests pending and floods hit
+        # the in-progress budget; tests of the caps themselves (test_rooms_boundary_e2e) use the defaults
+        self.caps: dict[str, int] = {"max_pending_per_token": 100_000, "max_pending_per_session": 100_000}
 
     async def setup(self) -> None:
         self.make_people_and_room()
@@ -100,6 +103,7 @@ users = ["{self.alice.user_id}"]
 [api]
 listen = "127.0.0.1:{self.api_port}"
 token = "{TOKEN}"
+{"".join(f"{k} = {v}" + chr(10) for k, v in self.caps.items())}
 {self._named_tokens_toml()}
 
 [state]

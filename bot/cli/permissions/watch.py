@@ -74,7 +74,7 @@ class Watcher:
         if self.args.dry_run:
             self.emit(f"would_{rule.decision}", rec, rule, n)
             return
-        body: dict[str, Any] = {"decision": rule.decision, "by": "watch", "via": "rule"}
+        body: dict[str, Any] = {"decision": rule.decision, "by": "watch"}
         if rule.scope is not None:
             body["scope"] = rule.scope
         if rule.option_id is not None:

@@ -9,13 +9,14 @@ from __future__ import annotations
 from bot.inbox.db.base import Connection, Database, DatabaseError, Row
 from bot.inbox.db.dialect import POSTGRES, SQLITE, Dialect, DialectError
 from bot.inbox.db.upgrade import SchemaTooNew, Step, UpgradeTable, both
-from bot.inbox.db.url import DatabaseUrlError, Target, mask, parse
+from bot.inbox.db.url import KEY, DatabaseUrlError, Target, mask, parse
 
 
-def create(url: str, holder: str = "") -> Database:
+def create(url: str, holder: str = "", key: str = KEY) -> Database:
     """The database ``url`` names (``sqlite:PATH``, a path, ``postgresql://...``), not started yet.
-    ``holder`` names this daemon on PostgreSQL (its connections' ``application_name``)."""
-    target = parse(url)
+    ``holder`` names this daemon on PostgreSQL (its connections' ``application_name``); ``key`` where the
+    URL came from, for messages."""
+    target = parse(url, key=key)
     if target.engine == "postgresql":
         from bot.inbox.db.postgres import PostgresDatabase
 

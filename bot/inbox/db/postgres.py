@@ -20,7 +20,7 @@ import asyncpg
 from bot.inbox.db.base import Connection, Database, DatabaseError, Row
 from bot.inbox.db.dialect import POSTGRES
 from bot.inbox.db.fence import Deposed, Fence
-from bot.inbox.db.url import KEY, Target, scrub, session_attrs
+from bot.inbox.db.url import Target, scrub, session_attrs
 
 IDLE_IN_TRANSACTION_MS = 10_000
 # a Matrix-side write transaction: its BEGIN and the check of the leader's term (bot.inbox.db.fence) at once
@@ -97,13 +97,14 @@ class PostgresDatabase(Database):
     def _connect_options(self) -> dict[str, Any]:
         """asyncpg's options for every connection: this daemon's settings, a bounded connect, and with
         several hosts the writable primary (``target_session_attrs``: libpq's default for the form)."""
-        attrs = session_attrs(self.dsn)
+        attrs = session_attrs(self.target)
         return {"server_settings": self._settings(), "timeout": CONNECT_TIMEOUT,
                 **({"target_session_attrs": attrs} if attrs else {})}
 
     def error(self, doing: str, e: BaseException) -> DatabaseError:
         """One line naming ``state.database``, the masked URL and the cause (its password cut out)."""
-        return DatabaseError(f"{KEY}: {doing} {self.target.shown}: {scrub(f'{type(e).__name__}: {e}', self.target)}")
+        cause = scrub(f"{type(e).__name__}: {e}", self.target)
+        return DatabaseError(f"{self.target.key}: {doing} {self.target.shown}: {cause}")
 
     async def start(self) -> None:
         try:
@@ -129,7 +130,7 @@ class PostgresDatabase(Database):
     @property
     def pool(self) -> Any:
         if self._pool is None:
-            raise DatabaseError(f"{KEY}: {self.target.shown} is not open")
+            raise DatabaseError(f"{self.target.key}: {self.target.shown} is not open")
         return self._pool
 
     @asynccontextmanager

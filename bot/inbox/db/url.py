@@ -1,8 +1,10 @@
 """Where the state lives: ``state.database`` (env ``PERMISSION_BOT_DATABASE_URL`` wins) read into a target.
 
 Accepted: ``sqlite:PATH``, ``sqlite:///ABS/PATH``, a plain path, or ``postgresql://`` / ``postgres://``
-URLs as libpq takes them. A bad value is one line naming ``state.database`` and never the password:
-every URL shown in a message or a log goes through :func:`mask` first.
+URLs as the driver (asyncpg) reads them (:mod:`bot.inbox.db.pgurl`). A bad value is one line naming
+``state.database`` (or the variable or flag it came from) and never the password: a URL is shown only as
+rebuilt from its parsed parts without any password (:attr:`Target.shown`), driver errors have every
+secret of the URL cut out (:func:`scrub`), and :func:`secrets_of` gives them to the log masker.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from bot.inbox.db.pgurl import PgUrlError, lenient_secrets, parse_pg, secret_key
+
 ENV = "PERMISSION_BOT_DATABASE_URL"
 KEY = "state.database"
-_PASSWORD_IN_NETLOC = re.compile(r"(//[^/@:]*:)[^@/]*@")
-_PASSWORD_IN_QUERY = re.compile(r"(?i)((?:^|[?&\s])password=)[^&\s]*")
+_PASSWORD_IN_NETLOC = re.compile(r"(//[^/@:\s]*:)\S*@")  # up to the last @ of the word: a password may hold @
+_QUERY_PAIR = re.compile(r"((?:^|[?&\s])([^=&?\s]+)=)([^&\s]*)")
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
 
 
@@ -31,25 +35,37 @@ class Target:
 
     engine: str
     path: Path | None = None
-    dsn: str | None = None
-    password: str | None = None  # to scrub from driver errors
+    dsn: str | None = None  # the URL as given: for the driver only, never shown
+    password: str | None = None  # the one the driver uses
+    secrets: tuple[str, ...] = ()  # every secret the URL holds (raw and decoded): cut from any message
+    hosts: tuple[tuple[str, int | None], ...] = ()  # (host, port or None) as the driver reads them
+    url_shown: str = ""  # rebuilt from the parsed parts, without any password
+    key: str = KEY  # where the value came from (state.database, the variable, the flag): messages name it
 
     @property
     def shown(self) -> str:
         """The target as it may be shown or logged."""
-        return str(self.path) if self.path is not None else mask(self.dsn or "")
+        return str(self.path) if self.path is not None else self.url_shown
 
 
-def mask(url: str) -> str:
-    """``url`` with any password (``user:PASSWORD@``, ``?password=``) replaced by ``***``."""
-    return _PASSWORD_IN_QUERY.sub(r"\1***", _PASSWORD_IN_NETLOC.sub(r"\1***@", url))
+def mask(text: str) -> str:
+    """Free text with any URL password (``user:PASSWORD@``, ``?password=``, ``?pass%77ord=``) as ``***``."""
+    def pair(m: re.Match[str]) -> str:
+        return m.group(1) + ("***" if secret_key(unquote(m.group(2).replace("+", " "))) else m.group(3))
+
+    return _QUERY_PAIR.sub(pair, _PASSWORD_IN_NETLOC.sub(r"\1***@", text))
 
 
 def scrub(message: str, target: Target) -> str:
-    """A driver's error message with the target's password (if any) cut out."""
-    if target.password:
-        message = message.replace(target.password, "***")
+    """A driver's error message with every secret of the target's URL cut out."""
+    for secret in sorted({*target.secrets, *([target.password] if target.password else [])}, key=len, reverse=True):
+        message = message.replace(secret, "***")
     return mask(message)
+
+
+def secrets_of(value: str | None) -> list[str]:
+    """What the log masker should hide of a database URL (read generously; never raises)."""
+    return lenient_secrets(value) if value else []
 
 
 def parse(value: str, key: str = KEY) -> Target:
@@ -64,28 +80,21 @@ def parse(value: str, key: str = KEY) -> Target:
         path = rest[2:] if rest.startswith("//") else rest  # sqlite:///abs -> /abs; sqlite:rel -> rel
         if not path or path == ":memory:":
             raise DatabaseUrlError(f"{key}: a SQLite database needs a file path (sqlite:PATH)")
-        return Target("sqlite", path=Path(unquote(path)))
+        return Target("sqlite", path=Path(unquote(path)), key=key)
     if scheme in ("postgres", "postgresql"):
         return _postgres(value, key)
     if scheme:
-        raise DatabaseUrlError(f"{key}: unknown kind {scheme!r} in {mask(value)} (use postgresql:// or sqlite:)")
-    return Target("sqlite", path=Path(value))
+        raise DatabaseUrlError(f"{key}: unknown kind {scheme[:20]!r} (use postgresql:// or sqlite:)")
+    return Target("sqlite", path=Path(value), key=key)
 
 
 def _postgres(value: str, key: str) -> Target:
     try:
-        parts = urlsplit(value)
-        check_hosts(parts.netloc)
-    except ValueError as e:
-        raise DatabaseUrlError(f"{key}: not a valid PostgreSQL URL ({mask(str(e))}): {mask(value)}") from None
-    if parts.fragment:
-        raise DatabaseUrlError(f"{key}: a PostgreSQL URL has no #fragment: {mask(value)}")
-    password = unquote(parts.password) if parts.password else None
-    for pair in parts.query.split("&"):
-        name, _, v = pair.partition("=")
-        if name.lower() == "password" and v:
-            password = unquote(v)
-    return Target("postgresql", dsn=value, password=password)
+        url = parse_pg(value)
+    except PgUrlError as e:
+        raise DatabaseUrlError(f"{key}: not a valid PostgreSQL URL: {e}") from None
+    return Target("postgresql", dsn=value, password=url.password, secrets=url.secrets, hosts=url.hosts,
+                  url_shown=url.shown(), key=key)
 
 
 def resolve(configured: str | None, env: Mapping[str, str] | None = None) -> str | None:
@@ -94,27 +103,16 @@ def resolve(configured: str | None, env: Mapping[str, str] | None = None) -> str
     return env.get(ENV) or configured or None
 
 
-# -- several hosts (issue 36): libpq's multi-host form, kept apart from the masking above ------------------
+def source_key(env: Mapping[str, str] | None = None) -> str:
+    """What a message about the database URL in force names: the variable when it is set, else the key."""
+    env = os.environ if env is None else env
+    return f"{KEY} (env {ENV})" if env.get(ENV) else KEY
 
 
-def hosts(netloc: str) -> list[str]:
-    """The ``host[:port]`` entries of a URL's netloc (``user:pw@db1:5432,db2``: two), as libpq reads them."""
-    return netloc.rpartition("@")[2].split(",")
-
-
-def check_hosts(netloc: str) -> None:
-    """ValueError when a host entry's port is not a number from 1 to 65535 (``[::1]:5432`` allowed)."""
-    for entry in hosts(netloc):
-        port = entry.rpartition("]")[2].rpartition(":")[2] if ":" in entry.rpartition("]")[2] else ""
-        if port and (not port.isdigit() or not 0 < int(port) < 65536):
-            raise ValueError(f"port {port!r} is not a number from 1 to 65535")
-
-
-def session_attrs(dsn: str) -> str | None:
-    """The ``target_session_attrs`` to connect with: the URL's own, else ``read-write`` when it names
-    several hosts (after a fail-over only the promoted primary takes writes), else None (the driver's)."""
-    parts = urlsplit(dsn)
-    for name, v in parse_qsl(parts.query):
+def session_attrs(target: Target) -> str | None:
+    """The ``target_session_attrs`` to connect with (issue 36): the URL's own, else ``read-write`` when it
+    names several hosts (after a fail-over only the promoted primary takes writes), else None (the driver's)."""
+    for name, v in parse_qsl(urlsplit(target.dsn or "").query):
         if name == "target_session_attrs":
             return v
-    return "read-write" if len(hosts(parts.netloc)) > 1 else None
+    return "read-write" if len(target.hosts) > 1 else None
