@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -122,7 +123,10 @@ async def main() -> int:
             s.stop_daemon()
         hs.stop()
         pg.stop()
-        shutil.rmtree(work, ignore_errors=True)
+        if not os.environ.get("PB_KEEP_TESTDIR"):  # the daemons' logs, to read after a failed run
+            shutil.rmtree(work, ignore_errors=True)
+        else:
+            print(f"kept: {work}")
 
 
 if __name__ == "__main__":

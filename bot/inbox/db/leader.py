@@ -14,8 +14,9 @@
 - The database lost for a while (a restart, a fail-over to a promoted standby: issue 36) deposes no one by
   itself: the leader retries with back-off until it has the lock again and finds its term still current
   (:meth:`Leader.beat` then returns: it carries on), or another term (Deposed). A standby whose own
-  connection was lost leaves a free lock alone for ``stale_after`` seconds after it is back when the row
-  names another live leader, so the leader that comes back gets its term back first.
+  connection was lost leaves a free lock alone for ``stale_after`` seconds from its reconnection when the
+  row names another live leader, so the leader that comes back (it retries at least once a ``poll``)
+  gets its term back first.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class Leader:
         self.lost = asyncio.Event()
         self._conn: Any = None
         self._grace_until = 0.0  # monotonic: until then a free lock is left to the leader the row names
-        self._backoff = Backoff(0.2, max(poll, 0.2) * 2)
+        self._returning = False  # the campaign lost its connection: the grace starts once it is back
+        self._backoff = Backoff(0.2, max(poll, 0.2))  # a leader retries at least as often as a standby polls
 
     def _lost_connection(self, e: BaseException, event: str) -> float:
         """Note a lost or refused connection (the database's health says it); the pause before the next try."""
@@ -105,6 +107,9 @@ class Leader:
             await self._conn.execute(f"SET lock_timeout = {max(1, int(self.poll * 1000))}")  # waits end: re-check
             self.db.note_reachable()
             self._backoff.reset()
+            if self._returning:  # counted from the database's return, not from the last failed try
+                self._returning = False
+                self._grace_until = time.monotonic() + self.stale_after
         return self._conn
 
     def _drop(self) -> None:
@@ -131,7 +136,7 @@ class Leader:
                 log.info("leader_elected", term=self.term, holder=self.db.holder)
                 return self.term
             except LOST as e:
-                self._grace_until = time.monotonic() + self.stale_after  # the leader may be coming back too
+                self._returning = True  # the leader may be coming back too: a grace once reconnected
                 await asyncio.sleep(self._lost_connection(e, "leader_campaign_retry"))
 
     async def _leave_to_returning_leader(self, conn: Any) -> bool:
