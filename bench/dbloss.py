@@ -104,8 +104,9 @@ async def main() -> int:
         await answerer
         await asyncio.sleep(5)  # the last edits
         prompts, edits = counts(st, SID)
-        lost = sum(r["state"] == "pending" for r in records) + (len(seen.ids) - len(prompts))
-        doubled = sum(n > 1 for n in prompts.values()) + sum(n > 1 for n in edits.values())
+        lost = sum(r["state"] == "pending" for r in records) + len(set(seen.ids) - set(prompts))
+        asked_twice = len(set(prompts) - set(seen.ids))  # a request the agent never got back: one call asked twice
+        doubled = sum(n > 1 for n in prompts.values()) + sum(n > 1 for n in edits.values()) + asked_twice
         out: dict[str, object] = {"restarts": a.restarts, "promotions": a.promotions, "down_s": a.down,
                                   "rate": a.rate, "requests": len(seen.ids), "refused_503": len(seen.refused),
                                   "lost": lost, "doubled": doubled, "exited": exited(pair)}

@@ -88,7 +88,7 @@ async def test_a_restart_under_load_ends_no_daemon_and_loses_nothing(ha: tuple[P
     pg, daemons = ha
     a, b = daemons
     sid = "dbl-restart"
-    held = await submit_until_taken(daemons, request_body("dbl-held"), Seen())  # answered by the API later
+    held = await submit_until_taken(daemons, request_body("dbl-held", key="held"), Seen())  # answered by the API
     poll = asyncio.create_task(call(b, "GET", f"/permissions/{held['id']}?wait=40", token=TOKEN, timeout=60))
     data = hook_input("claude-code-http-PermissionRequest-Bash", "dbl-hook")
     hook = asyncio.create_task(call(b, "POST", "/hooks/claude-code", data, token=TOKEN, timeout=120))
@@ -144,13 +144,14 @@ async def test_the_primary_lost_and_its_replica_promoted(ha: tuple[Pair, list[St
     pg, daemons = ha
     a, b = daemons
     sid = "dbl-promote"
-    before = await submit_until_taken(daemons, request_body(sid, tool_call_id="before"), Seen())
+    before = await submit_until_taken(daemons, request_body(sid, tool_call_id="before", key="before"), Seen())
     prompt = await a.prompt_for(sid, seq=before["request_seq"])
     assert prompt is not None
     while not replicated(pg):
         await asyncio.sleep(0.1)
     stop_immediately(pg.primary)
-    during = asyncio.create_task(submit_until_taken([b, a], request_body(sid, tool_call_id="during"), Seen()))
+    body = request_body(sid, tool_call_id="during", key="during")
+    during = asyncio.create_task(submit_until_taken([b, a], body, Seen()))
     await asyncio.sleep(2)
     await asyncio.to_thread(pg.replica.promote)
     await a.alice.text("1", reply_to=prompt["event_id"])

@@ -52,7 +52,8 @@ async def test_a_promotion_keeps_the_encrypted_room_and_the_device(
     while not replicated(pg):
         await asyncio.sleep(0.1)
     stop_immediately(pg.primary)
-    during = asyncio.create_task(submit_until_taken([b, a], request_body(sid, tool_call_id="during"), Seen()))
+    body = request_body(sid, tool_call_id="during", key="during")
+    during = asyncio.create_task(submit_until_taken([b, a], body, Seen()))
     await asyncio.sleep(2)
     await asyncio.to_thread(pg.replica.promote)
     rec = await asyncio.wait_for(during, 60)

@@ -1,7 +1,8 @@
 """Steady load on daemons whose database goes away (issue 36), shared by tests/test_dbloss_e2e.py and
 bench/dbloss.py: an agent submitting through whichever daemon answers (a refused submission retried with
-the same body: one request however often it is sent), alice answering each prompt once, and the counts
-that say whether anything was lost or doubled."""
+the same body and key, as the ACP proxy does: one request however often it is sent, also when a 503 came
+after it was stored), alice answering each prompt once, and the counts that say whether anything was lost
+or doubled."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ async def load(daemons: list[Station], sid: str, rate: float, stop: asyncio.Even
     """``rate`` new requests a second until ``stop``."""
     i = 0
     while not stop.is_set():
-        await submit_until_taken(daemons, request_body(sid, tool_call_id=f"c{i}"), seen)
+        await submit_until_taken(daemons, request_body(sid, tool_call_id=f"c{i}", key=f"load:{i}"), seen)
         i += 1
         await asyncio.sleep(1 / rate)
 
