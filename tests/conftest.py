@@ -16,6 +16,9 @@ from tests.support.postgres import engine_url, inbox, pg_cluster, pg_url  # noqa
 from tests.support.station import Station
 
 _counter = itertools.count(1)
+# The daemons the tests start post no ledger checkpoint (a notice the tests that wait for the bot's next notice
+# would take for theirs); tests/test_audit_e2e.py sets its own intervals.
+os.environ.setdefault("PERMISSION_BOT_CHECKPOINT_DELAY", "86400")
 # Throwaway accounts: bcrypt's default 12 rounds cost Synapse 0.26 s of CPU per registration and password
 # login, a few hundred of them per run; 4 rounds cost 1 ms.
 TEST_SYNAPSE = {"bcrypt_rounds": 4}

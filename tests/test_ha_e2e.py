@@ -205,3 +205,34 @@ async def test_a_prompt_the_old_leader_posted_but_never_recorded_is_not_posted_a
 
 def st_prompt(st: Station, e: dict[str, Any], sid: str) -> bool:
     return st.is_prompt(e) and e["content"].get("session_id") == sid
+
+
+async def test_the_ledger_is_one_chain_across_a_take_over(pair: list[Station]) -> None:
+    """Settlements on both daemons at once, the leader killed in the middle: the ledger (every settlement of
+    this module's tests, through every take-over above) is one chain from seq 1, no fork, no gap."""
+    leader, standby = leader_and_standby(pair)
+    sid = "ha-ledger"
+    recs = []
+    for i in range(20):
+        code, rec = await standby.ahttp("POST", "/permissions", request_body(sid, tool_call_id=f"c{i}"), token=AGENT)
+        assert code == 201, rec
+        recs.append(rec)
+
+    async def decide(st: Station, rec: dict[str, Any]) -> None:
+        code, got = await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"}, token=DECIDER)
+        assert code == 200, got
+
+    await asyncio.gather(*(decide(leader if i % 2 else standby, r) for i, r in enumerate(recs[:10])))
+    leader.kill_daemon()
+    await asyncio.gather(*(decide(standby, r) for r in recs[10:]))  # while it takes over
+    await until_role(standby, "leader")
+    leader.start_daemon()
+    await until_role(leader, "standby")
+    env = {"PERMISSION_BOT_DATABASE_URL": standby.env["PERMISSION_BOT_DATABASE_URL"]}
+    out = await asyncio.to_thread(standby.cli, "audit", "export", "--config", str(standby.config_path), env=env)
+    assert out.returncode == 0, out.stderr
+    entries = [json.loads(x) for x in out.stdout.splitlines()]
+    assert [e["seq"] for e in entries] == list(range(1, len(entries) + 1))
+    assert Counter(e["request_id"] for e in entries if e["request_id"].startswith(sid)) == {r["id"]: 1 for r in recs}
+    ok = await asyncio.to_thread(standby.cli, "audit", "verify", "--config", str(standby.config_path), env=env)
+    assert ok.returncode == 0 and f"{len(entries)} entries" in ok.stdout, ok.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from bot.harness import Harnesses
 from bot.harness.client import Client, HarnessDown, TokenRefused, discover, token_taken
 from bot.harness.mapping import CHANGED, ELSEWHERE, to_submission
 from bot.harness.watcher import OK, TOKEN_REFUSED, UNREACHABLE, Watcher
+from bot.inbox import ledger
 from bot.inbox import links as L
 from bot.inbox.db import create
 from bot.inbox.links import Links
@@ -113,6 +115,10 @@ async def test_an_answer_the_harness_no_longer_takes_is_shown_answered_elsewhere
         assert "@alice:hs's answer" in got.outcome.feedback
     assert [d["by"] for d in fake.decisions] == ["cli"] and fake.refused == [404] and fake.posted == [p2]
     assert amended == [("amended", "cancelled")] * 2  # events, webhooks, metrics and the outbox hear it
+    entries = [json.loads(x) async for x in ledger.lines(ib.database)]  # each answer, then its amendment
+    assert len(entries) == 4 and sorted(e["request_id"] for e in entries[:2]) == sorted([r1.id, r2.id])
+    assert sorted((e["request_id"], e["via"], e["answered_by"]) for e in entries[2:]) == sorted(
+        [(r1.id, "cancel", []), (r2.id, "cancel", [])])
     await ib.close()
 
 

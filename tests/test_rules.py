@@ -91,7 +91,7 @@ def test_rules_json_from_file(tmp_path: Path) -> None:
         ),
         ({"match": {"sessionId": None}, "decision": "approve"}, "rule 1: match: needs at least one"),
         ({"match": {"toolName": "x"}}, "rule 1: decision: is required"),
-        ({"match": {"toolName": "x"}, "decision": "allow"}, "rule 1: decision: must be 'approve' or 'deny'"),
+        ({"match": {"toolName": "x"}, "decision": "allow"}, "rule 1: decision: must be 'approve', 'deny' or 'ask'"),
         ({"match": {"toolName": "x"}, "decision": "deny", "scope": "always"}, "rule 1: scope: only approve"),
         (
             {"match": {"toolName": "x"}, "decision": "approve", "scope": "never"},

@@ -17,7 +17,7 @@ from nio import AsyncClient, AsyncClientConfig
 from bot.events.states import Via
 from bot.inbox.db import create
 from bot.inbox.migrate import MigrateError, migrate
-from bot.inbox.schema import LATEST
+from bot.inbox.schema import LATEST, QUORUM_COLUMNS
 from bot.inbox.session_rule_store import SessionRules
 from bot.inbox.session_rules import Scope
 from bot.inbox.store import Inbox
@@ -27,7 +27,8 @@ from bot.matrix.vault import VAULT_KEY, archive_of, unpack
 from tests.support.postgres import PgCluster, kv_value
 from tests.support.station import request_body
 
-TABLES = ("requests", "seq", "handled", "kv", "reactions", "parked", "harness_links", "timeline", "session_rules")
+TABLES = ("requests", "seq", "handled", "kv", "reactions", "parked", "harness_links", "timeline", "session_rules",
+          "ledger", "ledger_head")
 
 
 async def _fill(path: Path) -> dict[str, str]:
@@ -140,8 +141,10 @@ async def test_an_older_folder_is_brought_up_to_date_first(tmp_path: Path, pg_ur
     src = sqlite3.connect(path)
     src.execute("UPDATE schema_versions SET version=$1 WHERE name='inbox'".replace("$1", str(LATEST - 1)))
     src.execute(f"PRAGMA user_version = {LATEST - 1}")
-    for col in ("room", "proxy_origin", "proxy_token"):  # as the step before the last left it
-        src.execute(f"ALTER TABLE seq DROP COLUMN {col}")
+    for table in ("ledger", "ledger_head"):  # as the step before the last (ledger and quorum) left it
+        src.execute(f"DROP TABLE {table}")
+    for column, _ in QUORUM_COLUMNS:
+        src.execute(f"ALTER TABLE requests DROP COLUMN {column}")
     src.commit()
     src.close()
     copied = await migrate(path, pg_url)

@@ -273,4 +273,7 @@ def create_app(daemon: Daemon, tokens: Tokens, limits: Limits | None = None) -> 
     from bot.api.sessions import add_session_routes
 
     add_session_routes(app)
+    from bot.api.audit import add_audit_routes
+
+    add_audit_routes(app)
     return app

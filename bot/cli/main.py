@@ -56,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
 
     state_cmd.add_arguments(state)
 
+    audit = sub.add_parser("audit", help="the ledger of settlements: export it, verify its chain")
+    from bot.cli import audit_cmd
+
+    audit_cmd.add_arguments(audit)
+
     check = sub.add_parser("check-event", help="validate a dev.agentpod.permission.v2 content object")
     check.add_argument("file", nargs="?", default="-", help="a JSON file, or - for stdin (default)")
     return p
@@ -108,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.cli import state_cmd
 
         return state_cmd.run(args)
+    if args.command == "audit":
+        from bot.cli import audit_cmd
+
+        return audit_cmd.run(args)
     if args.command == "check-event":
         from bot.cli import check_event
 

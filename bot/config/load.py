@@ -12,6 +12,7 @@ from pydantic import Field, ValidationError, model_validator
 from bot.config.api import ApiConfig
 from bot.config.base import ConfigError, Section
 from bot.config.env import ENV_ACCESS_TOKEN, ENV_PASSWORD, with_env
+from bot.config.escalation import EscalationConfig
 from bot.config.harnesses import HarnessConfig
 from bot.config.matrix import AnswerersConfig, MatrixConfig
 from bot.config.messages import one_line
@@ -32,6 +33,7 @@ class Config(Section):
     webhooks: list[WebhookConfig] = Field(default_factory=list)
     harnesses: list[HarnessConfig] = Field(default_factory=list)
     rooms: list[RoomConfig] = Field(default_factory=list)
+    escalation: EscalationConfig | None = None
 
     @model_validator(mode="after")
     def _credentials(self) -> Config:
@@ -79,6 +81,11 @@ class Config(Section):
     def answerers_of(self, room: str) -> AnswerersConfig:
         """A room's answerers (``default``: [answerers])."""
         return next((r.answerers for r in self.rooms if r.name == room), self.answerers)
+
+    def escalation_of(self, room: str) -> EscalationConfig | None:
+        """A room's escalation (its own, else ``[escalation]``), or None."""
+        own = next((r.escalation for r in self.rooms if r.name == room), None)
+        return own or self.escalation
 
     @property
     def state_dir(self) -> Path:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pydantic import Field, field_validator
 
 from bot.config.base import Section
+from bot.config.escalation import EscalationConfig
 from bot.config.matrix import AnswerersConfig, check_room_ref
 
 DEFAULT_ROOM = "default"
@@ -32,6 +33,7 @@ class RoomConfig(Section):
     answerers: AnswerersConfig = AnswerersConfig()
     tokens: list[str] = Field(default_factory=list)
     harnesses: list[str] = Field(default_factory=list)
+    escalation: EscalationConfig | None = None  # this room's; else [escalation]
 
     @field_validator("name")
     @classmethod

@@ -22,6 +22,7 @@ from bot.inbox.record import Outcome, Record
 Listener = Callable[[str, Record], None]
 CHANGED = "pb_changed"
 """The NOTIFY channel of committed changes on PostgreSQL: ``kind<TAB>holder<TAB>request id`` (bot.inbox.across)."""
+APPROVED = "approved"  # bot.inbox.quorum.APPROVED: a quorum request's approvals changed
 RELEASED = "released"
 """The kind of a NOTIFY that a held request may be posted now: only ``on_release`` callbacks hear it."""
 
@@ -70,6 +71,12 @@ def row_to_record(r: Row) -> Record:
         cwd=r["cwd"],
         submitted_by=r["submitted_by"],
         room=r["room"],
+        approvals_needed=r["approvals_needed"],
+        approvers=json.loads(r["approvers"]) if r["approvers"] is not None else None,
+        approvals=json.loads(r["approvals"]) if r["approvals"] is not None else [],
+        approvals_shown=r["approvals_shown"],
+        escalated_at=r["escalated_at"],
+        escalated_to=json.loads(r["escalated_to"]) if r["escalated_to"] is not None else None,
     )
 
 
@@ -81,6 +88,7 @@ class InboxBase:
     _remote: list[Listener]  # also told of changes committed by another daemon on the same database
     _changed: dict[str, Settled]
     _released: list[Callable[[], None]]  # told when another daemon released a held request (wake the poster)
+    _approved: list[Callable[[], None]]  # told when a quorum request's approvals changed (edit its prompt)
     _json: JsonKept  # pending records' API JSON, for GET /permissions
 
     @property
@@ -101,6 +109,10 @@ class InboxBase:
         """One write transaction (a nested one in the same task joins it)."""
         return self.database.transaction()
 
+    def _wake_approved(self) -> None:
+        for wake in self._approved:
+            wake()
+
     def _emit(self, kind: str, rec: Record) -> None:
         ev = self._changed.pop(rec.id, None)
         if ev is not None and kind == "resolved":
@@ -117,6 +129,9 @@ class InboxBase:
         if kind == RELEASED:
             for wake in self._released:
                 wake()
+            return
+        if kind == APPROVED:
+            self._wake_approved()
             return
         ev = self._changed.get(rec.id)
         if ev is not None and kind == "resolved" and not rec.pending:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from bot.inbox import ledger
 from bot.inbox.base import row_to_record
 from bot.inbox.db import Row
 from bot.inbox.record import CANCELLED, PENDING, Record
@@ -174,7 +175,8 @@ class Links:
             await self.inbox.notify_change(db, "resolved" if old.pending else "amended", old.id)
             await self.inbox.notify_change(db, "request", new.id)
             closed = await db.fetchrow("SELECT * FROM requests WHERE id=$1", old.id)
-        assert closed is not None
+            assert closed is not None
+            await ledger.append(db, row_to_record(closed), at=now)  # settled (or shown) otherwise: an entry of its own
         self.inbox.emit("resolved" if old.pending else "amended", row_to_record(closed))
         self.inbox.emit("request", new)
         return row_to_record(closed), new
@@ -209,8 +211,9 @@ class Links:
                 return None
             await self.inbox.notify_change(db, "amended", request_id)
             row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
-        if row is None:
-            return None
-        rec = row_to_record(row)
+            if row is None:
+                return None
+            rec = row_to_record(row)
+            await ledger.append(db, rec, at=now)  # the answer the harness did not take: shown cancelled, a new entry
         self.inbox.emit("amended", rec)  # the prompt is edited again; events, webhooks and metrics are told
         return rec

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bot.events.states import State, Via
@@ -54,6 +54,24 @@ class Record:
     cwd: str | None = None  # the asking session's working directory, when the submitter said
     submitted_by: str | None = None  # the API token's name
     room: str = "default"  # the station room's name ([[rooms]]; "default": [matrix] room)
+    approvals_needed: int = 0  # distinct approvers needed (an ask rule's approvals); 0 or 1: one answer settles
+    approvers: list[str] | None = None  # who may answer it (an ask rule's answerers); None: the room's
+    approvals: list[dict[str, Any]] = field(default_factory=list)  # {by, at, option_id} so far
+    approvals_shown: int = 0  # how many of them the prompt shows
+    escalated_at: float | None = None  # when it was escalated (bot.service.escalation), once
+    escalated_to: list[str] | None = None  # who was mentioned then: they may answer it
+
+    @property
+    def quorum(self) -> bool:
+        """Whether more than one approval settles it."""
+        return self.approvals_needed > 1
+
+    def approvals_api(self) -> dict[str, Any] | None:
+        """``approvals`` of the API record: ``needed`` and ``given`` (``by``, ``at``), or None."""
+        if not self.quorum:
+            return None
+        return {"needed": self.approvals_needed,
+                "given": [{"by": a["by"], "at": iso_ms(float(a["at"]))} for a in self.approvals]}
 
     @property
     def pending(self) -> bool:
@@ -105,6 +123,8 @@ class Record:
             "outcome": out,
             "submitted_by": self.submitted_by,
             "room": self.room,
+            "approvals": self.approvals_api(),
+            "escalated_at": None if self.escalated_at is None else iso_ms(self.escalated_at),
             "params": self.params,
             "sessionId": self.session_id,
             "toolCallId": self.tool_call_id,

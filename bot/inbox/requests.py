@@ -6,18 +6,22 @@ A request leaves ``pending`` at most once: settling is a conditional UPDATE chec
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 from bot.events.states import State, Via
-from bot.inbox.base import RELEASED, InboxBase, Settled, row_to_record
+from bot.inbox import ledger
+from bot.inbox.approvals import Approvals
+from bot.inbox.base import RELEASED, Settled, row_to_record
 from bot.inbox.db import Connection
 from bot.inbox.marks import mark_settled_at
+from bot.inbox.quorum import PERSON_VIAS
 from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record, dumps
 from bot.inbox.sessions import PendingCaps, check_caps, check_room, next_seq
 from bot.inbox.submission import KeyConflict, Submission, conflict
 
 
-class Requests(InboxBase):
-    """Submit, get, settle, wait, due."""
+class Requests(Approvals):
+    """Submit, get, settle (a quorum request's approvals tallied first: ``Approvals``), wait, due."""
 
     async def submit(
         self, sub: Submission, now: float, timeout: float, submitted_by: str | None = None, *, hold_post: bool = False,
@@ -113,32 +117,47 @@ class Requests(InboxBase):
         state: State | None = None,
         event_id: str | None = None,
         in_view: bool = False,
+        ledger_by: Sequence[str] | None = None,
     ) -> Record | None:
         """Leave ``pending`` once. Returns the settled record, or None when it was not pending.
 
         ``state`` defaults to resolved (cancelled when ``option_id`` is None). ``event_id``,
         when given, is marked handled in the same transaction; with ``in_view`` (a room answer seen
         where it sits, bot.answers.timeline.in_view) its place in the timeline becomes the ``settled`` mark.
+        The settlement is appended to the ledger in the same transaction (``ledger_by``: who it names, when
+        ``by`` does not say it all: ``rule:N``, every approver of a quorum).
         """
         if state is None:
             state = RESOLVED if option_id is not None else CANCELLED
         assert state in (RESOLVED, EXPIRED, CANCELLED)
+        counted: Record | None = None
         async with self._tx() as db:
             if event_id is not None:
                 await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES ($1, $2)", event_id, float(now))
-            changed = await db.execute(
-                "UPDATE requests SET state=$1, outcome_option_id=$2, outcome_by=$3, outcome_via=$4,"
-                " outcome_feedback=$5, decided_at=$6 WHERE id=$7 AND state=$8",
-                state, option_id, by, via, feedback, float(now), request_id, PENDING,
-            )
-            if changed != 1:
-                return None
-            if event_id is not None and in_view:
-                await mark_settled_at(db, event_id, request_id)
-            await self._notify(db, "resolved", request_id)
-            row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
-            assert row is not None
-            rec = row_to_record(row)
+            if option_id is not None and via in PERSON_VIAS:
+                step = await self._tally(db, request_id, option_id, by, via, now)
+                if isinstance(step, Record):  # an approval counted (or not one to count): still pending
+                    counted = step
+                elif step is not None:  # enough approvals, or a reject: settled naming every approver
+                    option_id, ledger_by = step
+            if counted is None:
+                changed = await db.execute(
+                    "UPDATE requests SET state=$1, outcome_option_id=$2, outcome_by=$3, outcome_via=$4,"
+                    " outcome_feedback=$5, decided_at=$6 WHERE id=$7 AND state=$8",
+                    state, option_id, by, via, feedback, float(now), request_id, PENDING,
+                )
+                if changed != 1:
+                    return None
+                if event_id is not None and in_view:
+                    await mark_settled_at(db, event_id, request_id)
+                await self._notify(db, "resolved", request_id)
+                row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
+                assert row is not None
+                rec = row_to_record(row)
+                await ledger.append(db, rec, ledger_by)
+        if counted is not None:
+            self._wake_approved()
+            return counted
         self._emit("resolved", rec)
         return rec
 

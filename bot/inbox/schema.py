@@ -86,6 +86,30 @@ async def _v10_sqlite(db: Connection) -> None:
     await db.execute("CREATE INDEX IF NOT EXISTS timeline_room ON timeline (room, kind, pos)")
 
 
+LEDGER_DDL = (
+    "CREATE TABLE IF NOT EXISTS ledger (seq INTEGER PRIMARY KEY, at {REAL} NOT NULL, room TEXT NOT NULL,"
+    " request_id TEXT NOT NULL, hash TEXT NOT NULL, entry TEXT NOT NULL);"
+    " CREATE INDEX IF NOT EXISTS ledger_at ON ledger (at);"
+    " CREATE TABLE IF NOT EXISTS ledger_head (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL)"
+)
+# Quorum (bot.inbox.quorum): how many distinct approvers a request needs (0: one answer settles it), who may
+# answer it (JSON list; NULL: the room's answerers), the approvals so far (JSON list of {by, at, option_id})
+# and their number, and how many of them its prompt shows (the outbox edits it up to them).
+QUORUM_COLUMNS = (
+    ("approvals_needed", "INTEGER NOT NULL DEFAULT 0"), ("approvers", "TEXT"), ("approvals", "TEXT"),
+    ("approvals_count", "INTEGER NOT NULL DEFAULT 0"), ("approvals_shown", "INTEGER NOT NULL DEFAULT 0"),
+    ("escalated_at", "{REAL}"), ("escalated_to", "TEXT"),  # escalation (bot.service.escalation): when, to whom
+)
+
+
+async def _v12_sqlite(db: Connection) -> None:
+    await db.script(db.dialect.ddl(LEDGER_DDL))
+    have = await _columns(db, "requests")  # a version set back by hand may have them already
+    for column, kind in QUORUM_COLUMNS:
+        if column not in have:
+            await db.execute(db.dialect.ddl(f"ALTER TABLE requests ADD COLUMN {column} {kind}"))
+
+
 async def _v11_sqlite(db: Connection) -> None:
     if "post_held" not in await _columns(db, "requests"):  # a version set back by hand may have it already
         await db.execute("ALTER TABLE requests ADD COLUMN post_held INTEGER NOT NULL DEFAULT 0")
@@ -188,6 +212,11 @@ STEPS: list[Step] = [
         " ALTER TABLE seq ADD COLUMN IF NOT EXISTS proxy_origin TEXT;"
         " ALTER TABLE seq ADD COLUMN IF NOT EXISTS proxy_token TEXT;" + _SESSION_ROOMS,
     ),
+    # Approvals an organisation relies on (issue 37). The ledger (bot.inbox.ledger): one hash-chained entry
+    # per settlement, appended in the settlement's transaction; ledger_head is its one-row head, the row every
+    # append takes its turn on. And the quorum columns of a request (QUORUM_COLUMNS).
+    Step("ledger and quorum", _v12_sqlite, LEDGER_DDL + "; " + "; ".join(
+        f"ALTER TABLE requests ADD COLUMN IF NOT EXISTS {c} {t}" for c, t in QUORUM_COLUMNS)),
 ]
 LATEST = len(STEPS)
 

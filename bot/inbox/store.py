@@ -5,7 +5,7 @@ It is the only place that decides a request's state. A request leaves
 ``pending`` at most once: settling is a conditional UPDATE checked by the rows it
 changed (``bot/inbox/requests.py``). ``Inbox`` owns the state (the database, the
 listeners); its parts, one job each, share it as mixins:
-``requests`` (records, settle), ``listing`` (pending, pages), ``posting``
+``requests`` (records, settle; ``approvals``: quorum tallies, escalation), ``listing`` (pending, pages), ``posting``
 (prompt events, edits, seeded reactions), ``marks`` (the room timeline),
 ``handled`` (handled and parked events, key/value).
 """
@@ -41,6 +41,7 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
         self._remote = []
         self._changed = {}
         self._released = []
+        self._approved = []
         self._json = JsonKept()
         self.install_id = ""  # set by open: part of every txn id, so a wiped state never reuses an old one
 
@@ -77,6 +78,11 @@ class Inbox(Requests, Listing, Posting, Marks, Handled):
     def on_release(self, fn: Callable[[], None]) -> None:
         """Call ``fn()`` when another daemon released a held request (``release_post``): it may be posted now."""
         self._released.append(fn)
+
+    def on_approved(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` when a quorum request's approvals changed (on this daemon or another): its prompt is
+        to be edited."""
+        self._approved.append(fn)
 
     def waited(self) -> list[str]:
         """The ids long-polls of this daemon wait on."""

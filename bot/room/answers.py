@@ -19,6 +19,7 @@ from bot.answers import timeline
 from bot.config import AnswerersConfig
 from bot.events.states import via_words
 from bot.events.timestamps import iso_ms
+from bot.inbox.quorum import progress
 from bot.inbox.record import Record
 from bot.inbox.session_rule_store import SessionRule, SessionRules
 from bot.inbox.session_rules import facts, offered, scope_of
@@ -184,12 +185,7 @@ class RoomAnswers:
     ) -> None:
         event_id, now = cand.event_id, self.now()
         thread_root = target_rec.prompt_event_id if target_rec else None
-        if not may_answer(
-            cand.sender,
-            users=self.answerers.users,
-            min_power_level=self.answerers.min_power_level,
-            room=self.room_state,
-        ):
+        if not self._may(cand.sender, target_rec):
             await self.inbox.mark_handled(event_id, now)
             await self._tell_not_answerer(cand.sender, event_id, thread_root)
             log.info("answer_refused", event_id=event_id, sender=cand.sender, reason="not an answerer")
@@ -212,6 +208,15 @@ class RoomAnswers:
             event_id=event_id,
             in_view=in_view,  # the room shows it settled from here (this event's place, or the next one's)
         )
+        if settled is not None and settled.pending:  # one approval of a quorum: counted, or counted already
+            await self.inbox.mark_handled(event_id, now)
+            again = target_rec is not None and any(a.get("by") == cand.sender for a in target_rec.approvals)
+            line = progress(settled.approvals_needed, settled.approvals)
+            self.notices.post(f"You approved this already. {line}." if again else f"Approval counted. {line}.",
+                              reply_to=event_id, thread_root=thread_root)
+            log.info("approval_counted", request_id=settled.id, by=cand.sender, again=again,
+                     approvals=len(settled.approvals), needed=settled.approvals_needed)
+            return
         if settled is None:
             await self.inbox.mark_handled(event_id, now)
             late = self._ours(await self.inbox.get(verdict.request_id))
@@ -236,6 +241,17 @@ class RoomAnswers:
                 reply_to=event_id,
                 thread_root=settled.prompt_event_id or None,
             )
+
+    def _may(self, sender: str, rec: Record | None) -> bool:
+        """Whether ``sender`` may answer ``rec``: whom it was escalated to; its ask rule's answerers when it
+        names them, else the room's."""
+        if rec is not None and sender in (rec.escalated_to or []):
+            return True
+        if rec is not None and rec.approvers is not None:
+            return sender in rec.approvers
+        return may_answer(
+            sender, users=self.answerers.users, min_power_level=self.answerers.min_power_level, room=self.room_state
+        )
 
     async def _tell_not_answerer(self, user: str, event_id: str, thread_root: str | None) -> None:
         key = f"told.not_answerer.{user}.{thread_root or '-'}"  # once per person and prompt, never a flood

@@ -40,6 +40,7 @@ from bot.matrix.retry import MatrixBackoff
 from bot.room.keycaps import Keycaps
 from bot.room.posts import (
     full_text_notice,
+    progress_edit,
     prompt_content,
     remember_complete,
     settled_content,
@@ -199,7 +200,10 @@ class Outbox:
         return self.retries.next_in(self.now(), 10.0)
 
     async def _settle_step(self) -> float:
-        """Edit at once the settled prompts only their edit shows settled (a new prompt waits for these)."""
+        """Edit at once the settled prompts only their edit shows settled (a new prompt waits for these);
+        and the pending quorum prompts whose approvals changed."""
+        for rec in self._ready("progress", await self.inbox.needing_progress()):
+            await self._pool("progress", self._progress, [rec], self.sends)
         try:
             while batch := self._ready("edit", await self._edits_due(shown=False)):
                 await self._pool("edit", self._edit, batch, self.sends)
@@ -284,6 +288,14 @@ class Outbox:
                 )
             except SendFailed as e:  # best effort: the prompt still says it was cut, and needs a reply
                 log.warning("full_text_not_posted", request_id=rec.id, error=str(e))
+
+    async def _progress(self, rec: Record) -> None:
+        n = len(rec.approvals)
+        escalated = "x" if rec.escalated_at is not None else ""
+        await self.matrix.send(progress_edit(rec), txn_id("q", self.install_id, rec.id, str(n), escalated),
+                               room=rec.room)
+        await self.inbox.mark_progress_shown(rec.id, n)
+        log.info("prompt_progress_edited", request_id=rec.id, approvals=n, needed=rec.approvals_needed)
 
     async def _edit(self, rec: Record) -> None:
         self._editing.add(rec.id)  # settle and pace never send the same edit at once

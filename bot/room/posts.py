@@ -3,11 +3,13 @@ shows everything (answers need that, so it is remembered per request instead of 
 
 from __future__ import annotations
 
+import html
 import json
 from collections import OrderedDict
 from typing import Any
 
 from bot.events.timestamps import to_datetime
+from bot.inbox.quorum import progress
 from bot.inbox.record import Record
 from bot.inbox.session_rules import facts, offered
 from bot.matrix.notices import notice_content
@@ -16,7 +18,28 @@ from bot.prompts.attachment import full_text_content
 
 
 def prompt_content(rec: Record) -> dict[str, Any]:
-    """The prompt exactly as posted for ``rec`` (rebuilt: it is a pure function of the record)."""
+    """The prompt exactly as posted for ``rec`` (rebuilt: it is a pure function of the record); a quorum
+    request's says how many approvals it needs and who gave them (``1 of 2: @alice``)."""
+    content = _prompt(rec)
+    lines = []
+    if rec.quorum:
+        lines.append(progress(rec.approvals_needed, rec.approvals))
+    if rec.escalated_at is not None:
+        lines.append(f"Escalated to {', '.join(rec.escalated_to or [])}: no answer in time")
+    for line in reversed(lines):
+        content["body"] = f"{line}\n{content.get('body', '')}"
+        if "formatted_body" in content:
+            content["formatted_body"] = f"<p><b>{html.escape(line)}</b></p>{content['formatted_body']}"
+    return content
+
+
+def progress_edit(rec: Record) -> dict[str, Any]:
+    """The m.replace edit of a pending quorum prompt showing the approvals so far."""
+    assert rec.prompt_event_id
+    return edit_content(rec.prompt_event_id, prompt_content(rec))
+
+
+def _prompt(rec: Record) -> dict[str, Any]:
     return build_prompt(
         request_id=rec.id,
         session_id=rec.session_id,

@@ -32,6 +32,8 @@ from bot.room.answers import RoomAnswers
 from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
+from bot.service.checkpoints import Checkpoints
+from bot.service.escalation import Escalations
 from bot.service.floods import Floods, caps_of
 from bot.service.leadership import Leadership
 from bot.service.metrics import Metrics, export_figures
@@ -80,6 +82,7 @@ class Daemon:
         self.inbox.listen(self._on_change, every_daemon=True)
         self.inbox.listen(self.outbox.on_change, every_daemon=True)  # PostgreSQL: another daemon's too
         self.inbox.on_release(self.outbox.wake_post.set)  # a held request another daemon released
+        self.inbox.on_approved(self.outbox.wake_settle.set)  # a quorum prompt to edit (approvals so far)
         self.inbox.listen(self.outbox.timings.on_change)
         self.webhooks = Webhooks(cfg.webhooks)
         self.inbox.listen(self.webhooks.on_change)
@@ -88,6 +91,10 @@ class Daemon:
         self.harnesses = Harnesses(cfg.harnesses, self.inbox, now=self.now, timeout=cfg.prompts.timeout,
                                    after_new=self._apply_rules, room_of=cfg.room_of_harness)
         self.inbox.listen(self.harnesses.on_change, every_daemon=True)
+        self.checkpoints = Checkpoints(self.inbox, self.matrix, self.now)  # the ledger's head in the rooms
+        self.inbox.listen(self.checkpoints.on_change, every_daemon=True)
+        self.escalations = Escalations(cfg, self.inbox, self.matrix, self.now)  # unanswered prompts, once
+        self.inbox.listen(self.escalations.on_change, every_daemon=True)
         self.across = Across(self.inbox)  # LISTEN for other daemons' changes (PostgreSQL only)
         senders = [r.sender for r in self.matrix.rooms.values()]  # every station room's sends are fenced
         self.leadership = Leadership(self.inbox.database, senders)  # leader or standby
@@ -151,12 +158,16 @@ class Daemon:
         rule = decide(self.rules, rec.to_api()) if self.rules else None
         if rule is None:
             return await self._apply_session_rules(rec)
+        if rule.decision == "ask":  # a person decides (no session rule skips it): maybe several people
+            users = rule.answerers.users if rule.answerers is not None else None
+            log.info("request_needs_approvals", request_id=rec.id, approvals=rule.approvals or 1)
+            return await self.inbox.require(rec.id, rule.approvals or 1, users) or rec
         try:
             option = choose(rec.options, rule.decision, scope=rule.scope, option_id=rule.option_id)
         except NoFittingOption as e:
             log.warning("rule_not_applicable", request_id=rec.id, reason=str(e))
             return rec
-        return await self._settle_by_rule(rec, option, "rule")
+        return await self._settle_by_rule(rec, option, "rule", f"rule:{self.rules.index(rule) + 1}")
 
     async def _apply_session_rules(self, rec: Record) -> Record:
         scope = scope_of(facts(rec))
@@ -170,10 +181,14 @@ class Daemon:
         if origin is None or origin.room != rec.room:  # a rule stays in its room: another room's answerers
             return rec
         log.info("session_rule_matched", rule_id=rule.id, request_id=rec.id)
-        return await self._settle_by_rule(rec, once[0], f"session rule (set by {rule.set_by})")
+        return await self._settle_by_rule(
+            rec, once[0], f"session rule (set by {rule.set_by})", f"rule:session:{rule.set_by}"
+        )
 
-    async def _settle_by_rule(self, rec: Record, option: str | None, by: str) -> Record:
-        settled = await self.inbox.settle(rec.id, option_id=option, by=by, via=Via.RULE, feedback=None, now=self.now())
+    async def _settle_by_rule(self, rec: Record, option: str | None, by: str, ledger_by: str) -> Record:
+        settled = await self.inbox.settle(
+            rec.id, option_id=option, by=by, via=Via.RULE, feedback=None, now=self.now(), ledger_by=[ledger_by]
+        )
         if settled is None:
             return rec
         if not self.cfg.prompts.post_rule_settled:
@@ -266,6 +281,8 @@ class Daemon:
             *(asyncio.create_task(r.notices.run(self.stop), name=f"notices:{name}")
               for name, r in self.matrix.rooms.items()),
             *self.harnesses.tasks(self.stop),
+            asyncio.create_task(self.checkpoints.run(self.stop), name="checkpoints"),
+            asyncio.create_task(self.escalations.run(self.stop), name="escalations"),
         ]
 
     async def close(self) -> None:

@@ -68,8 +68,8 @@ class Watcher:
         if rec.get("state", "pending") != "pending":
             return
         rule = decide(self.rules, rec)
-        if rule is None:
-            return  # stays pending for ls / approve / deny
+        if rule is None or rule.decision == "ask":
+            return  # stays pending for ls / approve / deny (an ask rule: a person decides)
         n = next(i for i, r in enumerate(self.rules, 1) if r is rule)
         if self.args.dry_run:
             self.emit(f"would_{rule.decision}", rec, rule, n)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bot.prompts.shown import Shown, shown_input
 
-Decision = Literal["approve", "deny"]
+Decision = Literal["approve", "deny", "ask"]
 Scope = Literal["once", "always"]
 
 
@@ -34,8 +34,23 @@ class RuleMatch(BaseModel):
         return self
 
 
+class RuleAnswerers(BaseModel):
+    """Who may answer the requests an ``ask`` rule matches (instead of the room's answerers)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    users: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _users(self) -> RuleAnswerers:
+        for i, u in enumerate(self.users):
+            if not (u.startswith("@") and ":" in u and len(u) <= 255 and u.isprintable()):
+                raise ValueError(f"users.{i}: must be a Matrix user id (@name:server)")
+        return self
+
+
 class Rule(BaseModel):
-    """One allow/deny rule."""
+    """One allow/deny rule, or an ``ask`` rule: asked, with ``approvals`` distinct approvers needed."""
 
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True, populate_by_name=True)
 
@@ -43,11 +58,17 @@ class Rule(BaseModel):
     decision: Decision
     scope: Scope | None = None
     option_id: str | None = Field(default=None, alias="optionId", min_length=1)
+    approvals: int | None = Field(default=None, ge=1, le=10)
+    answerers: RuleAnswerers | None = None
 
     @model_validator(mode="after")
     def _scope_is_approve_only(self) -> Rule:
         if self.scope is not None and self.decision != "approve":
             raise ValueError(f"scope: only approve rules take a scope (this rule is {self.decision})")
+        if self.decision != "ask" and (self.approvals is not None or self.answerers is not None):
+            raise ValueError(f"approvals, answerers: only ask rules take them (this rule is {self.decision})")
+        if self.decision == "ask" and self.option_id is not None:
+            raise ValueError("optionId: an ask rule settles nothing")
         return self
 
     def matches(self, record: Mapping[str, Any]) -> bool:
@@ -101,13 +122,13 @@ def command_of(record: Mapping[str, Any]) -> str | None:
 
 
 def decide(rules: Iterable[Rule], record: Mapping[str, Any]) -> Rule | None:
-    """The rule that settles ``record``: the first matching deny rule, else the first matching approve."""
-    first_approve: Rule | None = None
+    """The rule for ``record``: the first matching deny rule, else the first matching ask rule (a person
+    decides: no approve rule skips it), else the first matching approve."""
+    first: dict[str, Rule] = {}
     for rule in rules:
         if not rule.matches(record):
             continue
         if rule.decision == "deny":
             return rule
-        if first_approve is None:
-            first_approve = rule
-    return first_approve
+        first.setdefault(rule.decision, rule)
+    return first.get("ask") or first.get("approve")

@@ -17,7 +17,11 @@ class RuleError(ValueError):
     """A rule (or a list of rules) that cannot be used; the message is one line."""
 
 
-_KEYS = {(): "match, decision, scope, optionId", ("match",): "toolName, kind, command, sessionId, label, room"}
+_KEYS = {
+    (): "match, decision, scope, optionId, approvals, answerers",
+    ("answerers",): "users",
+    ("match",): "toolName, kind, command, sessionId, label, room",
+}
 
 
 def describe(err: ValidationError) -> str:

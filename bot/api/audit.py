@@ -1,0 +1,56 @@
+"""``GET /audit[?since=&room=]``: the ledger's entries as JSON lines, streamed (bot.inbox.ledger).
+
+A decider token only; it sees its rooms' entries only (``[[api.tokens]] rooms``; another room, or one not
+configured: 404, as if it did not exist). ``since``: ISO 8601 or an age (``2h``, ``7d``).
+"""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+
+from bot.api.auth import Denied, authenticate, may
+from bot.api.common import DAEMON, TOKENS, error, reach, refuse
+from bot.events.ledger import parse_since
+from bot.inbox import ledger
+
+CONTENT_TYPE = "application/jsonl"
+BATCH = 200
+
+
+async def audit(request: web.Request) -> web.StreamResponse:
+    who = authenticate(request.app[TOKENS], request.headers.get("Authorization"))
+    if isinstance(who, Denied):
+        return refuse(who)
+    if may(who, "decide") is not None:
+        return refuse(Denied(403, "forbidden", f"token {who.name!r} has no decider role; the ledger needs one"))
+    daemon = request.app[DAEMON]
+    since = request.query.get("since")
+    try:
+        at = None if since is None else parse_since(since, time.time())
+    except ValueError as e:
+        return error(400, "bad_since", str(e))
+    known = {"default", *(r.name for r in daemon.cfg.rooms)}
+    scope = reach(request, who).rooms  # the one rule every read route goes through (bot.api.common)
+    mine = known if scope is None else known & set(scope)
+    room = request.query.get("room")
+    if room is not None and room not in mine:
+        return error(404, "not_found", "no such room")
+    rooms = [room] if room is not None else (None if scope is None else sorted(mine))
+    resp = web.StreamResponse(headers={"Content-Type": CONTENT_TYPE, "Cache-Control": "no-store"})
+    await resp.prepare(request)
+    chunk: list[str] = []
+    async for text in ledger.lines(daemon.inbox.database, since=at, rooms=rooms):
+        chunk.append(text)
+        if len(chunk) >= BATCH:
+            await resp.write(("\n".join(chunk) + "\n").encode())
+            chunk.clear()
+    if chunk:
+        await resp.write(("\n".join(chunk) + "\n").encode())
+    await resp.write_eof()
+    return resp
+
+
+def add_audit_routes(app: web.Application) -> None:
+    app.router.add_get("/audit", audit)

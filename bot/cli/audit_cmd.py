@@ -1,0 +1,168 @@
+"""`permission-bot audit`: the ledger of settlements (bot.inbox.ledger), exported and verified.
+
+    export [--since TIME] [--room NAME] [--format jsonl|csv]   the entries, streamed (constant memory)
+    verify [FILE|-] [--against-room]                           recompute the chain (bot.events.ledger)
+
+Both read the configured state (SQLite under ``[state] path`` or ``[state] database``) without changing it.
+``verify`` exits 0 when the chain is intact, 1 naming the first bad or missing seq, 2 on a bad config or
+argument. ``--against-room`` also compares the chain with the checkpoints the bot posted in its rooms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from bot.config import Config
+    from bot.inbox.store import Inbox
+
+EXIT_BAD, EXIT_USAGE = 1, 2
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="audit_command", metavar="ACTION")
+    sub.required = True
+    exp = sub.add_parser("export", help="the ledger's entries as JSON lines or CSV")
+    exp.add_argument("--since", metavar="TIME", help="ISO 8601, or an age: 2h, 7d")
+    exp.add_argument("--room", metavar="NAME", help="only this station room's entries")
+    exp.add_argument("--format", choices=("jsonl", "csv"), default="jsonl")
+    exp.add_argument("--config", default="config.toml")
+    ver = sub.add_parser("verify", help="recompute the ledger's chain (exit 1 naming the first bad or missing seq)")
+    ver.add_argument("file", nargs="?", help="an export (JSON lines), or - for stdin (default: the configured state)")
+    ver.add_argument("--against-room", action="store_true", help="also check the checkpoints posted in the rooms")
+    ver.add_argument("--config", default="config.toml")
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"permission-bot: audit: {message}", file=sys.stderr, flush=True)
+    return code
+
+
+async def _opened(cfg: Config) -> Inbox:
+    from bot.inbox.store import Inbox
+    from bot.service.state_db import new_holder, state_database
+
+    inbox = Inbox(state_database(cfg, new_holder()))
+    await inbox.open_read_only()
+    return inbox
+
+
+def _csv_row(entry: dict[str, object]) -> list[str]:
+    from bot.events.ledger import FIELDS
+
+    out = []
+    for k in FIELDS:
+        v = entry.get(k)
+        out.append(" ".join(str(x) for x in v) if isinstance(v, list) else "" if v is None else str(v))
+    return out
+
+
+async def export(cfg: Config, since: float | None, room: str | None, fmt: str, out: TextIO) -> int:
+    import csv
+    import json
+
+    from bot.events.ledger import FIELDS
+    from bot.inbox import ledger
+
+    inbox = await _opened(cfg)
+    try:
+        writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
+        if writer is not None:
+            writer.writerow(FIELDS)
+        n = 0
+        async for text in ledger.lines(inbox.database, since=since, rooms=None if room is None else [room]):
+            if writer is not None:
+                writer.writerow(_csv_row(json.loads(text)))
+            else:
+                out.write(text + "\n")
+            n += 1
+            if n % 1000 == 0:
+                out.flush()
+        out.flush()
+    finally:
+        await inbox.close()
+    return 0
+
+
+def _file_lines(name: str) -> Iterator[str]:
+    if name == "-":
+        yield from sys.stdin
+        return
+    with open(name, encoding="utf-8") as f:
+        yield from f
+
+
+async def _state_lines(inbox: Inbox) -> AsyncIterator[str]:
+    from bot.inbox import ledger
+
+    async for text in ledger.lines(inbox.database):
+        yield text
+
+
+async def verify(cfg: Config | None, file: str | None, against_room: bool, out: TextIO) -> int:
+
+    from bot.events.ledger import Checker, against_checkpoints
+
+    checkpoints: list[tuple[str, int, str]] = []
+    if against_room:
+        assert cfg is not None
+        from bot.cli.audit_room import read_checkpoints
+
+        checkpoints = await read_checkpoints(cfg)
+    checker = Checker(from_start=True, wanted={seq for _, seq, _ in checkpoints})
+    inbox = await _opened(cfg) if file is None and cfg is not None else None
+    try:
+        if inbox is not None:
+            async for text in _state_lines(inbox):
+                if not checker.feed_line(text):
+                    break
+        else:
+            assert file is not None
+            for number, raw in enumerate(_file_lines(file), 1):
+                if not raw.strip():
+                    continue
+                if not checker.feed_line(raw):
+                    if checker.problem and checker.problem.endswith("not JSON"):
+                        return _fail(f"verify: line {number}: {checker.problem}", EXIT_BAD)
+                    break
+    finally:
+        if inbox is not None:
+            await inbox.close()
+    problem = checker.problem or (against_checkpoints(checker, checkpoints) if against_room else None)
+    if problem is not None:
+        return _fail(f"verify: {problem}", EXIT_BAD)
+    rooms = f"; {len(checkpoints)} checkpoints in the rooms agree" if against_room else ""
+    print(f"intact: {checker.count} entries, head seq {checker.last_seq} {checker.last_hash}{rooms}", file=out)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from bot.cli.config_file import load_or_exit
+    from bot.inbox.db import DatabaseError, DatabaseUrlError
+    from bot.matrix.errors import MatrixFatal
+
+    needs_config = args.audit_command == "export" or args.file is None or args.against_room
+    cfg = load_or_exit(args.config) if needs_config else None
+    try:
+        if args.audit_command == "export":
+            assert cfg is not None
+            from bot.events.ledger import parse_since
+
+            try:
+                since = None if args.since is None else parse_since(args.since, time.time())
+            except ValueError as e:
+                return _fail(str(e), EXIT_USAGE)
+            if args.room is not None and args.room not in {"default", *(r.name for r in cfg.rooms)}:
+                return _fail(f"--room: {args.room!r:.70} is not a configured room", EXIT_USAGE)
+            return asyncio.run(export(cfg, since, args.room, args.format, sys.stdout))
+        return asyncio.run(verify(cfg, args.file, args.against_room, sys.stdout))
+    except BrokenPipeError:
+        return 0
+    except (DatabaseError, DatabaseUrlError, MatrixFatal, OSError) as e:
+        return _fail(str(e), EXIT_USAGE)

@@ -1,0 +1,65 @@
+"""Quorum: a request an ``ask`` rule gave ``approvals = N`` settles once N distinct people approved it (pure).
+
+Each answer is tallied in the settlement's own transaction (``Inbox.settle``): an approval by someone who
+has not approved yet is added; the same person again changes nothing; one reject by an answerer settles it
+rejected at once; the N-th approval settles it approved, naming every approver. A rule, a timeout or a
+cancel is no approval: they settle it as they would any request. The option it settles with is the
+narrowest the approvers chose (a "once" if any of them chose one), so one approver's "always" never
+widens what the others approved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bot.events.ledger import meaning_of
+from bot.events.states import Via
+
+APPROVED = "approved"
+"""The kind of a NOTIFY that a quorum request's approvals changed: only ``on_approved`` callbacks hear it
+(its prompt is to be edited; nothing is settled)."""
+PERSON_VIAS = frozenset({Via.MATRIX, Via.REACTION, Via.STRUCTURED, Via.API})
+"""The paths a person answers by (a decider token counts as its name, ``api:NAME``)."""
+
+
+@dataclass(frozen=True)
+class Tally:
+    """What one answer does to a quorum request: ``counted`` (added, not yet enough), ``again`` (this person
+    approved already), ``refused`` (not one of its answerers), ``settle`` (approved by enough, or rejected)."""
+
+    kind: Literal["counted", "again", "refused", "settle"]
+    given: list[dict[str, Any]] = field(default_factory=list)
+    option_id: str | None = None
+    by: list[str] = field(default_factory=list)
+
+
+def tally(
+    needed: int, approvers: Sequence[str] | None, given: Sequence[Mapping[str, Any]],
+    options: Sequence[Mapping[str, Any]], option_id: str, by: str, via: str, at: float,
+) -> Tally:
+    """One person's answer (``option_id`` by ``by`` through ``via`` at ``at``) to a request needing ``needed``
+    approvals from ``approvers`` (None: anyone who may answer in its room; a decider token always)."""
+    if approvers is not None and via != Via.API and by not in approvers:
+        return Tally("refused", [dict(g) for g in given])
+    meaning, _ = meaning_of(options, option_id)
+    if meaning == "reject":
+        return Tally("settle", [dict(g) for g in given], option_id, [by])
+    if any(g.get("by") == by for g in given):
+        return Tally("again", [dict(g) for g in given])
+    now_given = [*(dict(g) for g in given), {"by": by, "at": at, "option_id": option_id}]
+    if len(now_given) < needed:
+        return Tally("counted", now_given)
+    chosen = option_id
+    for g in now_given:
+        if meaning_of(options, g.get("option_id"))[1] == "once":
+            chosen = str(g["option_id"])
+            break
+    return Tally("settle", now_given, chosen, [str(g["by"]) for g in now_given])
+
+
+def progress(needed: int, given: Sequence[Mapping[str, Any]]) -> str:
+    """The line a quorum prompt shows: ``Needs 2 approvals: 1 of 2: @alice``."""
+    names = ", ".join(str(g.get("by")) for g in given)
+    return f"Needs {needed} approvals: {len(given)} of {needed}" + (f": {names}" if names else "")

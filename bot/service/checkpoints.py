@@ -1,0 +1,108 @@
+"""The ledger's head posted into each station room (CONTRACT.md, "Approvals an organisation relies on").
+
+An ``m.notice`` whose content carries ``"dev.permission-bot.ledger.checkpoint": {"seq": N, "hash": H}``:
+within ``delay`` (60 s) of an entry when none was posted in that room in the last ``period`` (10 minutes),
+else when those minutes end. The leader alone runs it (a task of the Matrix side); what each room was last
+sent is kept in the inbox (``kv``), so a restart or a take-over goes on from there. The homeserver then holds
+copies of the head that whoever can edit the database cannot rewrite: ``audit verify --against-room``.
+
+``PERMISSION_BOT_CHECKPOINT_PERIOD`` and ``PERMISSION_BOT_CHECKPOINT_DELAY`` (seconds) change the two
+intervals, for tests and benches (not a config key: the contract fixes them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+
+from bot.events.ledger import CHECKPOINT_KEY
+from bot.inbox import ledger
+from bot.inbox.db.fence import Deposed
+from bot.inbox.store import Inbox
+from bot.matrix.client import Matrix
+from bot.matrix.txn import txn_id
+from bot.util.aio import wait_any
+
+log = structlog.get_logger("checkpoints")
+KV = "ledger.checkpoint."  # + room name: {"seq", "at"} of the last checkpoint sent there
+PERIOD, DELAY = 600.0, 60.0
+
+
+def intervals(env: Mapping[str, str]) -> tuple[float, float]:
+    """(period, delay) from the environment (the defaults when unset or not a positive number)."""
+
+    def num(key: str, default: float) -> float:
+        try:
+            v = float(env.get(key, ""))
+        except ValueError:
+            return default
+        return v if v > 0 else default
+
+    return num("PERMISSION_BOT_CHECKPOINT_PERIOD", PERIOD), num("PERMISSION_BOT_CHECKPOINT_DELAY", DELAY)
+
+
+def due(last_at: float, first_new_at: float, period: float, delay: float) -> float:
+    """When a room's next checkpoint is due: half ``delay`` after its first entry not yet posted (entries
+    settled together share one checkpoint), but not before ``period`` after the last one there (pure)."""
+    return max(first_new_at + delay / 2, last_at + period if last_at else 0.0)
+
+
+def content(seq: int, h: str) -> dict[str, Any]:
+    return {
+        "msgtype": "m.notice",
+        "body": f"Ledger checkpoint: entry {seq}, hash {h}",
+        "m.mentions": {},
+        CHECKPOINT_KEY: {"seq": seq, "hash": h},
+    }
+
+
+class Checkpoints:
+    """Posts the head into every station room when due."""
+
+    def __init__(
+        self, inbox: Inbox, matrix: Matrix, now: Callable[[], float], env: Mapping[str, str] | None = None
+    ) -> None:
+        self.inbox, self.matrix, self.now = inbox, matrix, now
+        self.period, self.delay = intervals(os.environ if env is None else env)
+        self.wake = asyncio.Event()
+
+    def on_change(self, kind: str, rec: object) -> None:
+        if kind in ("resolved", "amended"):
+            self.wake.set()
+
+    async def tick(self) -> float:
+        """Post where due; the seconds until the next look."""
+        seq, h = await ledger.head(self.inbox.database)
+        wait = self.period
+        for name in self.matrix.rooms:
+            last = await self.inbox.get_json(KV + name) or {}
+            last_seq, last_at = int(last.get("seq", 0)), float(last.get("at", 0.0))
+            if seq <= last_seq:
+                continue
+            first = await ledger.at_of(self.inbox.database, last_seq + 1) or self.now()
+            when, now = due(last_at, first, self.period, self.delay), self.now()
+            if now < when:
+                wait = min(wait, when - now)
+                continue
+            await self.matrix.send(content(seq, h), txn_id("cp", name, str(seq), h), room=name)
+            await self.inbox.set_json(KV + name, {"seq": seq, "at": now})
+            log.info("ledger_checkpoint_posted", room=name, seq=seq)
+        return max(0.05, wait)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            self.wake.clear()
+            try:
+                wait = await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Deposed:
+                raise
+            except Exception as e:  # a send or the database failing: tried again shortly
+                log.warning("ledger_checkpoint_failed", error=str(e)[:200])
+                wait = 5.0
+            await wait_any(stop, self.wake, wait)
