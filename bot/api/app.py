@@ -69,7 +69,8 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         raise
     except DATABASE_ERRORS as e:  # the state's disk is full or read-only, its database unreachable: nothing stored
         log.error("api_storage_failed", path=request.path, error=f"{type(e).__name__}: {e}")
-        return busy("the daemon cannot write its state right now (disk full or read-only); retry later")
+        return busy("the daemon cannot read or write its state right now (its database unreachable, "
+                    "or the disk full or read-only); retry later")
     except Exception:
         log.exception("api_handler_failed", path=request.path)
         return error(500, "internal", "internal error; see the daemon's log")

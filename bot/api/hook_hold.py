@@ -32,6 +32,7 @@ from bot.hooks.asks import form_decision, form_digest
 from bot.hooks.models import Cli, HookInput, parse_hook_input
 from bot.hooks.output import decision
 from bot.hooks.translate import build_submissions
+from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.record import Record
 from bot.inbox.session_rules import origin_of
 from bot.inbox.sessions import HOOK_KEY_PREFIX, proxy_of
@@ -101,15 +102,19 @@ async def hold(
         for body in bodies:  # a question form: one request per question, in the agent's order
             recs.append((await daemon.submit(body, submitted_by=submitted_by, held=True))[0])  # this daemon holds it
         while any(r.pending for r in recs) and not any(_gave_up(r) for r in recs):
-            if gone():
-                await _withdraw_all(daemon, recs, withdrawn_by(cli), GONE)
-                return None, None
-            if await _twin(daemon, inp, room) is not None:
-                await _withdraw_all(daemon, recs, withdrawn_by(cli), TWIN)
-                return None, None
-            waiting = next(r for r in recs if r.pending)
-            settled = await daemon.inbox.wait_settled(waiting.id, TICK) or waiting
-            recs = [settled if r.id == settled.id else await _now(daemon, r) for r in recs]
+            try:
+                if gone():
+                    await _withdraw_all(daemon, recs, withdrawn_by(cli), GONE)
+                    return None, None
+                if await _twin(daemon, inp, room) is not None:
+                    await _withdraw_all(daemon, recs, withdrawn_by(cli), TWIN)
+                    return None, None
+                waiting = next(r for r in recs if r.pending)
+                settled = await daemon.inbox.wait_settled(waiting.id, TICK) or waiting
+                recs = [settled if r.id == settled.id else await _now(daemon, r) for r in recs]
+            except DATABASE_ERRORS as e:  # the database away: the hook keeps its place (its retry would ask twice)
+                log.warning("hook_hold_state_unavailable", request_id=recs[0].id, error=str(e)[:300])
+                await asyncio.sleep(TICK)
     except asyncio.CancelledError:
         await asyncio.shield(_withdraw_all(daemon, recs, withdrawn_by(cli), GONE))
         raise

@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 from nio import MegolmEvent, SyncResponse
 
+from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.matrix.backfill import backfill
 from bot.matrix.errors import REVOKED, MatrixFatal
 from bot.matrix.retry import STORAGE_ERRORS, MatrixBackoff, describe, retry
@@ -36,6 +37,12 @@ SYNC_KEY = "matrix.next_batch"
 
 async def _no_relogin(code: str) -> None:
     raise MatrixFatal(f"the homeserver no longer accepts the bot's token ({code})")
+
+
+def state_backoff() -> Backoff:
+    """The pace of retries while the state cannot be written (its database restarting or failing over):
+    capped low, so the room's answers are settled within seconds of its return."""
+    return Backoff(0.5, 3.0)
 
 
 class Syncer:
@@ -73,6 +80,7 @@ class Syncer:
             await room.undecryptable.load()
         first = True
         backoff = MatrixBackoff()
+        state_lost = state_backoff()
         timeout_ms = int(self.st.cfg.sync_timeout * 1000)
         delivers = [(room, partial(self._deliver, room.handler or handler)) for room in self.rooms]
         while not stop.is_set():
@@ -109,12 +117,16 @@ class Syncer:
                     await room.undecryptable.check()
             except (asyncio.CancelledError, MatrixFatal):
                 raise
+            except DATABASE_ERRORS as e:  # the state away: the same batch again soon after it is back
+                await self._pause(stop, state_lost, "sync_batch_state_unavailable", error=describe(e))
+                continue
             except Exception as e:  # the same batch comes again: since is not moved
                 await self._pause(stop, backoff, "sync_batch_failed", error=describe(e))
                 continue
             if not await self._save_token(r.next_batch, stop):
                 return
             backoff.reset()
+            state_lost.reset()
             self.last_sync_ok = time.time()
             self.synced.set()
             since = r.next_batch
@@ -130,7 +142,7 @@ class Syncer:
         """Save next_batch, retrying a failing disk until it takes it; False when stopped first. With a
         vault, a changed device goes in the same (fenced) transaction: a new leader resumes at a token whose
         to-device messages its Olm state has seen."""
-        backoff = MatrixBackoff()
+        backoff = state_backoff()
         while True:
             try:
                 if self.vault is None:

@@ -31,6 +31,7 @@ from typing import Any
 import structlog
 
 from bot.config import PromptsConfig
+from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix, SendFailed, txn_id
@@ -125,6 +126,7 @@ class Outbox(Poster):
     async def _worker(self, name: str, wake: asyncio.Event, step: Callable[[], Awaitable[float]]) -> None:
         """Run ``step`` whenever woken (or after the seconds it returns); back off on send failures."""
         pace = Backoff(0.5, 30.0, NO_JITTER)
+        state_lost = Backoff(0.25, 2.0)  # the database away (a restart, a fail-over): back soon after it is
         while not self.stop.is_set():
             wake.clear()
             foreground = name in FOREGROUND
@@ -133,6 +135,12 @@ class Outbox(Poster):
             try:
                 idle = await step()
                 pace.reset()
+                state_lost.reset()
+            except DATABASE_ERRORS as e:  # not now: the same step again once the state answers
+                delay = state_lost.delay()
+                log.warning("outbox_state_unavailable", worker=name, error=str(e)[:300], retry_in=round(delay, 2))
+                await sleep_unless_stopped(self.stop, delay)
+                continue
             except SendFailed as e:
                 delay = pace.delay()
                 log.warning("send_failed", worker=name, error=str(e), retry_in=round(delay, 2))

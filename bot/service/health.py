@@ -46,14 +46,25 @@ def harness_reasons(harnesses: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
+def database_reasons(unreachable: tuple[float, str] | None, now: float) -> list[str]:
+    """One reason while the state's database is lost (``(since, why)``): every role says it."""
+    if unreachable is None:
+        return []
+    since, why = unreachable
+    return [f"database unreachable for {max(0.0, now - since):.0f} s, retrying: {why[:200]}"]
+
+
 def body(
-    f: Facts, now: float, connected: bool, harnesses: Sequence[Mapping[str, Any]] = (), role: str = "leader"
+    f: Facts, now: float, connected: bool, harnesses: Sequence[Mapping[str, Any]] = (), role: str = "leader",
+    database: tuple[float, str] | None = None,
 ) -> dict[str, object]:
     """The ``/healthz`` JSON: ``ok`` is ``status == "ok"`` (false while degraded, so a check that reads ``ok``
     is not misled); ``live`` stays true while the process serves (liveness).
     ``harnesses`` (each watcher's health, listed when there are any) adds a reason per unhealthy one.
-    ``role``: ``leader`` runs the Matrix side; a ``standby`` serves the API only, so it has no Matrix reasons."""
-    why = (reasons(f, now) + harness_reasons(harnesses)) if role == "leader" else []
+    ``role``: ``leader`` runs the Matrix side; a ``standby`` serves the API only, so it has no Matrix reasons.
+    ``database``: (since, why) while the state's database is unreachable (any role)."""
+    why = database_reasons(database, now)
+    why += (reasons(f, now) + harness_reasons(harnesses)) if role == "leader" else []
     out: dict[str, object] = {
         "ok": not why,
         "live": True,

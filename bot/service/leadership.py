@@ -9,7 +9,8 @@ tasks created afterwards carry the term into every write transaction and before 
 a newer term): the supervisor then ends the Matrix side at once and the process exits non-zero
 (:data:`DEPOSED_EXIT`) for its manager to restart it as a standby; nothing of the old term's Matrix
 state (nio client, sync position, outbox queues) is reused. On SQLite the daemon is always the leader
-and nothing is checked.
+and nothing is checked. A database lost for a while deposes no one by itself (issue 36): the leader's
+beat waits and reclaims its term when it is back (:meth:`bot.inbox.db.leader.Leader.beat`).
 """
 
 from __future__ import annotations
@@ -22,10 +23,12 @@ from typing import Any
 import structlog
 
 from bot.inbox.db import Database
+from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.fence import FENCE, Deposed, Fence, confirm
 from bot.inbox.db.leader import LEADERSHIP, Leader
 from bot.inbox.db.postgres import PostgresDatabase
 from bot.matrix.sender import Sender
+from bot.util.backoff import Backoff
 
 log = structlog.get_logger("leader")
 
@@ -59,7 +62,16 @@ class Leadership:
         """Wait until this daemon leads (at once on SQLite); the term is fenced from here on in this context."""
         if self.leader is None:
             return
-        await LEADERSHIP.upgrade(self.leader.db)  # once, whichever daemon comes first
+        pace = Backoff(0.2, 2.0)
+        while True:  # once, whichever daemon comes first; the database away for now: not now, retry
+            try:
+                await LEADERSHIP.upgrade(self.leader.db)
+                break
+            except DATABASE_ERRORS as e:
+                self.leader.db.note_unreachable(e)
+                delay = pace.delay()
+                log.warning("leadership_table_retry", error=str(e)[:300], retry_in=round(delay, 2))
+                await asyncio.sleep(delay)
         term = await self.leader.campaign()
         self.fence = Fence(term)
         FENCE.set(self.fence)

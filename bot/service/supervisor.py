@@ -6,7 +6,8 @@ and once logged in and joined the sync loop, the outbox workers, the notices and
 SIGTERM/SIGINT (from :meth:`Supervisor.catch_signals`, called before start-up so a stop at any stage
 counts) set the daemon's ``stop``; the first task that fails stops the rest. :meth:`Supervisor.run` answers the exit
 code: 0 after a stop, 1 after a failure (one clear line: ``matrix_fatal`` or ``daemon_failed``), 3 when
-another daemon took the leadership over (``leader_deposed_exit``).
+another daemon took the leadership over (``leader_deposed_exit``). The state's database lost for a while is
+never an exit: every use of it retries (bot.inbox.db.leader, bot.inbox.db.notify, the loops here).
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.fence import Deposed
 from bot.matrix.errors import MatrixFatal
 from bot.service.leadership import DEPOSED_EXIT
 from bot.util.aio import on_signals
+from bot.util.backoff import Backoff
 
 if TYPE_CHECKING:
     from bot.service.daemon import Daemon
@@ -84,13 +87,25 @@ class Supervisor:
         await self.daemon.leadership.elect()
         await self.daemon.leadership.while_leading(self._leading)
 
+    async def _connect(self) -> None:
+        """Log in and join; the state's database away meanwhile is "not now": retried, never an exit."""
+        pace = Backoff(0.5, 5.0)
+        while True:
+            try:
+                await self.daemon.connect()
+                return
+            except DATABASE_ERRORS as e:
+                delay = pace.delay()
+                log.warning("matrix_connect_state_unavailable", error=str(e)[:300], retry_in=round(delay, 2))
+                await asyncio.sleep(delay)
+
     async def _leading(self) -> None:
         """Log in and join, then run sync, outbox, notices, timer and watchers until a stop or the first failure."""
         d = self.daemon
         tasks = [asyncio.create_task(d.timer_loop(), name="timer")]  # expiry goes on while logging in
         waiter = asyncio.create_task(d.stop.wait())
         try:
-            await d.connect()
+            await self._connect()
             tasks += d.matrix_tasks()
             done, _ = await asyncio.wait([*tasks, waiter], return_when=asyncio.FIRST_COMPLETED)
             for t in done:

@@ -78,13 +78,14 @@ def ensure_user() -> pwd.struct_passwd | None:
 class PgCluster:
     """One running cluster; :meth:`create_database` gives a fresh database's URL."""
 
-    def __init__(self) -> None:
+    def __init__(self, settings: tuple[str, ...] = ()) -> None:
         self.bin = bindir()
         self.user = ensure_user()
         self.dir = Path(tempfile.mkdtemp(prefix="pb-pg-"))
         self.data = self.dir / "data"
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
+        self.settings = settings  # more ``name=value`` server settings (a primary's replication ones)
 
     def _run_as(self) -> dict[str, Any]:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C", "LANG": "C", "TZ": "UTC"}
@@ -105,15 +106,17 @@ class PgCluster:
             cwd=self.dir, capture_output=True, check=True, **self._run_as(),
         )
 
-    def start(self, timeout: float = 60) -> None:
+    def start(self, timeout: float = 60, port: int = 0) -> None:
+        """Start the server (on ``port``: a restart keeps its URL; else a free one)."""
         for _ in range(3):  # a free port can be taken between the check and the bind
-            self.port = free_port()
+            self.port = port or free_port()
             with open(self.dir / "postgres.log", "ab") as log:  # the server keeps its own copy of the fd
                 self.proc = subprocess.Popen(
                     [str(self.bin / "postgres"), "-D", str(self.data), "-p", str(self.port),
                      "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={self.dir}",
                      "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-                     "-c", "max_connections=200", "-c", "shared_buffers=32MB"],
+                     "-c", "max_connections=200", "-c", "shared_buffers=32MB",
+                     *(a for kv in self.settings for a in ("-c", kv))],
                     cwd=self.dir, stdout=log, stderr=subprocess.STDOUT, **self._run_as(),
                 )
             if self._wait_ready(timeout):

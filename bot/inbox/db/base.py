@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -82,6 +83,15 @@ class Database(ABC):
             f"db_txn_{id(self)}", default=None
         )
         self._fixed_reader: Connection | None = None  # SQLite: its one read connection, used without a wrapper
+        self.unreachable: tuple[float, str] | None = None  # (since, why): the database is lost for now
+
+    def note_unreachable(self, e: BaseException) -> None:
+        """A connection to the database was lost or refused (``/healthz`` says so until one succeeds)."""
+        since = self.unreachable[0] if self.unreachable is not None else time.time()
+        self.unreachable = (since, f"{type(e).__name__}: {e}"[:200])
+
+    def note_reachable(self) -> None:
+        self.unreachable = None
 
     @abstractmethod
     async def start(self) -> None:

@@ -11,20 +11,29 @@
   lock held but the beat older than ``stale_after`` ends the holder's backend (``pg_terminate_backend``),
   which frees the lock. A take-over blocked by a paused daemon's open transaction ends that daemon's
   backends (found by ``application_name``) and tries again.
+- The database lost for a while (a restart, a fail-over to a promoted standby: issue 36) deposes no one by
+  itself: the leader retries with back-off until it has the lock again and finds its term still current
+  (:meth:`Leader.beat` then returns: it carries on), or another term (Deposed). A standby whose own
+  connection was lost leaves a free lock alone for ``stale_after`` seconds from its reconnection when the
+  row names another live leader, so the leader that comes back (it retries at least once a ``poll``)
+  gets its term back first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any
 
 import asyncpg
 import structlog
 
+from bot.inbox.db.base import DatabaseError
 from bot.inbox.db.fence import Deposed, check_term
 from bot.inbox.db.postgres import CONNECT_ERRORS, PostgresDatabase, rows_changed, tag_of
 from bot.inbox.db.upgrade import UpgradeTable, both
+from bot.util.backoff import Backoff
 
 log = structlog.get_logger("leader")
 __all__ = ["LEADERSHIP", "Deposed", "Leader", "check_term"]
@@ -50,7 +59,7 @@ HOLDER = (
     " AND l.classid = $1::bigint::oid AND l.objid = $2::bigint::oid"
     " AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())"
 )
-LOST = (*CONNECT_ERRORS, asyncpg.InternalClientError)  # a connection the server ended may show as the latter
+LOST = (*CONNECT_ERRORS, DatabaseError)  # connect_one's error names state.database
 
 
 @dataclass(frozen=True)
@@ -80,11 +89,27 @@ class Leader:
         self.term: int | None = None
         self.lost = asyncio.Event()
         self._conn: Any = None
+        self._grace_until = 0.0  # monotonic: until then a free lock is left to the leader the row names
+        self._returning = False  # the campaign lost its connection: the grace starts once it is back
+        self._backoff = Backoff(0.2, max(poll, 0.2))  # a leader retries at least as often as a standby polls
+
+    def _lost_connection(self, e: BaseException, event: str) -> float:
+        """Note a lost or refused connection (the database's health says it); the pause before the next try."""
+        self.db.note_unreachable(e)
+        self._drop()
+        delay = self._backoff.delay()
+        log.warning(event, error=f"{type(e).__name__}: {e}"[:300], retry_in=round(delay, 2))
+        return delay
 
     async def _connection(self) -> Any:
         if self._conn is None or self._conn.is_closed():
             self._conn = await self.db.connect_one()
             await self._conn.execute(f"SET lock_timeout = {max(1, int(self.poll * 1000))}")  # waits end: re-check
+            self.db.note_reachable()
+            self._backoff.reset()
+            if self._returning:  # counted from the database's return, not from the last failed try
+                self._returning = False
+                self._grace_until = time.monotonic() + self.stale_after
         return self._conn
 
     def _drop(self) -> None:
@@ -109,13 +134,27 @@ class Leader:
                                  message="another daemon leads: this one serves the API and takes over when it stops")
                     await self._end_if_stale(conn)
                     continue
+                if await self._leave_to_returning_leader(conn):
+                    await asyncio.sleep(self.poll)
+                    continue
                 self.term = await self._take_over(conn)
                 log.info("leader_elected", term=self.term, holder=self.db.holder)
                 return self.term
             except LOST as e:
-                log.warning("leader_campaign_retry", error=type(e).__name__)
-                self._drop()
-                await asyncio.sleep(self.poll)
+                self._returning = True  # the leader may be coming back too: a grace once reconnected
+                await asyncio.sleep(self._lost_connection(e, "leader_campaign_retry"))
+
+    async def _leave_to_returning_leader(self, conn: Any) -> bool:
+        """Just back from a lost connection, holding a free lock: whether to hand it back (True: unlocked)
+        because the row names another leader that has not resigned (it may be reconnecting too)."""
+        if time.monotonic() >= self._grace_until:
+            return False
+        row = await conn.fetchrow("SELECT holder, heartbeat FROM leadership WHERE id=1")
+        if row is None or row["holder"] in (None, self.db.holder) or row["heartbeat"] is None:
+            return False
+        await conn.execute("SELECT pg_advisory_unlock($1, $2)", *LOCK)
+        log.info("leader_reclaim_awaited", holder=row["holder"])
+        return True
 
     async def _end_if_stale(self, conn: Any) -> None:
         row = await conn.fetchrow(HOLDER, *LOCK)
@@ -147,19 +186,49 @@ class Leader:
                 log.warning("leader_blocked_ended", holder=prev, backends=ended)
 
     async def beat(self) -> None:
-        """Renew the heartbeat; raise Deposed when the term moved or the leadership connection is gone."""
-        if self.term is None or self._conn is None:
+        """Renew the heartbeat; raise Deposed when the term moved. A lost leadership connection (the
+        database restarted, failed over, or this daemon's backend was ended) is retried with back-off until
+        the lock is held again: then the term is still this one (carry on) or it moved (Deposed)."""
+        if self.term is None:
             raise Deposed("not leading")
         try:
+            if self._conn is None:
+                raise DatabaseError("the leadership connection is gone")
             status = await self._conn.execute(
                 f"UPDATE leadership SET heartbeat={NOW} WHERE id=1 AND term=$1 AND pid=pg_backend_pid()", self.term
             )
         except LOST as e:
-            self._lose()
-            raise Deposed(f"term {self.term}: {type(e).__name__}") from None
+            await asyncio.sleep(self._lost_connection(e, "leader_connection_lost"))
+            await self._reclaim()
+            return
         if rows_changed(status) != 1:
             self._lose()
             raise Deposed(f"term {self.term} is over")
+
+    async def _reclaim(self) -> None:
+        """The lock again with this term still current (returns), or Deposed; retried while unreachable."""
+        term = self.term
+        while True:
+            try:
+                conn = await self._connection()
+                try:
+                    await conn.execute("SELECT pg_advisory_lock($1, $2)", *LOCK)  # waits up to ``poll``
+                except asyncpg.exceptions.LockNotAvailableError:
+                    if await conn.fetchval("SELECT term FROM leadership WHERE id=1") != term:
+                        break
+                    continue  # a standby back from the outage hands it back within its grace
+                async with conn.transaction():
+                    status = await conn.execute(
+                        f"UPDATE leadership SET pid=pg_backend_pid(), heartbeat={NOW} WHERE id=1 AND term=$1", term
+                    )
+                if rows_changed(status) != 1:
+                    break
+                log.info("leader_reclaimed", term=term, holder=self.db.holder)
+                return
+            except LOST as e:
+                await asyncio.sleep(self._lost_connection(e, "leader_reclaim_retry"))
+        self._lose()
+        raise Deposed(f"term {term} is over")
 
     def _lose(self) -> None:
         log.warning("leader_deposed", term=self.term, holder=self.db.holder)

@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from bot.inbox.db.base import Connection, DatabaseError
-from bot.inbox.db.postgres import PostgresDatabase
+from bot.inbox.db.postgres import UNREACHABLE, PostgresDatabase
 from bot.util.backoff import Backoff
 
 log = structlog.get_logger("notify")
@@ -63,7 +63,11 @@ class Listener:
         """Connect and LISTEN (raises DatabaseError when the database cannot be reached)."""
         self._stopping = False
         conn = await self.db.connect_one()
-        await conn.add_listener(self.channel, self._heard)
+        try:
+            await conn.add_listener(self.channel, self._heard)
+        except BaseException:
+            conn.terminate()  # lost again at once: the caller retries
+            raise
         conn.add_termination_listener(self._terminated)
         self._conn = conn
 
@@ -81,9 +85,11 @@ class Listener:
             while not self._stopping:
                 try:
                     await self.start()
-                except DatabaseError as e:
-                    log.warning("notify_listener_retry", error=str(e))
-                    await asyncio.sleep(self.backoff.delay())
+                except (DatabaseError, *UNREACHABLE) as e:  # the database is away (a restart, a fail-over)
+                    self.db.note_unreachable(e)
+                    delay = self.backoff.delay()
+                    log.warning("notify_listener_retry", error=str(e)[:300], retry_in=round(delay, 2))
+                    await asyncio.sleep(delay)
                     continue
                 self.backoff.reset()
                 log.info("notify_listener_back", channel=self.channel)

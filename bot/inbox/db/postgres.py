@@ -20,7 +20,7 @@ import asyncpg
 from bot.inbox.db.base import Connection, Database, DatabaseError, Row
 from bot.inbox.db.dialect import POSTGRES
 from bot.inbox.db.fence import Deposed, Fence
-from bot.inbox.db.url import Target, scrub
+from bot.inbox.db.url import Target, scrub, session_attrs
 
 IDLE_IN_TRANSACTION_MS = 10_000
 # a Matrix-side write transaction: its BEGIN and the check of the leader's term (bot.inbox.db.fence) at once
@@ -28,7 +28,15 @@ _FENCED_BEGIN = (
     "BEGIN; SELECT 1 / (term = {term})::int FROM leadership WHERE id=1" + POSTGRES.fence_lock()
 )  # the same row and lock as fence.check_term's read
 _COUNT = re.compile(r"\s(\d+)$")
-CONNECT_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, ValueError, TimeoutError)
+CONNECT_ERRORS = (
+    OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, ValueError, TimeoutError
+)  # InternalClientError: a connection the server ended mid-call, no host with the target_session_attrs
+# a connection lost or refused (the database restarting, failed over, or not the writable primary now)
+UNREACHABLE = (
+    OSError, TimeoutError, asyncpg.InterfaceError, asyncpg.InternalClientError, asyncpg.PostgresConnectionError,
+    asyncpg.exceptions.OperatorInterventionError, asyncpg.exceptions.ReadOnlySQLTransactionError,
+)
+CONNECT_TIMEOUT = 5.0  # seconds per connection attempt: an API call that needs one is not held longer
 
 
 def tag_of(holder: str) -> str:
@@ -86,6 +94,13 @@ class PostgresDatabase(Database):
     def _settings(self) -> dict[str, str]:
         return {"application_name": self.tag, "idle_in_transaction_session_timeout": str(IDLE_IN_TRANSACTION_MS)}
 
+    def _connect_options(self) -> dict[str, Any]:
+        """asyncpg's options for every connection: this daemon's settings, a bounded connect, and with
+        several hosts the writable primary (``target_session_attrs``: libpq's default for the form)."""
+        attrs = session_attrs(self.target)
+        return {"server_settings": self._settings(), "timeout": CONNECT_TIMEOUT,
+                **({"target_session_attrs": attrs} if attrs else {})}
+
     def error(self, doing: str, e: BaseException) -> DatabaseError:
         """One line naming ``state.database``, the masked URL and the cause (its password cut out)."""
         cause = scrub(f"{type(e).__name__}: {e}", self.target)
@@ -94,8 +109,8 @@ class PostgresDatabase(Database):
     async def start(self) -> None:
         try:
             self._pool = await asyncpg.create_pool(
-                self.dsn, min_size=self._sizes[0], max_size=self._sizes[1], server_settings=self._settings(),
-                reset=_no_session_state,
+                self.dsn, min_size=self._sizes[0], max_size=self._sizes[1], reset=_no_session_state,
+                **self._connect_options(),
             )
         except CONNECT_ERRORS as e:
             raise self.error("cannot connect to", e) from None
@@ -103,7 +118,7 @@ class PostgresDatabase(Database):
     async def connect_one(self) -> Any:
         """A connection of its own (not from the pool), with this daemon's settings: the caller closes it."""
         try:
-            return await asyncpg.connect(self.dsn, server_settings=self._settings())
+            return await asyncpg.connect(self.dsn, **self._connect_options())
         except CONNECT_ERRORS as e:
             raise self.error("cannot connect to", e) from None
 
@@ -119,8 +134,22 @@ class PostgresDatabase(Database):
         return self._pool
 
     @asynccontextmanager
+    async def _acquire(self) -> AsyncIterator[Any]:
+        """A pooled connection; a lost or refused one is noted for ``/healthz`` (and raised: the API's 503)."""
+        try:
+            async with self.pool.acquire() as raw:
+                yield raw
+        except UNREACHABLE as e:
+            self.note_unreachable(e)
+            if isinstance(e, OSError | TimeoutError):  # the socket's own word: one every caller knows
+                raise self.error("lost the connection to", e) from None
+            raise
+        if self.unreachable is not None:
+            self.note_reachable()
+
+    @asynccontextmanager
     async def _begin(self) -> AsyncIterator[Connection]:
-        async with self.pool.acquire() as raw, raw.transaction():
+        async with self._acquire() as raw, raw.transaction():
             yield PgConnection(raw)
 
     @asynccontextmanager
@@ -128,7 +157,7 @@ class PostgresDatabase(Database):
         """``BEGIN`` and the term's check in one round trip (a division by zero when the term is over)."""
         if term.lost.is_set():
             raise Deposed(f"term {term.term} is over")
-        async with self.pool.acquire() as raw:
+        async with self._acquire() as raw:
             try:
                 await raw.execute(_FENCED_BEGIN.format(term=int(term.term)))
             except asyncpg.DivisionByZeroError:
@@ -144,5 +173,5 @@ class PostgresDatabase(Database):
 
     @asynccontextmanager
     async def _reader(self) -> AsyncIterator[Connection]:
-        async with self.pool.acquire() as raw:
+        async with self._acquire() as raw:
             yield PgConnection(raw)

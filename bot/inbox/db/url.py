@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from bot.inbox.db.pgurl import PgUrlError, lenient_secrets, parse_pg, secret_key
 
@@ -107,3 +107,12 @@ def source_key(env: Mapping[str, str] | None = None) -> str:
     """What a message about the database URL in force names: the variable when it is set, else the key."""
     env = os.environ if env is None else env
     return f"{KEY} (env {ENV})" if env.get(ENV) else KEY
+
+
+def session_attrs(target: Target) -> str | None:
+    """The ``target_session_attrs`` to connect with (issue 36): the URL's own, else ``read-write`` when it
+    names several hosts (after a fail-over only the promoted primary takes writes), else None (the driver's)."""
+    for name, v in parse_qsl(urlsplit(target.dsn or "").query):
+        if name == "target_session_attrs":
+            return v
+    return "read-write" if len(target.hosts) > 1 else None
