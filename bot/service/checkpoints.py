@@ -21,11 +21,10 @@ import structlog
 
 from bot.events.ledger import CHECKPOINT_KEY
 from bot.inbox import ledger
-from bot.inbox.db.fence import Deposed
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix
 from bot.matrix.txn import txn_id
-from bot.util.aio import wait_any
+from bot.service.ticking import tick_loop
 
 log = structlog.get_logger("checkpoints")
 KV = "ledger.checkpoint."  # + room name: {"seq", "at"} of the last checkpoint sent there
@@ -94,15 +93,4 @@ class Checkpoints:
         return max(0.05, wait)
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            self.wake.clear()
-            try:
-                wait = await self.tick()
-            except asyncio.CancelledError:
-                raise
-            except Deposed:
-                raise
-            except Exception as e:  # a send or the database failing: tried again shortly
-                log.warning("ledger_checkpoint_failed", error=str(e)[:200])
-                wait = 5.0
-            await wait_any(stop, self.wake, wait)
+        await tick_loop(self.tick, self.wake, stop, "ledger_checkpoint_failed")

@@ -18,12 +18,11 @@ import structlog
 
 from bot.config import Config
 from bot.config.escalation import EscalationConfig
-from bot.inbox.db.fence import Deposed
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix
 from bot.matrix.txn import txn_id
-from bot.util.aio import wait_any
+from bot.service.ticking import tick_loop
 from bot.util.durations import format_age
 
 log = structlog.get_logger("escalation")
@@ -68,15 +67,4 @@ class Escalations:
         if not self.rooms:  # nothing to escalate: wait for the stop (a task that ends stops the Matrix side)
             await stop.wait()
             return
-        while not stop.is_set():
-            self.wake.clear()
-            try:
-                wait = await self.tick()
-            except asyncio.CancelledError:
-                raise
-            except Deposed:
-                raise
-            except Exception as e:  # a send or the database failing: tried again shortly
-                log.warning("escalation_failed", error=str(e)[:200])
-                wait = 5.0
-            await wait_any(stop, self.wake, wait)
+        await tick_loop(self.tick, self.wake, stop, "escalation_failed")
