@@ -9,7 +9,7 @@ from bot.api.events import EventLog
 
 
 def _rec(n: int) -> Any:
-    return SimpleNamespace(to_api=lambda: {"id": f"s:{n}"})
+    return SimpleNamespace(to_api=lambda: {"id": f"s:{n}"}, room="default")
 
 
 def test_resume_after_a_kept_id_gives_the_rest_in_order() -> None:
@@ -19,7 +19,7 @@ def test_resume_after_a_kept_id_gives_the_rest_in_order() -> None:
     last, missed = log.resume(log.event_id(1))
     kept, gone = log.after(last)
     assert not missed and not gone
-    assert [(n, name) for n, name, _ in kept] == [(2, "permission-request"), (3, "permission-request")]
+    assert [(n, name) for n, name, _, _ in kept] == [(2, "permission-request"), (3, "permission-request")]
 
 
 def test_no_header_means_live_only() -> None:
@@ -34,10 +34,10 @@ def test_beyond_the_ring_or_another_run_is_reported_as_missed() -> None:
     for n in range(1, 5):
         log.on_change("request", _rec(n))
     kept, gone = log.after(log.resume(log.event_id(1))[0])
-    assert gone and [n for n, _, _ in kept] == [3, 4]  # 2 fell out of the ring
+    assert gone and [n for n, _, _, _ in kept] == [3, 4]  # 2 fell out of the ring
     for bad in ("other-1", "garbage", log.event_id(99), f"{log.epoch}-x"):
         last, missed = log.resume(bad)
-        assert missed and [n for n, _, _ in log.after(last)[0]] == [3, 4]
+        assert missed and [n for n, _, _, _ in log.after(last)[0]] == [3, 4]
 
 
 async def test_waiting_streams_are_woken() -> None:
@@ -59,4 +59,4 @@ def test_an_odd_last_event_id_means_missed_events_never_an_error() -> None:
     for odd in ("²", "\u0663", "\uff11", "+1", "-1", " 1", "1_0", "0x1", "9" * 5000, "", "\udcc2"):
         last, missed = log.resume(f"{log.epoch}-{odd}")
         assert missed and last == 0, odd
-        assert [n for n, _, _ in log.after(last)[0]] == [2, 3]
+        assert [n for n, _, _, _ in log.after(last)[0]] == [2, 3]

@@ -324,6 +324,7 @@ class WholeStandIn(StandIn):
     def __init__(self) -> None:
         super().__init__(lambda: asyncio.sleep(0), ready=True)
         self.webhooks = SimpleNamespace(run=lambda stop: stop.wait())
+        self.leases = SimpleNamespace(run=lambda stop: stop.wait())  # the hook leases (bot.service.hook_leases)
         self.tasks: list[asyncio.Task[None]] = []
 
     async def timer_loop(self) -> None:

@@ -26,8 +26,6 @@ async def _serve(cfg: Config) -> int:
     from bot.inbox.schema import SchemaTooNew
 
     state = cfg.state_dir
-    log.info("state_folder", path=str(state.absolute()),
-             **({} if state.is_absolute() else {"note": "state.path is relative to the working directory"}))
     try:
         daemon = Daemon(cfg)
     except DatabaseUrlError as e:  # one line naming state.database, never the password
@@ -41,6 +39,9 @@ async def _serve(cfg: Config) -> int:
         print(f"permission-bot: {e}", file=sys.stderr)
         await daemon.close()
         return 2
+    # after the state opened: a bad database stays one line (state.database), as the contract says
+    log.info("state_folder", path=str(state.absolute()),
+             **({} if state.is_absolute() else {"note": "state.path is relative to the working directory"}))
     if not cfg.api.token and not cfg.api.tokens:
         log.warning("api_token_missing", hint="add [[api.tokens]] (or api.token); all routes but /healthz are closed")
     elif cfg.api.token:
