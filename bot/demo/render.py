@@ -7,6 +7,7 @@ sends it: the prompt as posted, then the same prompt after the bot's settling ed
 
 from __future__ import annotations
 
+import argparse
 import html
 import sys
 from collections.abc import Sequence
@@ -191,9 +192,11 @@ def page(comment: str, title: str, css: str, tiles: Sequence[str], note: str = "
 
 def write(page: str, argv: Sequence[str] | None = None) -> int:
     """Write ``page`` to the path in ``argv`` (default: the command line's), or to stdout."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args:
-        with open(args[0], "w", encoding="utf-8") as f:
+    parser = argparse.ArgumentParser(description="Render the demo prompts as Element would show them.")
+    parser.add_argument("path", nargs="?", help="the HTML file to write (default: standard output)")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.path:
+        with open(args.path, "w", encoding="utf-8") as f:
             f.write(page)
     else:
         sys.stdout.write(page)
