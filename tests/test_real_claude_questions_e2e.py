@@ -1,7 +1,8 @@
-"""Claude's ACP adapter (``@agentclientprotocol/claude-agent-acp``, pinned in ``tests/agents-npm``) behind
-``permission-bot acp``, offline against the real Synapse: the model (``tests.support.model_api``) asks
-``AskUserQuestion``; the adapter sends it as ``elicitation/create`` only because the proxy advertised
-elicitation (the SDK client here does not); alice answers in the room; the model receives exactly the answers.
+"""Claude's ACP adapter (``@agentclientprotocol/claude-agent-acp`` 0.101.0, bundling Claude Code 2.1.318, pinned
+in ``tests/agents-npm``) behind ``permission-bot acp``, offline against the real Synapse: the model
+(``tests.support.model_api``) asks ``AskUserQuestion``; the adapter sends it as ``elicitation/create`` only because
+the proxy advertised elicitation (the SDK client here does not); alice answers in the room; the model receives
+exactly the answers.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ RUN = re.compile(r"RUN: ([^\n\"\\]+)")
 ASK = re.compile(r"ASK: (\{.*\})")  # the model calls AskUserQuestion with this JSON input
 PLAN = re.compile(r"PLAN: ([^\n]+)")  # plan mode: the model enters it, writes its plan, asks to exit
 PLAN_FILE = re.compile(r"(/[^\s\"'`\\]*/\.claude/plans/[A-Za-z0-9._-]+\.md)")
+WRITE = re.compile(r"WRITE: ([^\s\"\\]+)")  # with PLAN: once the plan is approved, the model writes this file
 DONE_TEXT = "Done."
 
 
@@ -194,7 +195,8 @@ def _next_tool(
     """The tool call the model makes next, or None (a text answer ends the turn).
 
     ``RUN: cmd``: Bash once. ``ASK: {json}``: AskUserQuestion once. ``PLAN: title``: plan mode's flow
-    (EnterPlanMode, the plan written to the plan file its reminder names, ExitPlanMode), then done."""
+    (EnterPlanMode, the plan written to the plan file its reminder names, ExitPlanMode), then done; with
+    ``WRITE: path`` too, a plan approved (its tool_result no error) is followed by a Write of that file."""
     used = _tools_used(messages)
     plan = PLAN.search(_first_text(messages))
     if plan is not None:
@@ -206,8 +208,11 @@ def _next_tool(
             if path is not None:
                 return "Write", {"file_path": path.group(1), "content": text}
             return "ExitPlanMode", {"plan": text}
-        if used[-1] == "Write":
+        if used[-1] == "Write" and "ExitPlanMode" not in used:
             return "ExitPlanMode", {}
+        write = WRITE.search(_first_text(messages))
+        if used[-1] == "ExitPlanMode" and write is not None and not _result_error(messages, "ExitPlanMode"):
+            return "Write", {"file_path": write.group(1), "content": "M1\n"}
         return None
     if used or has_result:
         return None
@@ -228,6 +233,14 @@ def _tools_used(messages: list[Any]) -> list[str]:
         for b in m["content"]
         if isinstance(b, dict) and b.get("type") == "tool_use"
     ]
+
+
+def _result_error(messages: list[Any], name: str) -> bool:
+    """Whether the result of the last call of tool ``name`` was an error (a refusal)."""
+    blocks = [b for m in messages if isinstance(m.get("content"), list) for b in m["content"] if isinstance(b, dict)]
+    ids = [b.get("id") for b in blocks if b.get("type") == "tool_use" and b.get("name") == name]
+    return any(b.get("type") == "tool_result" and b.get("tool_use_id") == ids[-1] and b.get("is_error") is True
+               for b in blocks) if ids else False
 
 
 def _first_text(messages: list[Any]) -> str:
