@@ -22,9 +22,17 @@ FORM = "hook-PermissionRequest-AskUserQuestion"
 def structured(rec: Record, **fields: Any) -> answers.Answer | answers.Refusal | None:
     """``fields`` (with ``subject`` the prompt's current one unless given) sent as a reply to ``rec``'s prompt."""
     payload = {"request_id": rec.id, "subject": {"digest": rec.digest, "revision": rec.revision}, **fields}
-    event = {"type": "m.room.message", "sender": "@alice:hs", "event_id": "$a", "content": {
-        "msgtype": "m.text", "body": "answer", ANSWER_KEY: payload,
-        "m.relates_to": {"m.in_reply_to": {"event_id": "$p"}}}}
+    event = {
+        "type": "m.room.message",
+        "sender": "@alice:hs",
+        "event_id": "$a",
+        "content": {
+            "msgtype": "m.text",
+            "body": "answer",
+            ANSWER_KEY: payload,
+            "m.relates_to": {"m.in_reply_to": {"event_id": "$p"}},
+        },
+    }
     cand = classify(event, bot_user_id="@bot:hs")
     assert cand is not None and cand.via == "structured"
     target = as_target(replace(rec, prompt_event_id="$p"))
@@ -37,14 +45,21 @@ def test_several_choices_by_option_ids(ids: list[str]) -> None:
     got = structured(extras, option_ids=ids, feedback="keep it small")
     assert isinstance(got, answers.Answer)
     assert (got.option_id, got.answer, got.chosen, got.feedback) == (
-        ANSWERED, "Docker, CI", ("Docker", "CI"), "keep it small")
+        ANSWERED,
+        "Docker, CI",
+        ("Docker", "CI"),
+        "keep it small",
+    )
 
 
 def test_one_option_id_in_the_list_is_that_option() -> None:
     db, _ = records(FORM)
     got = structured(db, option_ids=["SQLite"])
     assert isinstance(got, answers.Answer) and (got.option_id, got.answer, got.chosen) == (
-        "SQLite", "SQLite", ("SQLite",))
+        "SQLite",
+        "SQLite",
+        ("SQLite",),
+    )
     declined = structured(db, option_ids=["decline"])
     assert isinstance(declined, answers.Answer) and declined.option_id == "decline" and declined.answer is None
 
