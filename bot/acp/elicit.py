@@ -14,8 +14,8 @@ reply is no answer: the room still may give one), or the
 room's answer goes and the client's request is withdrawn with ``$/cancel_request`` (its late reply dropped).
 A form the room cannot ask (not ACP, a required field of an unknown kind) is left to such a client, else
 declined; so is one whose questions the daemon refused or could not take. A request-scoped form (``requestId``,
-no ``sessionId``) is asked in the room like any other, in a daemon session of its own; one tied to neither is
-not ACP.
+no ``sessionId``) is asked in the room like any other, in a daemon session of its own, and is cancelled when the
+client cancels that request (``$/cancel_request``); one tied to neither is not ACP.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import structlog
 
 from bot.acp import forms, messages
-from bot.acp.ids import FWD_PREFIX
+from bot.acp.ids import FWD_PREFIX, id_key
 from bot.acp.questions import QuestionRequest
 from bot.acp.relay import FdSink, in_thread
 from bot.acp.request import Host
@@ -93,6 +93,7 @@ class Elicitation:
         # session/new) gets one of its own, named by this run and form: a request id is the client's JSON-RPC id
         # (0, 1, null, any text), which another run (maybe another room's) uses too and may not be a safe id.
         self.room_session = self.session_id or f"request:{proxy.fwd_id}:{n}"
+        self.tied_to = id_key(request_id) if self.session_id is None else None  # the client's request, if that
         self.tool_call_id = tool_call_id or f"elicitation-{proxy.fwd_id}-{n}"
         self.questions: list[QuestionRequest] = []
         self.fwd: str | None = None  # the id the client holds it under
