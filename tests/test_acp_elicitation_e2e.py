@@ -294,12 +294,15 @@ async def test_what_the_room_cannot_ask_is_declined_and_never_reaches_the_client
             {"sessionId": sid, "mode": "url", "message": "m", "elicitationId": "e", "url": "javascript:alert(1)"},
             {"sessionId": sid, "mode": "form", "message": "m",
              "requestedSchema": {"properties": {"f": {"type": "object"}}, "required": ["f"]}},
+            {"mode": "form", "message": "tied to nothing",
+             "requestedSchema": {"properties": {"f": {"type": "string"}}}},
         ]
         for i, params in enumerate(bad):
             method = "elicitation\\u002fcreate" if i == 0 else "elicitation/create"  # escapes change nothing
             line = json.dumps({"jsonrpc": "2.0", "id": i, "method": "@M@", "params": params})
             await r.agent_sends(line.replace('"@M@"', f'"{method}"'))
             assert (await r.agent_reply(i))["result"] == {"action": "decline"}
+        assert await r.logged("neither sessionId nor requestId")
         assert not [ln for ln in r.client_lines if b"elicitation" in ln]
         assert not prompts(station, sid)
     finally:

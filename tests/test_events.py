@@ -342,12 +342,19 @@ def test_answer_valid() -> None:
     assert answer.subject is not None and (answer.subject.digest, answer.subject.revision) == ("ab", 2)
     bare = validate_answer({"request_id": "s:1", "option_id": "x", "feedback": None, "other": 1})
     assert bare.subject is None and bare.feedback is None and bare.model_extra == {"other": 1}
+    several = validate_answer({"request_id": "s:1", "option_ids": ["Docker", "CI"]})
+    assert several.option_ids == ["Docker", "CI"] and several.option_id is None and several.text is None
+    assert validate_answer({"request_id": "s:1", "text": "MySQL, please"}).text == "MySQL, please"
 
 
 @pytest.mark.parametrize(
     ("obj", "message"),
     [
-        ({"request_id": "s:1"}, f"{ANSWER_KEY}.option_id: required"),
+        ({"request_id": "s:1"}, f"{ANSWER_KEY}: needs exactly one of option_id, option_ids or text"),
+        ({"request_id": "s:1", "option_id": "x", "text": "t"},
+         f"{ANSWER_KEY}: needs exactly one of option_id, option_ids or text"),
+        ({"request_id": "s:1", "option_ids": []}, f"{ANSWER_KEY}.option_ids: at least 1 item"),
+        ({"request_id": "s:1", "option_ids": ["a", ""]}, f"{ANSWER_KEY}.option_ids[1]: at least 1 character"),
         ({"request_id": "", "option_id": "x"}, f"{ANSWER_KEY}.request_id: at least 1 character"),
         (
             {"request_id": "s:1", "option_id": "x", "subject": {"revision": "1"}},

@@ -13,7 +13,9 @@ answer wins: the client's reply goes to the agent as it is and the room's questi
 reply is no answer: the room still may give one), or the
 room's answer goes and the client's request is withdrawn with ``$/cancel_request`` (its late reply dropped).
 A form the room cannot ask (not ACP, a required field of an unknown kind) is left to such a client, else
-declined; so is one whose questions the daemon refused or could not take.
+declined; so is one whose questions the daemon refused or could not take. A request-scoped form (``requestId``,
+no ``sessionId``) is asked in the room like any other, in a daemon session of its own, and is cancelled when the
+client cancels that request (``$/cancel_request``); one tied to neither is not ACP.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any, Protocol
 import structlog
 
 from bot.acp import forms, messages
-from bot.acp.ids import FWD_PREFIX
+from bot.acp.ids import FWD_PREFIX, id_key
 from bot.acp.questions import QuestionRequest
 from bot.acp.relay import FdSink, in_thread
 from bot.acp.request import Host
@@ -75,6 +77,8 @@ class Elicitation:
         request_id: Any = None
         self.invalid: str | None = None
         try:
+            if "sessionId" not in params and "requestId" not in params:
+                raise messages.BadMessage("neither sessionId nor requestId: ACP ties an elicitation to one of them")
             req = messages.elicitation_request(params)
             self.session_id = getattr(req, "session_id", None)
             tool_call_id = getattr(req, "tool_call_id", None)
@@ -85,8 +89,11 @@ class Elicitation:
                 self.form = forms.url_form(req.message, str(params.get("url")))
         except (messages.BadMessage, forms.BadForm) as e:
             self.invalid = str(e)
-        where = self.session_id or f"request:{request_id}"
-        self.room_session = where  # the daemon needs a session: a request-scoped one is named after its request
+        # The daemon needs a session. A request-scoped one (no sessionId: tied to the client's request, say during
+        # session/new) gets one of its own, named by this run and form: a request id is the client's JSON-RPC id
+        # (0, 1, null, any text), which another run (maybe another room's) uses too and may not be a safe id.
+        self.room_session = self.session_id or f"request:{proxy.fwd_id}:{n}"
+        self.tied_to = id_key(request_id) if self.session_id is None else None  # the client's request, if that
         self.tool_call_id = tool_call_id or f"elicitation-{proxy.fwd_id}-{n}"
         self.questions: list[QuestionRequest] = []
         self.fwd: str | None = None  # the id the client holds it under
@@ -97,7 +104,13 @@ class Elicitation:
         self.budget = proxy.cfg.cancel_budget
         self._cancel = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
-        self.log = log.bind(rpc_id=self.rpc_id, session_id=self.session_id, elicitation=n, mode=self.mode)
+        self.log = log.bind(
+            rpc_id=self.rpc_id,
+            session_id=self.session_id,
+            elicitation=n,
+            mode=self.mode,
+            **({} if self.session_id else {"tied_to_request": str(request_id)[:80]}),
+        )
 
     def cancel(self, by: str, feedback: str, budget: float | None = None, *, answer: bool = True) -> None:
         """End it: the agent gets ``cancel`` (when ``answer``), the questions and the client's copy withdrawn."""

@@ -144,7 +144,8 @@ class FromAgent:
 
 
 class FromClient:
-    """Client -> agent: acts on ``session/cancel``, notes working directories, takes forwarded answers."""
+    """Client -> agent: acts on ``session/cancel`` (and ``$/cancel_request``, for the forms tied to a request),
+    notes working directories, takes forwarded answers."""
 
     def __init__(self, proxy: Proxy, loop: asyncio.AbstractEventLoop) -> None:
         self._proxy = proxy
@@ -164,6 +165,10 @@ class FromClient:
             if (sid := session_of(CancelNotification, params)) is not None:
                 _ask(self._loop, proxy.cancel_session(sid), proxy.cfg.cancel_budget + 3.0, "session/cancel")
             return True  # relayed after the raced requests were answered
+        if method == "$/cancel_request" and "id" not in msg:
+            if proxy.elicitations:  # a dict read: safe from this thread
+                _ask(self._loop, proxy.cancel_tied(params), proxy.cfg.cancel_budget + 3.0, "$/cancel_request")
+            return True  # relayed after the forms tied to that request were answered
         if method == "initialize" and _is_request(msg):
             return self._initialize(msg)
         if method == "session/close" and (sid := session_of(CloseSessionRequest, params)) is not None:

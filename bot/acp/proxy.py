@@ -102,6 +102,18 @@ class Proxy:
         tasks = [t for t in [*(r.task for r in hit), *(e.task for e in forms)] if t is not None]
         await asyncio.wait(tasks, timeout=self.cfg.cancel_budget + 2.0)
 
+    async def cancel_tied(self, params: Any) -> None:
+        """``$/cancel_request`` from the client: the request-scoped forms tied to the request it cancels are
+        cancelled (as ``session/cancel`` cancels a session's); return once each is answered."""
+        key = id_key(withdrawn_id(params))
+        forms = [e for e in self.elicitations.values() if key is not None and e.tied_to == key and not e.done]
+        for e in forms:
+            e.log.info("$/cancel_request: the client cancels the request the elicitation is tied to")
+            e.cancel("client", "the client cancelled the request it was asked for")
+        tasks = [e.task for e in forms if e.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.cfg.cancel_budget + 2.0)
+
     async def on_cancel_request(self, params: Any) -> bool:
         """``$/cancel_request`` from the agent: withdraw the permission request it names. True when taken."""
         key = id_key(withdrawn_id(params))

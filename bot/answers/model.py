@@ -22,7 +22,7 @@ class Candidate:
     via: Via
     prompt_event_id: str | None = None  # the event it replies to / threads under / reacts to
     request_id: str | None = None  # structured answers name it
-    text: str | None = None  # text answers: reply fallback stripped, trimmed
+    text: str | None = None  # text answers: reply fallback stripped, trimmed; structured: its ``text`` (own words)
     reaction_key: str | None = None
     option_id: str | None = None  # structured
     digest: str | None = None  # structured subject.digest if given
@@ -30,6 +30,7 @@ class Candidate:
     feedback: str | None = None
     explicit: bool = False  # addressed: reply, thread, reaction, structured
     problem: str | None = None  # a malformed structured payload: why resolve() must refuse it
+    option_ids: tuple[str, ...] | None = None  # structured: several choices (a question's)
 
 
 @dataclass(frozen=True)

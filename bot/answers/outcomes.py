@@ -13,6 +13,11 @@ def show(text: str, limit: int = 40) -> str:
     return prose(text, limit)
 
 
+def offered(ids: list[str]) -> str:
+    """The option ids a structured answer may name, for a notice."""
+    return ", ".join(show(i) for i in ids) or "none"
+
+
 def shown(target: Target) -> list[tuple[str, str]]:
     """The numbered lines of the prompt: the options, then "Allow for this session" when offered."""
     return [*target.options, ("session", target.session)] if target.session else list(target.options)

@@ -6,6 +6,7 @@
   ``Docker, CI``), or numbers separated by spaces (``1 3``). They are given in the agent's order.
 - The person's own words: any other text, when the question takes free text and the message is addressed to
   the prompt (a reply, or in its thread). A plain message that is not a choice is conversation.
+- A structured answer (:mod:`bot.answers.structured`) names them: ``option_ids`` (several choices) or ``text``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import re
 
 from bot.answers.model import Answer, Candidate, Refusal, Target
-from bot.answers.outcomes import answer, incomplete, not_pending, show, unparsable
+from bot.answers.outcomes import answer, incomplete, not_pending, offered, show, unparsable
 from bot.answers.text import NoSuchNumber, Pick, norm, parse
 from bot.events.kinds import ANSWERED, as_number, joined
 
@@ -40,7 +41,7 @@ def several(text: str, target: Target) -> list[int] | NoSuchNumber | None:
     return sorted(picks) if len(picks) > 1 else None
 
 
-def _chosen(c: Candidate, target: Target, picks: list[int]) -> Answer | Refusal:
+def _chosen(c: Candidate, target: Target, picks: list[int], feedback: str | None = None) -> Answer | Refusal:
     decline = len(target.options) - 1
     if decline in picks:
         return unparsable(target, "Decline cannot be given with choices. ")
@@ -49,7 +50,42 @@ def _chosen(c: Candidate, target: Target, picks: list[int]) -> Answer | Refusal:
         return unparsable(target, "This question takes one choice. ")
     ids = tuple(target.options[i][0] for i in picks)
     labels = [target.options[i][1] for i in picks]
-    return Answer(target.request_id, ANSWERED, c.via, None, c.sender, c.event_id, answer=joined(labels), chosen=ids)
+    return Answer(target.request_id, ANSWERED, c.via, feedback, c.sender, c.event_id, answer=joined(labels), chosen=ids)
+
+
+def structured_question(c: Candidate, target: Target) -> Answer | Refusal:
+    """A pending prompt's structured answer giving ``option_ids`` or ``text`` (checked as current already):
+    several choices of a multi-select question (one id is that option), or the person's own words."""
+    rid, ids = target.request_id, [oid for oid, _ in target.options]
+    q = target.question
+    if c.text is not None:
+        if q is None or not q.free_text:
+            what = "question" if q is not None else "prompt"
+            return Refusal(
+                "unparsable",
+                f"The {what} of {show(rid, 80)} takes no text of your own: give "
+                f"option_id{'s' if q is not None and q.multi else ''}. Offered: {offered(ids)}.",
+                rid,
+            )
+        if c.feedback is not None:
+            return Refusal("unparsable", "A structured answer's feedback goes with a choice, not with text.", rid)
+        if q.answer_type != "text" and as_number(c.text, q.answer_type) is None:
+            wanted = "an integer" if q.answer_type == "integer" else "a number"
+            return Refusal("unparsable", f"The question of {show(rid, 80)} takes {wanted}.", rid)
+        return Answer(rid, ANSWERED, c.via, None, c.sender, c.event_id, answer=c.text, chosen=())
+    unknown = [i for i in c.option_ids or () if i not in ids]
+    if unknown:
+        return Refusal(
+            "unparsable",
+            f"Option {show(unknown[0], 60)} is not offered for {show(rid, 80)}. Offered: {offered(ids)}.",
+            rid,
+        )
+    picks = sorted(ids.index(i) for i in c.option_ids or ())
+    if len(picks) == 1:
+        return answer(c, target, picks[0], c.feedback)
+    if q is None:
+        return Refusal("unparsable", f"The prompt of {show(rid, 80)} takes one option_id.", rid)
+    return _chosen(c, target, picks, c.feedback)
 
 
 def resolve_question(c: Candidate, target: Target, text: str) -> Answer | Refusal | None:

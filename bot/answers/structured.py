@@ -1,17 +1,35 @@
 """Structured answers (``ANSWER_KEY`` in the content): the payload read (malformed fields kept as a
-problem to refuse), then checked against its prompt: the request, still pending, unchanged, the option offered."""
+problem to refuse), then checked against its prompt: the request, still pending, unchanged, the option offered.
+
+One of ``option_id`` (one option), ``option_ids`` (several choices of a multi-select question) or ``text`` (the
+person's own words, for a question that takes them: :func:`bot.answers.questions.structured_question`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from bot.answers.model import Answer, Candidate, Refusal, Target
-from bot.answers.outcomes import answer, not_pending, show
+from bot.answers.outcomes import answer, not_pending, offered, show
+from bot.answers.questions import structured_question
 from bot.events.states import Via
 
 
 def nonempty_str(value: object) -> bool:
     return isinstance(value, str) and bool(value)
+
+
+MAX_IDS = 20  # as many as a prompt offers
+
+
+def _ids(value: object, problems: list[str]) -> tuple[str, ...] | None:
+    """``option_ids``: one to :data:`MAX_IDS` option ids (repeats dropped), or None with the problem noted."""
+    if not isinstance(value, list) or not value or len(value) > MAX_IDS:
+        problems.append(f"option_ids is not a list of 1 to {MAX_IDS} option ids")
+        return None
+    if not all(nonempty_str(v) for v in value):
+        problems.append("option_ids holds something that is not an option id")
+        return None
+    return tuple(dict.fromkeys(value))
 
 
 def classify_structured(
@@ -24,10 +42,19 @@ def classify_structured(
     if not isinstance(request_id, str) or not request_id.strip():
         return None
     problems: list[str] = []
-    option_id = payload.get("option_id")
-    if not nonempty_str(option_id):
+    option_id, option_ids, text = payload.get("option_id"), payload.get("option_ids"), payload.get("text")
+    given = [k for k, v in (("option_id", option_id), ("option_ids", option_ids), ("text", text)) if v is not None]
+    if len(given) > 1:
+        problems.append(f"it gives {' and '.join(given)}: give one of option_id, option_ids or text")
+    elif option_ids is not None:
+        option_ids = _ids(option_ids, problems)
+    elif text is not None:
+        if not isinstance(text, str) or not text.strip():
+            problems.append("text is not text" if not isinstance(text, str) else "text is empty")
+        text = text.strip() if isinstance(text, str) else None
+    elif not nonempty_str(option_id):
         problems.append("option_id is missing" if option_id in (None, "") else "option_id is not text")
-        option_id = None
+    option_id = option_id if nonempty_str(option_id) else None
     digest: str | None = None
     revision: int | None = None
     subject = payload.get("subject")
@@ -56,6 +83,8 @@ def classify_structured(
         prompt_event_id=addressed,
         request_id=request_id,
         option_id=option_id,
+        option_ids=option_ids if isinstance(option_ids, tuple) else None,
+        text=text if isinstance(text, str) else None,
         digest=digest,
         revision=revision,
         feedback=(feedback.strip() or None) if feedback is not None else None,
@@ -99,14 +128,15 @@ def resolve_structured(c: Candidate, target: Target | None) -> Answer | Refusal 
             "Answer the current prompt.",
             rid,
         )
+    if c.option_ids is not None or c.text is not None:
+        return structured_question(c, target)
     ids = [oid for oid, _ in target.options]
     if not c.option_id:
         return Refusal("unparsable", "The structured answer names no option.", rid)
     if c.option_id not in ids:
-        offered = ", ".join(show(i) for i in ids) or "none"
         return Refusal(
             "unparsable",
-            f"Option {show(c.option_id, 60)} is not offered for {show(rid, 80)}. Offered: {offered}.",
+            f"Option {show(c.option_id, 60)} is not offered for {show(rid, 80)}. Offered: {offered(ids)}.",
             rid,
         )
     feedback = c.feedback if isinstance(c.feedback, str) and c.feedback.strip() else None

@@ -18,6 +18,7 @@ from pydantic import (
     StrictBool,
     StrictStr,
     field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -176,9 +177,20 @@ class AnswerSubject(_Wire):
 
 
 class PermissionAnswer(_Wire):
-    """The structured answer under ``"dev.agentpod.permission.answer"``."""
+    """The structured answer under ``"dev.agentpod.permission.answer"``: one of ``option_id`` (an option),
+    ``option_ids`` (several choices of a multi-select question) or ``text`` (the person's own words to a question
+    that takes them)."""
 
     request_id: NonEmpty
-    option_id: NonEmpty
+    option_id: NonEmpty | None = None
+    option_ids: Annotated[list[NonEmpty], Field(min_length=1, max_length=20)] | None = None
+    text: NonEmpty | None = None
     subject: AnswerSubject | None = None
     feedback: StrictStr | None = None
+
+    @model_validator(mode="after")
+    def _one_answer(self) -> PermissionAnswer:
+        given = [k for k in ("option_id", "option_ids", "text") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise PydanticCustomError("one_answer", "needs exactly one of option_id, option_ids or text")
+        return self

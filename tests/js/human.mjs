@@ -4,7 +4,7 @@
 //   login {name, hs, user, password, cross_sign, isolation: "signed"|"all", room}
 //   wait_event {name, room, session_id?, seq?, body?, sender?, after?, timeout} -> {event_id, type, content, shield, reason,
 //              count (how many such events this device holds)}
-//   send {name, room, body, reply_to?} -> {event_id}
+//   send {name, room, body, reply_to?, extra?} -> {event_id}   (extra: more content fields, e.g. a structured answer)
 //   reset_identity {name}   (a new master key, as "reset cryptographic identity" in Element)
 //   setup_secret_storage {name} -> {recovery_key}   (cross-signing + secret storage, as Element's set-up)
 //   stop {name}
@@ -90,6 +90,7 @@ async function send(m) {
   const dev = devices.get(m.name);
   const content = { msgtype: "m.text", body: m.body };
   if (m.reply_to) content["m.relates_to"] = { "m.in_reply_to": { event_id: m.reply_to } };
+  if (m.extra) Object.assign(content, m.extra);
   const r = await dev.client.sendMessage(m.room, content);
   return { event_id: r.event_id };
 }
