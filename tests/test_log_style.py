@@ -12,6 +12,7 @@ import io
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import warnings
@@ -45,6 +46,7 @@ def structured(stderr: str, *, last_plain: bool = False) -> list[dict[str, Any]]
         ev = json.loads(line)
         assert list(ev)[:3] == ["timestamp", "level", "event"], line
         assert ev["level"] in ("debug", "info", "warning", "error", "critical"), line
+        assert re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)*", ev["event"]), line  # snake_case names everywhere
         out.append(ev)
     for s in SECRETS:
         assert s not in stderr
@@ -165,8 +167,10 @@ path = "{tmp_path / 'state'}"
         proxy.stdin.close()
         _, err_b = await asyncio.wait_for(proxy.communicate(), 20)
         assert proxy.returncode == 0
-        events = [e["event"] for e in structured(err_b.decode())]
-        assert "agent started" in events and "permission request from agent" in events, events
+        proxy_log = structured(err_b.decode())
+        events = [e["event"] for e in proxy_log]
+        assert "agent_started" in events and "permission_request_from_agent" in events, events
+        assert {"event": "agent_started", "message": "agent started"}.items() <= proxy_log[0].items()
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon_stdout, rest = await asyncio.wait_for(daemon.communicate(), 30)
@@ -299,3 +303,11 @@ def test_the_console_style_is_the_daemons_key_value_line(logs_to: Callable[..., 
     assert " level='warning' event='library_log' " in second and "logger='aiohttp.server'" in second
     assert logs.line("warning", "stderr_backlog_full", dropped=3).endswith(
         " level='warning' event='stderr_backlog_full' dropped=3\n")
+
+
+def test_an_event_named_by_a_sentence_gets_its_snake_case_name() -> None:
+    assert logs.snake_events(None, "info", {"event": "$/cancel_request: the agent withdraws it"}) == {
+        "event": "cancel_request_the_agent_withdraws_it", "message": "$/cancel_request: the agent withdraws it"}
+    assert logs.snake_events(None, "info", {"event": "Ready now", "message": "m"}) == {
+        "event": "ready_now", "message": "m", "text": "Ready now"}
+    assert logs.snake_events(None, "info", {"event": "api_listening"}) == {"event": "api_listening"}
