@@ -144,7 +144,7 @@ path = "{tmp_path / 'state'}"
     assert daemon.stderr is not None and daemon.stdout is not None
     seen: list[str] = []
     try:
-        while not any('"ready"' in s for s in seen) or not any("nio" in s for s in seen):
+        while not any('"ready"' in s for s in seen) or not any('"matrix_library"' in s for s in seen):
             line = await asyncio.wait_for(daemon.stderr.readline(), 30)
             assert line, f"the daemon stopped: {seen}"
             seen.append(line.decode())
