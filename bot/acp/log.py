@@ -1,4 +1,4 @@
-"""The proxy's own logs: structlog key=value lines on stderr, one per event.
+"""The proxy's own logs: bot.util.logs's one style on stderr, one line per event.
 
 stdout belongs to the relayed agent bytes, so nothing here ever touches it. Lines are
 handed to a background thread that writes file descriptor 2: an ACP client that never
@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable
 from typing import TextIO, cast
 
-from bot.util.logs import configure
+from bot.util import logs
 
 _MAX_BACKLOG = 2000
 
@@ -72,7 +72,7 @@ class StderrSink:
                     self._cv.wait()
                 data = self._lines.popleft()
                 if not self._lines and self._dropped:
-                    note = f"level=warning event='stderr backlog full, {self._dropped} log lines dropped'\n"
+                    note = logs.line("warning", "stderr_backlog_full", dropped=self._dropped)
                     self._lines.append(note.encode())
                     self._dropped = 0
                 self._busy = True
@@ -90,28 +90,19 @@ class StderrSink:
                 return
 
 
-class _OneLine(logging.Formatter):
-    """stdlib records as one key=value line, a traceback included (escaped)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        line = f"level={record.levelname.lower()} logger={record.name} event={record.getMessage()!r}"
-        if record.exc_info:
-            line += f" exception={self.formatException(record.exc_info)!r}"
-        return line
-
-
 _sink: StderrSink | None = None
 
 
 def configure_stderr_logging(level: int = logging.INFO, secrets: Iterable[str] = ()) -> StderrSink:
-    """Send structlog (and stray stdlib logging) to stderr as key=value lines; return the sink.
+    """Send structlog and every library's logging to stderr in the one style (bot.util.logs: key=value, or
+    JSON lines with PERMISSION_BOT_LOG_FORMAT=json); return the sink.
 
     ``secrets`` (e.g. the API token) are masked wherever they appear in an event.
     """
     global _sink
     if _sink is None:
         _sink = StderrSink()
-    configure(logging.getLevelName(level).lower(), "console", secrets, sink=cast(TextIO, _sink), formatter=_OneLine())
+    logs.configure(logging.getLevelName(level).lower(), None, secrets, sink=cast(TextIO, _sink))
     return _sink
 
 

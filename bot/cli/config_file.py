@@ -1,4 +1,5 @@
-"""The config for a command that needs it (`run`, `e2ee`): loaded, or one line naming the key and exit 2.
+"""The config for a command that needs it (`run`, `e2ee`, `state`, `audit`): loaded, or one line naming the key
+and exit 2. Once loaded, the log is set up from it (its ``[log]`` table, its secrets masked: bot.cli.log_setup).
 
 The line is ``permission-bot: config error: KEY: what is wrong``; it never holds a value from the
 file or the environment (bot.config words every problem without one: a value may be a secret).
@@ -18,7 +19,11 @@ EXIT_CONFIG = 2
 def load_or_exit(path: str | Path) -> Config:
     """The validated config at ``path``; on a problem, its one line on stderr and ``SystemExit(2)``."""
     try:
-        return load_config(path)
+        cfg = load_config(path)
     except ConfigError as e:
         print(f"permission-bot: config error: {e}", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_CONFIG) from None
+    from bot.cli import log_setup
+
+    log_setup.refine(cfg)
+    return cfg

@@ -100,6 +100,11 @@ def _parser() -> argparse.ArgumentParser:
 UNUSED_MODULES = ("rich", "twisted")
 
 
+# The commands that log (structlog, library records); `acp` sets up its own writer, `permissions` and
+# `check-event` log nothing (and stay free of structlog: they start fast), `demo` prints its story.
+LOGGING_COMMANDS = ("run", "doctor", "hook", "e2ee", "state", "audit")
+
+
 def entry() -> int:
     """The console script and ``python -m bot``: :func:`main` in a process of its own."""
     for name in UNUSED_MODULES:
@@ -110,6 +115,10 @@ def entry() -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` and run the chosen command; returns the exit code."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.command in LOGGING_COMMANDS:  # the one log style from the first line on (bot.cli.log_setup)
+        from bot.cli import log_setup
+
+        log_setup.setup()
     if args.command == "run":
         from bot.cli import run_cmd
 

@@ -10,8 +10,7 @@ from aiohttp import web
 
 from bot.cli.config_file import load_or_exit
 from bot.config import Config
-from bot.util import aio, logs
-from bot.util.urlsecrets import url_secrets
+from bot.util import aio
 
 
 async def _serve(cfg: Config) -> int:
@@ -75,19 +74,10 @@ async def _serve(cfg: Config) -> int:
 
 
 def run(config_path: str) -> int:
-    """Load the config (one line naming the key on error, exit 2: :func:`load_or_exit`) and run until stopped."""
-    from bot.inbox.db.url import secrets_of
-    from bot.service.state_db import database_url
-
+    """Load the config (one line naming the key on error, exit 2: :func:`load_or_exit`; it also sets the log up,
+    every secret of the config masked) and run until stopped."""
     os.umask(0o077)  # everything the daemon writes (state, keys, logs it creates) is its owner's only
     cfg = load_or_exit(config_path)
-    secrets = [s for s in (cfg.matrix.password, cfg.matrix.access_token, cfg.matrix.recovery_key, cfg.api.token) if s]
-    secrets += [t.secret for t in cfg.api.tokens if t.secret]
-    secrets += [w.secret for w in cfg.webhooks if w.secret]
-    secrets += [s for w in cfg.webhooks for s in url_secrets(str(w.url))]  # user:pw@, ?token=... of a hook URL
-    secrets += secrets_of(database_url(cfg))  # the database URL's password, however it is written
-    secrets += [os.environ[h.token_env] for h in cfg.harnesses if os.environ.get(h.token_env)]
-    logs.configure(cfg.log.level, cfg.log.format, secrets)
     try:
         return aio.run(_serve(cfg))
     except KeyboardInterrupt:

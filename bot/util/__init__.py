@@ -6,8 +6,9 @@ reset; ``KeyedBackoff`` one per record; each caller passes its numbers: matrix/r
 acp/daemon_client.py, matrix/notices.py, service/webhooks.py, harness/watcher.py), ``durations``
 ("90s" / "5m" / "1h" -> seconds, for the CLI and the config), ``ids`` (the safe id charset of session
 ids, keys, labels, token names; URL segments), ``jsonhttp`` (the one blocking JSON-over-HTTP helper,
-urllib, no proxy for loopback: doctor, demo), ``logs`` (the one structlog set-up and its masking, the
-ACP proxy's too), ``statedir`` (the state folder 0700, files 0600, fixed at every start), ``discovery``
+urllib, no proxy for loopback: doctor, demo), ``logs`` (the one structlog set-up of every command, key=value
+or JSON lines, and its masking, the ACP proxy's too), ``liblogs`` (library records, stdlib logging, into it),
+``statedir`` (the state folder 0700, files 0600, fixed at every start), ``discovery``
 (how a client, the CLI, the proxy or a hook, finds the daemon and its token: flags, environment,
 default; never a token on argv), ``hide`` (clients' tokens out of an agent's view of /proc), ``words``
 (``clip()``, the one text trimmer).

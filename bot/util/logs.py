@@ -1,14 +1,32 @@
-"""structlog set-up for the daemon: key-value events on stderr, secrets masked."""
+"""The one logging set-up of every command that logs (`run`, `acp`, `hook`, `doctor`, `e2ee`, `state`, `audit`).
+
+One style everywhere: structlog events (snake_case names) on stderr, one line each, rendered as
+``key=value`` (``console``, the default) or as one JSON object (``json``), always with ``timestamp``,
+``level`` and ``event`` first; library records (stdlib ``logging``) routed through the same chain
+(bot.util.liblogs); every known secret masked (:class:`Masker`); a flood of one warning thinned
+(:class:`Repeats`). ``[log] level`` / ``format`` choose; the environment's ``PERMISSION_BOT_LOG_LEVEL`` /
+``PERMISSION_BOT_LOG_FORMAT`` win (the commands without a config file read only these).
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import os
+import re
 import sys
 import time
-from collections.abc import Callable, Iterable, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from typing import Any, TextIO
 
 import structlog
+
+from bot.util import liblogs
+
+LEVEL_ENV = "PERMISSION_BOT_LOG_LEVEL"
+FORMAT_ENV = "PERMISSION_BOT_LOG_FORMAT"
+LEVELS = ("debug", "info", "warning", "error")
+FORMATS = ("console", "json")
 
 _SECRET_KEYS = {"password", "access_token", "token", "api_token", "authorization"}
 
@@ -75,14 +93,28 @@ class Repeats:
         return report
 
     def __call__(self, _logger: Any, name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+        key = event.pop("_repeat_key", None) or event.get("event")  # a library record: its logger and template
         if name not in _LOUD:  # the audit trail (info: submitted, answered, posted) is never thinned
             return event
-        report = self.allow(str(event.get("event")))
+        report = self.allow(str(key))
         if report is None:
             raise structlog.DropEvent
         if report:
             event["suppressed"] = report
         return event
+
+
+_SNAKE = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
+
+
+def snake_events(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """An event named by a sentence (the ACP proxy's, e.g. ``agent started``) gets its snake_case name
+    (``agent_started``); the sentence stays, as ``message`` (``text`` when the event has a message)."""
+    name = event.get("event")
+    if isinstance(name, str) and not _SNAKE.fullmatch(name):
+        event["text" if "message" in event else "message"] = name
+        event["event"] = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:80].rstrip("_") or "event"
+    return event
 
 
 _MASKER = Masker(())
@@ -94,85 +126,75 @@ def add_secret(*secrets: str) -> None:
     _MASKER.add(secrets)
 
 
+def settings(level: str | None, fmt: str | None, env: Mapping[str, str]) -> tuple[str, str, list[str]]:
+    """The level and format to use (the environment's, else the given, else info and console) and the
+    environment variables that were set to something else than a level or a format (ignored)."""
+    ignored: list[str] = []
+    chosen: list[str] = []
+    for var, given, allowed, default in ((LEVEL_ENV, level, LEVELS, "info"), (FORMAT_ENV, fmt, FORMATS, "console")):
+        value = env.get(var, "").strip().lower()
+        if value and value not in allowed:
+            ignored.append(var)
+        chosen.append(value if value in allowed else given if given and given in allowed else default)
+    return chosen[0], chosen[1], ignored
+
+
+_warned: set[str] = set()
+Renderer = Callable[[Any, str, MutableMapping[str, Any]], "str | bytes"]
+_renderer: Renderer = structlog.processors.KeyValueRenderer()
+
+
+def _make_renderer(fmt: str) -> Renderer:
+    if fmt == "json":
+        to_json = structlog.processors.JSONRenderer()
+
+        def first_keys_first(logger: Any, name: str, event: MutableMapping[str, Any]) -> str | bytes:
+            head = {k: event.pop(k) for k in ("timestamp", "level", "event") if k in event}
+            return to_json(logger, name, {**head, **event})
+
+        return first_keys_first
+    return structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"], drop_missing=True)
+
+
 def configure(
-    level: str = "info",
-    fmt: str = "console",
+    level: str | None = None,
+    fmt: str | None = None,
     secrets: Iterable[str] = (),
     sink: TextIO | None = None,
-    formatter: logging.Formatter | None = None,
 ) -> None:
-    """Route structlog (and stdlib logging, e.g. nio's) to ``sink`` (stderr) with secrets masked; the one
-    structlog set-up (the daemon's, and the ACP proxy's with its non-blocking sink and line formatter)."""
-    out: TextIO = sink if sink is not None else sys.stderr
-    lvl = getattr(logging, level.upper(), logging.INFO)
-    masker = _MASKER
-    masker.add(secrets)
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if fmt == "json"
-        else structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"], drop_missing=True)
-    )
+    """Route structlog and stdlib logging (every library's records) to ``sink`` (default: stderr) in the one
+    style, secrets masked. Called again (a command's config loaded), it replaces the set-up; the secrets
+    already given stay masked."""
+    global _renderer
+    lvl_name, fmt, ignored = settings(level, fmt, os.environ)
+    lvl = getattr(logging, lvl_name.upper())
+    _MASKER.add(secrets)
+    _renderer = _make_renderer(fmt)
     structlog.configure(
         processors=[
             _REPEATS,
+            snake_events,
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
-            masker,
-            renderer,
+            _MASKER,
+            _renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
-        logger_factory=structlog.WriteLoggerFactory(file=out) if sink is not None
+        logger_factory=structlog.WriteLoggerFactory(file=sink) if sink is not None
         else structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    # Libraries log through stdlib logging; keep them quiet and masked too.
-    handler = logging.StreamHandler(out)
-    handler.addFilter(_NioLines())
-    handler.addFilter(_StdlibMask(masker, _REPEATS))
-    if formatter is not None:
-        handler.setFormatter(formatter)
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(max(lvl, logging.WARNING))
+    liblogs.route(max(lvl, logging.WARNING))  # libraries: their warnings and errors (info is chatter)
+    for var in set(ignored) - _warned:  # once, though a command configures twice (before and after its config)
+        _warned.add(var)
+        structlog.get_logger("log").warning("log_setting_ignored", variable=var, value=os.environ.get(var, "")[:40],
+                                            hint=f"{LEVEL_ENV}: {'|'.join(LEVELS)}; {FORMAT_ENV}: {'|'.join(FORMATS)}")
 
 
-class _NioLines(logging.Filter):
-    """matrix-nio's retry chatter into the structured log: its 429 waits as one ``matrix_rate_limited``
-    line, its ``Timed out, sleeping for 0s`` dropped (bot.matrix.retry says ``matrix_unreachable``), any
-    other nio line as ``matrix_library`` (level and message kept)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not record.name.startswith("nio"):
-            return True
-        msg = str(record.msg)
-        if msg.startswith("Timed out, sleeping"):
-            return False
-        log = structlog.get_logger("matrix")
-        if msg.startswith("Got 429 response"):
-            arg = record.args[0] if isinstance(record.args, tuple) and record.args else 0
-            secs = round(float(arg) / 1000, 1) if isinstance(arg, int | float) else 0.0
-            hint = f"rate-limited by the homeserver, retrying in {secs:g} s"
-            log.warning("matrix_rate_limited", retry_in=secs, hint=hint)
-            return False
-        level = record.levelname.lower()
-        getattr(log, level if level in ("warning", "error", "critical") else "info")(
-            "matrix_library", logger=record.name, message=record.getMessage()[:500])
-        return False
-
-
-class _StdlibMask(logging.Filter):
-    def __init__(self, masker: Masker, repeats: Repeats) -> None:
-        super().__init__()
-        self.masker = masker
-        self.repeats = repeats
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        report = self.repeats.allow(f"{record.name}:{record.msg}")
-        if report is None:
-            return False
-        suffix = f" ({report} like it suppressed)" if report else ""
-        record.msg = self.masker._clean(record.getMessage() + suffix)
-        record.args = ()
-        return True
+def line(level: str, event: str, **fields: Any) -> str:
+    """One line in the current style, for a writer that cannot log through structlog (it is the sink)."""
+    now = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
+    out = _renderer(None, level, _MASKER(None, level, {"timestamp": now, "level": level, "event": event, **fields}))
+    return (out.decode() if isinstance(out, bytes) else out) + "\n"

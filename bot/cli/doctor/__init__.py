@@ -35,6 +35,9 @@ def run(config_path: str) -> int:
     cfg = check_config(config_path, rep)
     if cfg is None:
         return 1
+    from bot.cli import log_setup
+
+    log_setup.refine(cfg)  # the log (stderr; the checks are on stdout) in the config's style, its secrets masked
     check_state(cfg, rep)
     saved = read_saved(cfg)
     check_encryption_support(cfg, saved, rep)
