@@ -12,21 +12,43 @@ from typing import Any
 import pytest
 
 from bot.demo.homeserver import Homeserver
-from tests.support.human import content, rel
-from tests.support.station import OwnStation, Station, request_body
+from tests.support.human import Human, content, rel
+from tests.support.station import AGENT_B_TOKEN, OwnStation, Station, request_body
 
 pytestmark = pytest.mark.e2e
 AFTER = 3.0
+INFRA_AFTER = 1.0
 
 
 class EscalationStation(OwnStation):
+    """``[escalation]`` to carol after 3 s; the room ``infra`` (agent-b's requests; dave answers; erin and
+    carol are members) has its own: to erin after 1 s."""
+
     suffix = "esc"
 
     async def setup(self) -> None:
         self.make_people_and_room()
-        self.extra_config = f'[escalation]\nafter = "{int(AFTER)}s"\nmention = ["{self.carol.user_id}"]\n'
+        self.dave, self.erin = Human(self.hs, "daveesc"), Human(self.hs, "erinesc")
+        self.infra_id = self.hs.create_room(
+            self.dave.token, invite=[self.bot_id, self.erin.user_id, self.carol.user_id], name="infra"
+        )
+        self.hs.join(self.erin.token, self.infra_id)
+        self.hs.join(self.carol.token, self.infra_id)
+        await self.dave.start(self.infra_id)
+        await self.erin.start(self.infra_id, follow=False)
+        self.extra_config = (
+            f'[escalation]\nafter = "{int(AFTER)}s"\nmention = ["{self.carol.user_id}"]\n'
+            f'[[rooms]]\nname = "infra"\nroom = "{self.infra_id}"\n'
+            f'answerers = {{ users = ["{self.dave.user_id}"] }}\ntokens = ["{AGENT_B_TOKEN[0]}"]\n'
+            f'escalation = {{ after = "{int(INFRA_AFTER)}s", mention = ["{self.erin.user_id}"] }}\n'
+        )
         await self.start_all()
         await self.carol.follow()
+
+    async def teardown(self) -> None:
+        for h in (self.dave, self.erin):
+            await h.close()
+        await super().teardown()
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +59,9 @@ async def st(homeserver: Homeserver, workdir: Path) -> AsyncIterator[EscalationS
     await s.teardown()
 
 
-def _is_escalation(st: Station, e: dict[str, Any], prompt_id: str) -> bool:
+def _is_escalation(st: Station, e: dict[str, Any], prompt_id: str, to: str = "") -> bool:
     return bool(e.get("sender") == st.bot_id and content(e).get("msgtype") == "m.notice"
-                and st.carol.user_id in (content(e).get("m.mentions") or {}).get("user_ids", [])
+                and (to or st.carol.user_id) in (content(e).get("m.mentions") or {}).get("user_ids", [])
                 and (rel(e).get("m.in_reply_to") or {}).get("event_id") == prompt_id)
 
 
@@ -93,3 +115,32 @@ async def test_an_escalation_survives_a_restart(st: EscalationStation, sid: str)
     await st.restart_daemon()
     await asyncio.sleep(1.5)
     assert len(_escalations(st, prompt["event_id"])) == 1  # once, whatever restarts
+
+
+async def test_a_room_with_its_own_escalation_uses_it(st: EscalationStation, sid: str) -> None:
+    """infra's prompt is escalated to erin after 1 s (its own setting), not to carol; erin may answer it,
+    carol (the global one's) may not; the default room's prompt, asked at the same time, goes by [escalation]."""
+    code, infra = await st.ahttp("POST", "/permissions", request_body(sid + "i"), token=AGENT_B_TOKEN[1])
+    assert code == 201 and infra["room"] == "infra", infra
+    code, plain = await st.ahttp("POST", "/permissions", request_body(sid + "d"))
+    assert code == 201 and plain["room"] == "default", plain
+    prompt = await st.prompt_for(sid + "i", human=st.dave)
+    assert prompt
+    note = await st.dave.wait(lambda e: _is_escalation(st, e, prompt["event_id"], st.erin.user_id), INFRA_AFTER + 20)
+    assert note, "infra's prompt was not escalated to erin"
+    assert content(note)["m.mentions"]["user_ids"] == [st.erin.user_id] and "waited 1s" in content(note)["body"]
+    _, now = await st.ahttp("GET", f"/permissions/{infra['id']}")
+    assert now["state"] == "pending" and now["escalated_at"], now
+    mark = len(st.dave.events)
+    r = await st.carol.client.room_send(st.infra_id, "m.room.message", {  # carol: [escalation]'s, not infra's
+        "msgtype": "m.text", "body": "1", "m.relates_to": {"m.in_reply_to": {"event_id": prompt["event_id"]}}})
+    assert hasattr(r, "event_id"), r
+    assert await st.notice_after(mark, human=st.dave, contains="not on the list")
+    await st.erin.text("1", reply_to=prompt["event_id"])
+    done = await st.record(infra["id"], wait=20)
+    assert done["state"] == "resolved" and done["outcome"]["answered_by"] == st.erin.user_id, done
+    default_prompt = await st.prompt_for(sid + "d")
+    assert default_prompt
+    esc = await _escalated(st, default_prompt["event_id"])  # the default room: carol, after 3 s
+    assert "waited 3s" in content(esc)["body"] and st.erin.user_id not in content(esc)["m.mentions"]["user_ids"]
+    await st.ahttp("POST", f"/permissions/{plain['id']}", {"decision": "approve"})

@@ -41,6 +41,7 @@ async def pair(homeserver: Homeserver, workdir: Path, pg_cluster: PgCluster) -> 
 ]:
     a = HaXSStation(homeserver, workdir / "hax-a", "hx", trust="cross-signed")
     a.url = a.env["PERMISSION_BOT_DATABASE_URL"] = await pg_cluster.create_database()
+    a.env.update(PERMISSION_BOT_CHECKPOINT_PERIOD="2", PERMISSION_BOT_CHECKPOINT_DELAY="0.4")  # the ledger's
     await a.setup()  # a starts first: the leader
     assert await role_of(a) == "leader"
     b = peer_of(a, workdir / "hax-b")
@@ -103,3 +104,30 @@ async def test_e2ee_commands_use_the_database(pair: tuple[HaXSStation, Station])
     r = await asyncio.to_thread(b.cli, "e2ee", "reset-identity", "--config", str(b.config_path), env=env,
                                 input="pw\n")
     assert r.returncode == 1 and "PostgreSQL" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r
+
+
+async def test_audit_reads_the_encrypted_checkpoints_from_the_databases_copy_of_the_device(
+    pair: tuple[HaXSStation, Station],
+) -> None:
+    """``audit verify --against-room`` on PostgreSQL: the encrypted checkpoints decrypted with the sessions in
+    the database's copy of the device (the folder the command runs from holds none of it)."""
+    a, b = pair
+    for _ in range(100):  # the two settlements of the take-over test, checkpointed by the new leader
+        if ((await a.pg_kv("ledger.checkpoint.default")) or {}).get("seq", 0) >= 2:
+            break
+        await asyncio.sleep(0.2)
+    else:
+        raise AssertionError("no checkpoint of the settlements")
+    env = {"PERMISSION_BOT_DATABASE_URL": a.url}
+    folder = a.dir / "audit-here"
+    folder.mkdir(exist_ok=True)
+    cfg = folder / "config.toml"
+    cfg.write_text(b.config_text().replace(str(b.state_dir), str(folder / "state")))
+    r = None
+    for _ in range(30):  # the database's copy follows the leader's store at its next sync: moments later
+        r = await asyncio.to_thread(b.cli, "audit", "verify", "--against-room", "--config", str(cfg), env=env)
+        if r.returncode == 0:
+            break
+        await asyncio.sleep(1)
+    assert r is not None and r.returncode == 0 and "checkpoints in the rooms agree" in r.stdout, r
+    assert " 0 checkpoints" not in r.stdout and not (folder / "state").exists()

@@ -1,11 +1,13 @@
 """`permission-bot audit`: the ledger of settlements (bot.inbox.ledger), exported and verified.
 
     export [--since TIME] [--room NAME] [--format jsonl|csv]   the entries, streamed (constant memory)
-    verify [FILE|-] [--against-room]                           recompute the chain (bot.events.ledger)
+    verify [FILE|-] [--against-room] [--partial]               recompute the chain (bot.events.ledger)
 
 Both read the configured state (SQLite under ``[state] path`` or ``[state] database``) without changing it.
 ``verify`` exits 0 when the chain is intact, 1 naming the first bad or missing seq, 2 on a bad config or
 argument. ``--against-room`` also compares the chain with the checkpoints the bot posted in its rooms.
+``--partial`` (a FILE exported with ``--since`` or ``--room``): it may start mid-chain and have gaps; each
+entry's hash and the link between consecutive seqs are checked, a gap is reported as not checkable.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from bot.config import Config
+    from bot.events.ledger import Checker
     from bot.inbox.store import Inbox
 
 EXIT_BAD, EXIT_USAGE = 1, 2
@@ -34,6 +37,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     ver = sub.add_parser("verify", help="recompute the ledger's chain (exit 1 naming the first bad or missing seq)")
     ver.add_argument("file", nargs="?", help="an export (JSON lines), or - for stdin (default: the configured state)")
     ver.add_argument("--against-room", action="store_true", help="also check the checkpoints posted in the rooms")
+    ver.add_argument(
+        "--partial",
+        action="store_true",
+        help="FILE is an export filtered by --since or --room: it may start mid-chain and have gaps (not checkable)",
+    )
     ver.add_argument("--config", default="config.toml")
 
 
@@ -103,7 +111,21 @@ async def _state_lines(inbox: Inbox) -> AsyncIterator[str]:
         yield text
 
 
-async def verify(cfg: Config | None, file: str | None, against_room: bool, out: TextIO) -> int:
+def _summary(checker: Checker) -> str:
+    if not checker.partial:
+        return f"intact: {checker.count} entries, head seq {checker.last_seq} {checker.last_hash}"
+    gaps = (
+        f"; {checker.gaps} gaps not checkable from this file (the first after seq {checker.first_gap})"
+        if checker.gaps
+        else ""
+    )
+    return (
+        f"intact as far as this file shows: {checker.count} entries, seq {checker.first_seq} to "
+        f"{checker.last_seq}, head {checker.last_hash}{gaps}"
+    )
+
+
+async def verify(cfg: Config | None, file: str | None, against_room: bool, out: TextIO, partial: bool = False) -> int:
 
     from bot.events.ledger import Checker, against_checkpoints
 
@@ -113,7 +135,7 @@ async def verify(cfg: Config | None, file: str | None, against_room: bool, out: 
         from bot.cli.audit_room import read_checkpoints
 
         checkpoints = await read_checkpoints(cfg)
-    checker = Checker(from_start=True, wanted={seq for _, seq, _ in checkpoints})
+    checker = Checker(from_start=not partial, partial=partial, wanted={seq for _, seq, _ in checkpoints})
     inbox = await _opened(cfg) if file is None and cfg is not None else None
     try:
         if inbox is not None:
@@ -134,9 +156,15 @@ async def verify(cfg: Config | None, file: str | None, against_room: bool, out: 
             await inbox.close()
     problem = checker.problem or (against_checkpoints(checker, checkpoints) if against_room else None)
     if problem is not None:
+        if file is not None and not partial and ": missing (the next" in problem:
+            problem += "; if FILE is an export --since or --room, check it with --partial"
         return _fail(f"verify: {problem}", EXIT_BAD)
-    rooms = f"; {len(checkpoints)} checkpoints in the rooms agree" if against_room else ""
-    print(f"intact: {checker.count} entries, head seq {checker.last_seq} {checker.last_hash}{rooms}", file=out)
+    if against_room:
+        agree = len([c for c in checkpoints if not partial or c[1] in checker.hashes])
+        rooms = f"; {agree} checkpoints in the rooms agree"
+    else:
+        rooms = ""
+    print(_summary(checker) + rooms, file=out)
     return 0
 
 
@@ -161,7 +189,9 @@ def run(args: argparse.Namespace) -> int:
             if args.room is not None and args.room not in {"default", *(r.name for r in cfg.rooms)}:
                 return _fail(f"--room: {args.room!r:.70} is not a configured room", EXIT_USAGE)
             return asyncio.run(export(cfg, since, args.room, args.format, sys.stdout))
-        return asyncio.run(verify(cfg, args.file, args.against_room, sys.stdout))
+        if args.partial and args.file is None:
+            return _fail("verify: --partial is for an export FILE (the configured state is checked whole)", EXIT_USAGE)
+        return asyncio.run(verify(cfg, args.file, args.against_room, sys.stdout, args.partial))
     except BrokenPipeError:
         return 0
     except (DatabaseError, DatabaseUrlError, MatrixFatal, OSError) as e:

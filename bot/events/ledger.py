@@ -103,9 +103,16 @@ def line(entry: Mapping[str, Any]) -> str:
 class Checker:
     """Walks entries in order. ``problem`` is set at the first bad one: ``seq N: why``. ``from_start``:
     the chain must begin at seq 1 with ``prev`` 64 zeros (else, for an export ``--since``, the first
-    entry's ``prev`` is taken as given)."""
+    entry's ``prev`` is taken as given). ``partial`` (an export filtered by ``--since`` or ``--room``; implies
+    not ``from_start``): a gap in seq is not checkable from the entries given, so it is counted in ``gaps``
+    (the seq before the first one in ``first_gap``) and the entry after it is checked by its own hash only;
+    every entry's hash, and ``prev`` between consecutive seqs, are still checked."""
 
     from_start: bool = True
+    partial: bool = False
+    first_seq: int = 0
+    gaps: int = 0
+    first_gap: int | None = None
     count: int = 0
     last_seq: int = 0
     last_hash: str = ZERO
@@ -147,12 +154,17 @@ class Checker:
         seq = entry["seq"]
         if entry.keys() != _KEYS:
             return self._fail(seq, "fields differ from a ledger entry's")
-        if self.count or self.from_start:
-            if seq > expected:
+        if self.partial and not self.count and seq == 1 and entry["prev"] != ZERO:
+            return self._fail(seq, "prev of the first entry is not 64 zeros")
+        if self.count or (self.from_start and not self.partial):
+            if seq > expected and self.partial:
+                self.gaps += 1  # not checkable from these entries: its prev is taken as given
+                self.first_gap = self.last_seq if self.first_gap is None else self.first_gap
+            elif seq > expected:
                 return self._fail(expected, f"missing (the next entry is seq {seq})")
-            if seq != expected:
+            elif seq != expected:
                 return self._fail(seq, f"out of order (expected seq {expected})")
-            if entry["prev"] != self.last_hash:
+            elif entry["prev"] != self.last_hash:
                 return self._fail(seq, "prev is not the previous entry's hash (an entry before it was changed)")
         try:
             h = known_hash or entry_hash(entry)
@@ -160,6 +172,7 @@ class Checker:
             return self._fail(seq, f"not canonical JSON ({e})")
         if entry["hash"] != h:
             return self._fail(seq, "hash does not match the entry (the entry was changed)")
+        self.first_seq = self.first_seq or seq
         self.count, self.last_seq, self.last_hash = self.count + 1, seq, h
         if seq in self.wanted:
             self.hashes[seq] = h
@@ -168,8 +181,11 @@ class Checker:
 
 def against_checkpoints(checker: Checker, checkpoints: Iterable[tuple[str, int, str]]) -> str | None:
     """The first checkpoint ``(room, seq, hash)`` the checked chain contradicts, as ``seq N: why``, else
-    None. Feed ``checker`` (its ``wanted`` set to the checkpoints' seqs) before calling."""
+    None. Feed ``checker`` (its ``wanted`` set to the checkpoints' seqs) before calling. A ``partial``
+    checker is compared only at the checkpoints whose entries it was given."""
     for room, seq, h in sorted(checkpoints, key=lambda c: c[1]):
+        if checker.partial and seq not in checker.hashes:
+            continue
         if seq > checker.last_seq:
             return f"seq {seq}: missing (room {room} holds a checkpoint of it; the ledger ends at {checker.last_seq})"
         got = checker.hashes.get(seq)

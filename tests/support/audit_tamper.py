@@ -1,0 +1,100 @@
+"""A running station's state copied and its ledger edited by hand, then ``audit verify`` run on the copy:
+the three kinds of tampering of issue 37 (an entry changed, deleted, the chain recomputed from some point
+on) and the last entries deleted. Shared by the plain and the encrypted room's ledger tests."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bot.events.ledger import seal
+from tests.support.station import Station
+
+Edit = Callable[[sqlite3.Connection], None]
+
+
+def copy_state(st: Station, where: Path, *, config: str | None = None) -> tuple[Path, Path]:
+    """The state folder copied (its SQLite files through the backup API, so consistent while the daemon
+    runs: the inbox and the bot's crypto store) with a config pointing at it; (config, state folder)."""
+    state = where / "state"
+    state.mkdir(parents=True)
+    for f in st.state_dir.iterdir():
+        if f.suffix in (".sqlite3", ".db") and f.is_file():
+            src, dst = sqlite3.connect(f"{f.resolve().as_uri()}?mode=ro", uri=True), sqlite3.connect(state / f.name)
+            src.backup(dst)
+            src.close()
+            dst.close()
+        elif f.is_file() and not f.name.endswith(("-journal", "-wal", "-shm")):
+            shutil.copy2(f, state / f.name)
+    cfg = where / "config.toml"
+    cfg.write_text((config or st.config_text()).replace(str(st.state_dir), str(state)))
+    return cfg, state
+
+
+def _entry(db: sqlite3.Connection, seq: int) -> dict[str, Any]:
+    return dict(json.loads(db.execute("SELECT entry FROM ledger WHERE seq=?", (seq,)).fetchone()[0]))
+
+
+def edits(k: int, head: int) -> dict[str, Edit]:
+    """The edits, at entry ``k`` of a chain whose last entry is ``head``."""
+
+    def change(db: sqlite3.Connection) -> None:  # an entry's answer rewritten, its hash left
+        e = _entry(db, k)
+        e["answered_by"] = ["@mallory:example.org"]
+        db.execute("UPDATE ledger SET entry=? WHERE seq=?", (json.dumps(e), k))
+
+    def delete(db: sqlite3.Connection) -> None:
+        db.execute("DELETE FROM ledger WHERE seq=?", (k,))
+
+    def recompute(db: sqlite3.Connection) -> None:  # changed, and every hash from there on made anew
+        prev = _entry(db, k - 1)["hash"]
+        for seq in range(k, head + 1):
+            e = _entry(db, seq)
+            if seq == k:
+                e["answered_by"] = ["@mallory:example.org"]
+            e = seal(e, seq, prev)
+            prev = e["hash"]
+            db.execute("UPDATE ledger SET entry=?, hash=? WHERE seq=?", (json.dumps(e), prev, seq))
+        db.execute("UPDATE ledger_head SET hash=? WHERE id=1", (prev,))
+
+    def truncate(db: sqlite3.Connection) -> None:  # the last entries removed, the head set back
+        db.execute("DELETE FROM ledger WHERE seq>=?", (k,))
+
+    return {"change": change, "delete": delete, "recompute": recompute, "truncate": truncate}
+
+
+def verify_edited(st: Station, where: Path, edit: Edit, *args: str, config: str | None = None) -> Any:
+    """``audit verify ARGS`` on a copy of the state with ``edit`` applied to its inbox."""
+    cfg, state = copy_state(st, where, config=config)
+    db = sqlite3.connect(state / "inbox.sqlite3")
+    edit(db)
+    db.commit()
+    db.close()
+    out = st.cli("audit", "verify", *args, "--config", str(cfg))
+    shutil.rmtree(where)
+    return out
+
+
+async def assert_tampering_caught(st: Station, tmp_path: Path, k: int, head: int, config: str | None = None) -> None:
+    """Each edit at ``k`` is caught: exit 1 naming the seq (the recomputed chain only against the room)."""
+    ed = edits(k, head)
+
+    async def run(case: str, *args: str) -> Any:
+        return await asyncio.to_thread(
+            verify_edited, st, tmp_path / f"{case}{len(args)}", ed[case], *args, config=config
+        )
+
+    for case in ("change", "delete"):
+        out = await run(case, "--against-room")
+        assert out.returncode == 1 and f"seq {k}" in out.stderr, (case, out.stderr)
+    quiet = await run("recompute")
+    assert quiet.returncode == 0, quiet.stderr  # consistent in itself: only the rooms' copies of the head tell
+    out = await run("recompute", "--against-room")
+    assert out.returncode == 1 and "differs from the checkpoint" in out.stderr and "seq " in out.stderr, out.stderr
+    out = await run("truncate", "--against-room")
+    assert out.returncode == 1 and "missing" in out.stderr, out.stderr

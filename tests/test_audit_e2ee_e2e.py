@@ -1,0 +1,100 @@
+"""The ledger's checkpoints in an encrypted station room (issue 37), end to end: the checkpoint is an
+encrypted ``m.notice`` (alice's device reads it), and ``audit verify --against-room`` decrypts it with the
+bot's own Megolm sessions from its crypto store, while the daemon runs, without a new device or a sync;
+a database edited by hand is caught there as in a plain room; a store that cannot decrypt is exit 2."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import urllib.parse
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.demo.homeserver import Homeserver, http
+from bot.events.ledger import CHECKPOINT_KEY
+from tests.support.audit_tamper import assert_tampering_caught, verify_edited
+from tests.support.e2e_human import E2EStation
+from tests.support.human import content
+from tests.support.station import request_body
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+async def st(homeserver: Homeserver, workdir: Path) -> AsyncIterator[E2EStation]:
+    s = E2EStation(homeserver, workdir / "audit-e2ee", "aude")
+    s.env = {"PERMISSION_BOT_CHECKPOINT_PERIOD": "2", "PERMISSION_BOT_CHECKPOINT_DELAY": "0.4"}
+    await s.setup()
+    yield s
+    await s.teardown()
+
+
+async def _settle(st: E2EStation, sid: str, n: int) -> None:
+    for i in range(n):
+        code, rec = await st.ahttp("POST", "/permissions", request_body(f"{sid}{i}"))
+        assert code == 201, rec
+        code, _ = await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"})
+        assert code == 200
+
+
+async def _checkpoint(st: E2EStation, seq: int) -> dict[str, Any]:
+    ev = await st.alice.wait(
+        lambda e: e.get("sender") == st.bot_id and (content(e).get(CHECKPOINT_KEY) or {}).get("seq", 0) >= seq, 30
+    )
+    assert ev, f"no checkpoint of seq {seq} decrypted by alice"
+    return ev
+
+
+async def test_checkpoints_in_an_encrypted_room_are_read_and_tampering_caught(
+    st: E2EStation, sid: str, tmp_path: Path
+) -> None:
+    await _settle(st, sid, 6)
+    out = await asyncio.to_thread(st.cli, "audit", "export", "--config", str(st.config_path))
+    head = int(out.stdout.splitlines()[-1].split('"seq":')[1].split(",")[0])
+    ev = await _checkpoint(st, head)
+    assert content(ev)["msgtype"] == "m.notice" and content(ev)[CHECKPOINT_KEY]["seq"] == head
+    room, eid = urllib.parse.quote(st.room_id), urllib.parse.quote(ev["event_id"])
+    wire = http("GET", f"{st.hs.url}/_matrix/client/v3/rooms/{room}/event/{eid}", token=st.carol.token)
+    assert wire["type"] == "m.room.encrypted" and CHECKPOINT_KEY not in wire["content"]  # on the wire: encrypted
+    devices = st.bot_devices()
+    ok = await asyncio.to_thread(st.cli, "audit", "verify", "--against-room", "--config", str(st.config_path))
+    assert ok.returncode == 0 and "checkpoints in the rooms agree" in ok.stdout, ok.stderr
+    assert "; 0 checkpoints" not in ok.stdout
+    assert st.bot_devices() == devices  # no device made
+    # the daemon was not disturbed: alice's encrypted answer still settles a prompt
+    code, rec = await st.ahttp("POST", "/permissions", request_body(f"{sid}m"))
+    assert code == 201
+    prompt = await st.prompt_for(rec["session_id"], human=st.alice)
+    assert prompt
+    await st.alice.text("1", reply_to=prompt["event_id"])
+    assert (await st.record(rec["id"], wait=20))["state"] == "resolved"
+    await _checkpoint(st, head + 1)
+    await assert_tampering_caught(st, tmp_path, head - 2, head + 1)
+
+
+async def test_a_crypto_store_that_cannot_decrypt_is_one_line_exit_2(st: E2EStation, sid: str, tmp_path: Path) -> None:
+    await _settle(st, sid, 1)
+    out = await asyncio.to_thread(st.cli, "audit", "export", "--config", str(st.config_path))
+    await _checkpoint(st, int(out.stdout.splitlines()[-1].split('"seq":')[1].split(",")[0]))
+    device = st.kv("matrix.session")["device_id"]
+    store = f"{st.bot_id}_{device}.db"
+
+    def forget(_: sqlite3.Connection) -> None:  # the bot's sessions removed from the copy of its store
+        db = sqlite3.connect(tmp_path / "forget" / "state" / store)
+        db.execute("DELETE FROM megolminboundsessions")
+        db.commit()
+        db.close()
+
+    bad = await asyncio.to_thread(verify_edited, st, tmp_path / "forget", forget, "--against-room")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "cannot be decrypted" in bad.stderr and device in bad.stderr
+
+    def lose(_: sqlite3.Connection) -> None:
+        (tmp_path / "lose" / "state" / store).unlink()
+
+    bad = await asyncio.to_thread(verify_edited, st, tmp_path / "lose", lose, "--against-room")
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "missing" in bad.stderr, bad.stderr
