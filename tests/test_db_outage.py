@@ -3,12 +3,16 @@ synchronous streaming replica, both named in one two-host URL. The primary resta
 term (the standby does not take over), the listener comes back and says so, a write during the outage fails
 with a "not now" error and /healthz's reason is set, then cleared. The primary killed and the replica
 promoted: the same leader carries on with the same term on the new primary, and the pool writes there.
+A primary that stops answering without closing anything (every server process stopped: a black hole) holds
+no call forever: a read, a write and the leader's beat fail "not now" within the timeouts, and go on after.
 (A notification sent while the listener was away may be missed: it says so with ``on_gap``.) A leader that
 never comes back is replaced once the standby's grace is over; no writable host at start is exit 2."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -23,7 +27,7 @@ from bot.inbox.db.leader import LEADERSHIP, Deposed, Leader, check_term
 from bot.inbox.db.notify import SETTLED, Listener, notify
 from bot.inbox.db.postgres import PostgresDatabase
 from tests.support.pg_replica import Pair, replicated, restart, stop_immediately
-from tests.support.postgres import APP_PASSWORD, APP_ROLE
+from tests.support.postgres import APP_PASSWORD, APP_ROLE, PgCluster
 
 GUARD = 60
 
@@ -108,6 +112,58 @@ async def test_a_leader_lost_with_the_database_is_replaced_after_the_grace(pair:
             await asyncio.gather(standby, return_exceptions=True)
         await a.stop()
         await b.stop()
+
+
+def signal_server(cluster: PgCluster, sig: signal.Signals) -> None:
+    """``sig`` to the server and every backend of it (SIGSTOP: connections stay open, nothing answers)."""
+    assert cluster.proc is not None
+    pids = [cluster.proc.pid]
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pids[0]:
+                pids.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    for pid in pids:
+        os.kill(pid, sig)
+
+
+async def test_a_primary_that_stops_answering_holds_no_call_forever(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bot.inbox.db.postgres.COMMAND_TIMEOUT", 1.0)  # the mechanism, not the figures: fast
+    monkeypatch.setattr("bot.inbox.db.postgres.CONNECT_TIMEOUT", 1.0)
+    url = await pair.create_database()
+    db = await open_db(url, "frozen")
+    leader = Leader(db, poll=0.2)
+    beat: asyncio.Task[None] | None = None
+    try:
+        async with asyncio.timeout(GUARD):
+            await LEADERSHIP.upgrade(db)
+            assert await leader.campaign() == 1
+            signal_server(pair.primary, signal.SIGSTOP)
+            try:
+                beat = asyncio.create_task(leader.beat())
+                for call in (lambda: db.fetchval("SELECT 1"), lambda: db.execute("UPDATE leadership SET id=1")):
+                    t0 = time.monotonic()
+                    with pytest.raises(DATABASE_ERRORS):
+                        await call()
+                    assert time.monotonic() - t0 < 4, "a call waited on a server that does not answer"
+                assert db.unreachable is not None
+                await asyncio.sleep(1.5)
+                assert not beat.done()  # the beat retries (it never hangs on the old connection): no deposition
+            finally:
+                signal_server(pair.primary, signal.SIGCONT)
+            await beat  # back: the same term goes on
+            assert leader.term == 1 and not leader.lost.is_set()
+            assert await db.fetchval("SELECT term FROM leadership") == 1
+            await leader.resign()
+    finally:
+        signal_server(pair.primary, signal.SIGCONT)  # whatever happened above: never leave a server stopped
+        if beat is not None:
+            beat.cancel()
+            await asyncio.gather(beat, return_exceptions=True)
+        await db.stop()
 
 
 async def test_a_restart_then_a_promotion_depose_no_one(pair: Pair) -> None:

@@ -20,6 +20,7 @@ import structlog
 from nio import MegolmEvent, SyncResponse
 
 from bot.inbox.db.errors import DATABASE_ERRORS
+from bot.inbox.db.fence import Deposed
 from bot.matrix.backfill import backfill
 from bot.matrix.errors import REVOKED, MatrixFatal
 from bot.matrix.retry import STORAGE_ERRORS, MatrixBackoff, describe, retry
@@ -115,7 +116,7 @@ class Syncer:
                     await self._handle_batch(room, r, since, deliver)
                     await room.refusal.check()
                     await room.undecryptable.check()
-            except (asyncio.CancelledError, MatrixFatal):
+            except (asyncio.CancelledError, MatrixFatal, Deposed):  # Deposed: the term is over, the sync ends
                 raise
             except DATABASE_ERRORS as e:  # the state away: the same batch again soon after it is back
                 await self._pause(stop, state_lost, "sync_batch_state_unavailable", error=describe(e))
@@ -208,7 +209,7 @@ class Syncer:
         """A bad event is logged and skipped; a failing disk fails the batch (it comes again)."""
         try:
             await handler(source)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, Deposed):
             raise
         except STORAGE_ERRORS:
             raise

@@ -32,6 +32,7 @@ import structlog
 
 from bot.config import PromptsConfig
 from bot.inbox.db.errors import DATABASE_ERRORS
+from bot.inbox.db.fence import Deposed
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix, SendFailed, txn_id
@@ -146,7 +147,7 @@ class Outbox(Poster):
                 log.warning("send_failed", worker=name, error=str(e), retry_in=round(delay, 2))
                 await sleep_unless_stopped(self.stop, delay)
                 continue
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, Deposed):  # the term is over: the supervisor ends the Matrix side
                 raise
             except Exception:
                 log.exception("outbox_failed", worker=name)

@@ -230,6 +230,11 @@ class Leader:
         self._lose()
         raise Deposed(f"term {term} is over")
 
+    def stand_down(self) -> None:
+        """No longer leading (the daemon demotes itself): the leadership connection, and any lock it holds, go."""
+        self._drop()
+        self.term = None
+
     def _lose(self) -> None:
         log.warning("leader_deposed", term=self.term, holder=self.db.holder)
         self._drop()
