@@ -19,6 +19,7 @@ from bot.matrix.sync import SYNC_KEY, Syncer
 from bot.service import health
 from bot.service.supervisor import Supervisor
 from bot.util.backoff import NO_JITTER, Backoff, KeyedBackoff
+from bot.util.outage import Outage
 
 
 def test_backoff_doubles_to_the_cap_with_jitter_and_resets() -> None:
@@ -371,3 +372,33 @@ def test_healthz_says_the_role_and_a_standby_has_no_matrix_reasons() -> None:
     standby = health.body(_facts(ready=False, ready_at=0.0), 105.0, False, role="standby")
     assert standby["role"] == "standby" and standby["status"] == "ok" and standby["reasons"] == []
     assert health.body(_facts(ready=False, ready_at=0.0), 105.0, False)["status"] == "degraded"
+
+
+class Said:
+    """A logger that keeps (level, event, fields)."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, dict[str, Any]]] = []
+
+    def __getattr__(self, level: str) -> Any:
+        return lambda event, **kw: self.lines.append((level, event, kw))
+
+
+def test_an_outage_is_one_warning_with_its_reason_and_one_line_when_back() -> None:
+    said, t = Said(), [100.0]
+    out = Outage(said, "outbox_state_unavailable", "outbox_state_back", clock=lambda: t[0], worker="post")
+    out.ok()  # no outage: nothing said
+    for _ in range(5):
+        out.failed(ConnectionRefusedError("[Errno 111] Connection refused"), 0.5)
+        t[0] += 0.5
+    out.ok()
+    out.ok()
+    levels = [(lvl, ev) for lvl, ev, _ in said.lines]
+    assert levels == [("warning", "outbox_state_unavailable"), *[("debug", "outbox_state_unavailable")] * 4,
+                      ("info", "outbox_state_back")]
+    warning, back = said.lines[0][2], said.lines[-1][2]
+    assert warning == {"worker": "post", "error": "ConnectionRefusedError: [Errno 111] Connection refused",
+                       "retry_in": 0.5}
+    assert back == {"worker": "post", "after_s": 2.5, "attempts": 5}
+    out.failed("again", event="outbox_other")  # a new outage: a warning again
+    assert said.lines[-1][:2] == ("warning", "outbox_other")

@@ -22,7 +22,7 @@ import pytest
 
 from bot.demo.homeserver import Homeserver
 from bot.matrix.txn import txn_id
-from tests.support.ha import HaStation, peer_of, role_of, until_role
+from tests.support.ha import HaStation, peer_of, role_of, until_logged, until_role
 from tests.support.human import rel
 from tests.support.postgres import PgCluster
 from tests.support.station import AGENT_TOKEN, DECIDER_TOKEN, Station, request_body
@@ -44,18 +44,6 @@ async def pair(homeserver: Homeserver, workdir: Path, pg_cluster: PgCluster) -> 
     yield [a, b]
     await a.teardown()
     b.stop_daemon()
-
-
-async def until_logged(st: Station, event: str, since: int, timeout: float = 60) -> str:
-    """The daemon's log after byte ``since`` once it holds ``event`` (fails after ``timeout``: only a guard)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        text = st.log_path.read_bytes()[since:].decode(errors="replace")
-        if f"event='{event}'" in text or f'"event": "{event}"' in text:
-            return text
-        assert st.daemon is not None and st.daemon.poll() is None, f"daemon exited: {text[-1500:]}"
-        assert time.monotonic() < deadline, f"never logged {event}: {text[-1500:]}"
-        await asyncio.sleep(0.1)
 
 
 def leader_and_standby(pair: list[Station]) -> tuple[Station, Station]:

@@ -44,6 +44,7 @@ from bot.room.quiet import EditPacer, Quiet
 from bot.room.timing import Timings
 from bot.util.aio import sleep_unless_stopped, wait_any
 from bot.util.backoff import NO_JITTER, Backoff, KeyedBackoff
+from bot.util.outage import Outage
 
 log = structlog.get_logger("outbox")
 
@@ -128,6 +129,7 @@ class Outbox(Poster):
         """Run ``step`` whenever woken (or after the seconds it returns); back off on send failures."""
         pace = Backoff(0.5, 30.0, NO_JITTER)
         state_lost = Backoff(0.25, 2.0)  # the database away (a restart, a fail-over): back soon after it is
+        outage = Outage(log, "outbox_state_unavailable", "outbox_state_back", worker=name)
         while not self.stop.is_set():
             wake.clear()
             foreground = name in FOREGROUND
@@ -137,9 +139,10 @@ class Outbox(Poster):
                 idle = await step()
                 pace.reset()
                 state_lost.reset()
+                outage.ok()
             except DATABASE_ERRORS as e:  # not now: the same step again once the state answers
                 delay = state_lost.delay()
-                log.warning("outbox_state_unavailable", worker=name, error=str(e)[:300], retry_in=round(delay, 2))
+                outage.failed(str(e), delay)
                 await sleep_unless_stopped(self.stop, delay)
                 continue
             except SendFailed as e:

@@ -47,6 +47,7 @@ from bot.service.state_db import new_holder, state_database
 from bot.service.term import CurrentMatrix, discard
 from bot.service.webhooks import Webhooks
 from bot.util.aio import wait_any
+from bot.util.outage import Outage
 from bot.util.statedir import secure_state_dir
 
 log = structlog.get_logger("daemon")
@@ -266,6 +267,7 @@ class Daemon:
 
     # -- timeouts ------------------------------------------------------------
     async def timer_loop(self) -> None:
+        self._timer_outage = Outage(log, "timer_state_unavailable", "timer_state_back")
         while not self.stop.is_set():
             self.wake_timer.clear()
             try:
@@ -280,10 +282,11 @@ class Daemon:
                     if settled:
                         log.info("request_expired", request_id=rec.id, option_id=option)
                 nxt = await self.inbox.next_expiry()
+                self._timer_outage.ok()
             except (asyncio.CancelledError, Deposed):  # Deposed: the term is over (the supervisor demotes)
                 raise
             except DATABASE_ERRORS as e:  # not now: tried again shortly
-                log.warning("timer_state_unavailable", error=str(e)[:300])
+                self._timer_outage.failed(e)
                 nxt = None
             except Exception:
                 log.exception("timer_failed")

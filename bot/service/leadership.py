@@ -30,6 +30,7 @@ from bot.inbox.db.leader import LEADERSHIP, Leader
 from bot.inbox.db.postgres import PostgresDatabase
 from bot.matrix.sender import Sender
 from bot.util.backoff import Backoff
+from bot.util.outage import Outage
 
 log = structlog.get_logger("leader")
 
@@ -62,14 +63,16 @@ class Leadership:
         if self.leader is None:
             return
         pace = Backoff(0.2, 2.0)
+        outage = Outage(log, "leadership_table_retry", "leadership_table_back")
         while True:  # once, whichever daemon comes first; the database away for now: not now, retry
             try:
                 await LEADERSHIP.upgrade(self.leader.db)
+                outage.ok()
                 break
             except DATABASE_ERRORS as e:
                 self.leader.db.note_unreachable(e)
                 delay = pace.delay()
-                log.warning("leadership_table_retry", error=str(e)[:300], retry_in=round(delay, 2))
+                outage.failed(e, delay)
                 await asyncio.sleep(delay)
         term = await self.leader.campaign()
         self.fence = Fence(term)

@@ -25,6 +25,7 @@ from bot.inbox.db.fence import Deposed
 from bot.matrix.errors import MatrixFatal
 from bot.util.aio import on_signals
 from bot.util.backoff import Backoff
+from bot.util.outage import Outage
 
 if TYPE_CHECKING:
     from bot.service.daemon import Daemon
@@ -105,13 +106,15 @@ class Supervisor:
     async def _connect(self) -> None:
         """Log in and join; the state's database away meanwhile is "not now": retried, never an exit."""
         pace = Backoff(0.5, 5.0)
+        outage = Outage(log, "matrix_connect_state_unavailable", "matrix_connect_state_back")
         while True:
             try:
                 await self.daemon.connect()
+                outage.ok()
                 return
             except DATABASE_ERRORS as e:
                 delay = pace.delay()
-                log.warning("matrix_connect_state_unavailable", error=str(e)[:300], retry_in=round(delay, 2))
+                outage.failed(str(e), delay)
                 await asyncio.sleep(delay)
 
     async def _leading(self) -> None:

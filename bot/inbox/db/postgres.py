@@ -80,7 +80,7 @@ class PostgresDatabase(Database):
 
     dialect = POSTGRES
 
-    def __init__(self, target: Target, holder: str = "", *, min_size: int = 1, max_size: int = 10) -> None:
+    def __init__(self, target: Target, holder: str = "", *, min_size: int = 0, max_size: int = 10) -> None:
         super().__init__(target)
         assert target.dsn is not None
         self.dsn = target.dsn
@@ -113,7 +113,9 @@ class PostgresDatabase(Database):
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=self._sizes[0], max_size=self._sizes[1], reset=_no_session_state,
                 init=keep_alive, **self._connect_options(),
-            )
+            )  # no floor by default (min_size 0): asyncpg's task that keeps one logs a traceback per failed try
+            async with self._pool.acquire(timeout=CONNECT_TIMEOUT) as raw:  # reachable now (else exit 2); kept
+                await raw.fetchval("SELECT 1")
         except CONNECT_ERRORS as e:
             raise self.error("cannot connect to", e) from None
 
