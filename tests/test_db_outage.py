@@ -11,6 +11,7 @@ never comes back is replaced once the standby's grace is over; no writable host 
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import signal
 import subprocess
@@ -128,8 +129,15 @@ def signal_server(cluster: PgCluster, sig: signal.Signals) -> None:
         os.kill(pid, sig)
 
 
+def nothing_unretrieved(caplog: pytest.LogCaptureFixture) -> None:
+    """No future or task of the database's side ended with an exception nobody read (asyncio says so at GC)."""
+    gc.collect()
+    said = [r.getMessage() for r in caplog.records if "never retrieved" in r.getMessage() or r.exc_info]
+    assert not said, said
+
+
 async def test_a_primary_that_stops_answering_holds_no_call_forever(
-    pair: Pair, monkeypatch: pytest.MonkeyPatch
+    pair: Pair, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setattr("bot.inbox.db.postgres.COMMAND_TIMEOUT", 1.0)  # the mechanism, not the figures: fast
     monkeypatch.setattr("bot.inbox.db.postgres.CONNECT_TIMEOUT", 1.0)
@@ -158,6 +166,7 @@ async def test_a_primary_that_stops_answering_holds_no_call_forever(
             assert leader.term == 1 and not leader.lost.is_set()
             assert await db.fetchval("SELECT term FROM leadership") == 1
             await leader.resign()
+            nothing_unretrieved(caplog)
     finally:
         signal_server(pair.primary, signal.SIGCONT)  # whatever happened above: never leave a server stopped
         if beat is not None:
@@ -166,7 +175,7 @@ async def test_a_primary_that_stops_answering_holds_no_call_forever(
         await db.stop()
 
 
-async def test_a_restart_then_a_promotion_depose_no_one(pair: Pair) -> None:
+async def test_a_restart_then_a_promotion_depose_no_one(pair: Pair, caplog: pytest.LogCaptureFixture) -> None:
     url = await pair.create_database()
     assert "target_session_attrs" not in url and "," in url  # two hosts: read-write by default
     a, b = await open_db(url, "outage-a"), await open_db(url, "outage-b")
@@ -214,6 +223,7 @@ async def test_a_restart_then_a_promotion_depose_no_one(pair: Pair) -> None:
             await la.resign()
             assert await standby == 2  # a resignation still hands over at once, on the new primary
             await lb.resign()
+            nothing_unretrieved(caplog)
     finally:
         await listener.stop()
         for t in tasks:
