@@ -267,7 +267,7 @@ class Daemon:
 
     # -- timeouts ------------------------------------------------------------
     async def timer_loop(self) -> None:
-        self._timer_outage = Outage(log, "timer_state_unavailable", "timer_state_back")
+        outage = Outage(log, "timer_state_unavailable", "timer_state_back")
         while not self.stop.is_set():
             self.wake_timer.clear()
             try:
@@ -282,11 +282,11 @@ class Daemon:
                     if settled:
                         log.info("request_expired", request_id=rec.id, option_id=option)
                 nxt = await self.inbox.next_expiry()
-                self._timer_outage.ok()
+                outage.ok()
             except (asyncio.CancelledError, Deposed):  # Deposed: the term is over (the supervisor demotes)
                 raise
             except DATABASE_ERRORS as e:  # not now: tried again shortly
-                self._timer_outage.failed(e)
+                outage.failed(e)
                 nxt = None
             except Exception:
                 log.exception("timer_failed")
