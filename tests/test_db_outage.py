@@ -14,6 +14,7 @@ import asyncio
 import gc
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.inbox.db import create
+from bot.inbox.db import create, keepalive
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.leader import LEADERSHIP, Deposed, Leader, check_term
 from bot.inbox.db.notify import SETTLED, Listener, notify
@@ -149,6 +150,11 @@ async def test_a_primary_that_stops_answering_holds_no_call_forever(
         async with asyncio.timeout(GUARD):
             await LEADERSHIP.upgrade(db)
             assert await leader.campaign() == 1
+            async with db.pool.acquire() as pooled:  # a host that vanished is noticed on an idle connection too
+                for conn in (pooled, leader._conn):
+                    sock = conn._transport.get_extra_info("socket")
+                    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+                    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == keepalive.IDLE
             signal_server(pair.primary, signal.SIGSTOP)
             try:
                 beat = asyncio.create_task(leader.beat())
