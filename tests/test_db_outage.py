@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import os
 import signal
 import socket
 import subprocess
@@ -28,8 +27,8 @@ from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.leader import LEADERSHIP, Deposed, Leader, check_term
 from bot.inbox.db.notify import SETTLED, Listener, notify
 from bot.inbox.db.postgres import PostgresDatabase
-from tests.support.pg_replica import Pair, replicated, restart, stop_immediately
-from tests.support.postgres import APP_PASSWORD, APP_ROLE, PgCluster
+from tests.support.pg_replica import Pair, replicated, restart, signal_server, stop_immediately
+from tests.support.postgres import APP_PASSWORD, APP_ROLE
 
 GUARD = 60
 
@@ -114,20 +113,6 @@ async def test_a_leader_lost_with_the_database_is_replaced_after_the_grace(pair:
             await asyncio.gather(standby, return_exceptions=True)
         await a.stop()
         await b.stop()
-
-
-def signal_server(cluster: PgCluster, sig: signal.Signals) -> None:
-    """``sig`` to the server and every backend of it (SIGSTOP: connections stay open, nothing answers)."""
-    assert cluster.proc is not None
-    pids = [cluster.proc.pid]
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pids[0]:
-                pids.append(int(entry.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    for pid in pids:
-        os.kill(pid, sig)
 
 
 def nothing_unretrieved(caplog: pytest.LogCaptureFixture) -> None:
