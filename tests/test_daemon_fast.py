@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from bot.answers import KEYCAPS
+from bot.inbox.db.fence import Deposed
 from tests.support.fake_station import FakeStation, until
 from tests.support.fakematrix import FakeHomeserver
 from tests.support.human import content, rel
@@ -301,3 +302,41 @@ async def test_rule_settled_requests_are_never_posted_when_post_rule_settled_is_
         rec = await fst.d.inbox.get(f"{s}:1")
         assert rec is not None and rec.prompt_event_id is None
 
+
+
+async def test_a_term_that_ends_rebuilds_the_matrix_side_in_process(
+    fst: FakeStation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The term ends under the running Matrix side (here: one fenced write refused): the daemon does not exit;
+    its old client is closed, a new Matrix side (client, sync position read again, outbox) is built, and
+    the next term posts and settles what is pending exactly once (issue 36)."""
+    d = fst.d
+    old_matrix, old_outbox = d.matrix, d.outbox
+    rec, prompt = await fst.submit(request_body("s1"))
+    real = d.inbox.take_parked
+    deposed = []
+
+    async def refused_once() -> list[Any]:
+        if not deposed:
+            deposed.append(1)
+            raise Deposed("term 1 is over (now 2)")
+        return await real()
+
+    monkeypatch.setattr(d.inbox, "take_parked", refused_once)
+    old_outbox.wake_post.set()
+    await until(lambda: d.matrix is not old_matrix and d.ready and d.matrix.syncer.synced.is_set(),
+                what="a new Matrix side, logged in and synced")
+    assert fst._run is not None and not fst._run.done()
+    assert old_matrix.client.client_session is None  # the old term's HTTP session is closed
+    assert d.outbox is not old_outbox and d.outbox.matrix is d.matrix and d.rooms.matrix is d.matrix
+    assert d.room_figures.rooms is d.rooms
+    rec2, prompt2 = await fst.submit(request_body("s1", tool_call_id="c2"))  # posted by the new side
+    fst.text(fst.alice, "1", reply_to=prompt["event_id"])  # the prompt of the old term, answered now
+    fst.text(fst.alice, "1", reply_to=prompt2["event_id"])
+    for r, p in ((rec, prompt), (rec2, prompt2)):
+        got = await fst.settled(r.id)
+        assert got.outcome and got.outcome.option_id == "allow_once"
+        await until(lambda p=p: fst.edits_of(p["event_id"]), what="the settled edit")  # type: ignore[misc]
+    await asyncio.sleep(0.3)
+    assert len(fst.prompts_of("s1")) == 2
+    assert all(len(fst.edits_of(p["event_id"])) == 1 for p in (prompt, prompt2))

@@ -3,12 +3,17 @@ synchronous streaming replica, both named in one two-host URL. The primary resta
 term (the standby does not take over), the listener comes back and says so, a write during the outage fails
 with a "not now" error and /healthz's reason is set, then cleared. The primary killed and the replica
 promoted: the same leader carries on with the same term on the new primary, and the pool writes there.
+A primary that stops answering without closing anything (every server process stopped: a black hole) holds
+no call forever: a read, a write and the leader's beat fail "not now" within the timeouts, and go on after.
 (A notification sent while the listener was away may be missed: it says so with ``on_gap``.) A leader that
 never comes back is replaced once the standby's grace is over; no writable host at start is exit 2."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from bot.inbox.db import create
+from bot.inbox.db import create, keepalive
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.leader import LEADERSHIP, Deposed, Leader, check_term
 from bot.inbox.db.notify import SETTLED, Listener, notify
 from bot.inbox.db.postgres import PostgresDatabase
-from tests.support.pg_replica import Pair, replicated, restart, stop_immediately
+from tests.support.pg_replica import Pair, replicated, restart, signal_server, stop_immediately
 from tests.support.postgres import APP_PASSWORD, APP_ROLE
 
 GUARD = 60
@@ -110,7 +115,58 @@ async def test_a_leader_lost_with_the_database_is_replaced_after_the_grace(pair:
         await b.stop()
 
 
-async def test_a_restart_then_a_promotion_depose_no_one(pair: Pair) -> None:
+def nothing_unretrieved(caplog: pytest.LogCaptureFixture) -> None:
+    """No future or task of the database's side ended with an exception nobody read (asyncio says so at GC)."""
+    gc.collect()
+    said = [r.getMessage() for r in caplog.records if "never retrieved" in r.getMessage() or r.exc_info]
+    assert not said, said
+
+
+async def test_a_primary_that_stops_answering_holds_no_call_forever(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr("bot.inbox.db.postgres.COMMAND_TIMEOUT", 1.0)  # the mechanism, not the figures: fast
+    monkeypatch.setattr("bot.inbox.db.postgres.CONNECT_TIMEOUT", 1.0)
+    url = await pair.create_database()
+    db = await open_db(url, "frozen")
+    leader = Leader(db, poll=0.2)
+    beat: asyncio.Task[None] | None = None
+    try:
+        async with asyncio.timeout(GUARD):
+            await LEADERSHIP.upgrade(db)
+            assert await leader.campaign() == 1
+            async with db.pool.acquire() as pooled:  # a host that vanished is noticed on an idle connection too
+                for conn in (pooled, leader._conn):
+                    sock = conn._transport.get_extra_info("socket")
+                    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+                    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == keepalive.IDLE
+            signal_server(pair.primary, signal.SIGSTOP)
+            try:
+                beat = asyncio.create_task(leader.beat())
+                for call in (lambda: db.fetchval("SELECT 1"), lambda: db.execute("UPDATE leadership SET id=1")):
+                    t0 = time.monotonic()
+                    with pytest.raises(DATABASE_ERRORS):
+                        await call()
+                    assert time.monotonic() - t0 < 4, "a call waited on a server that does not answer"
+                assert db.unreachable is not None
+                await asyncio.sleep(1.5)
+                assert not beat.done()  # the beat retries (it never hangs on the old connection): no deposition
+            finally:
+                signal_server(pair.primary, signal.SIGCONT)
+            await beat  # back: the same term goes on
+            assert leader.term == 1 and not leader.lost.is_set()
+            assert await db.fetchval("SELECT term FROM leadership") == 1
+            await leader.resign()
+            nothing_unretrieved(caplog)
+    finally:
+        signal_server(pair.primary, signal.SIGCONT)  # whatever happened above: never leave a server stopped
+        if beat is not None:
+            beat.cancel()
+            await asyncio.gather(beat, return_exceptions=True)
+        await db.stop()
+
+
+async def test_a_restart_then_a_promotion_depose_no_one(pair: Pair, caplog: pytest.LogCaptureFixture) -> None:
     url = await pair.create_database()
     assert "target_session_attrs" not in url and "," in url  # two hosts: read-write by default
     a, b = await open_db(url, "outage-a"), await open_db(url, "outage-b")
@@ -158,6 +214,7 @@ async def test_a_restart_then_a_promotion_depose_no_one(pair: Pair) -> None:
             await la.resign()
             assert await standby == 2  # a resignation still hands over at once, on the new primary
             await lb.resign()
+            nothing_unretrieved(caplog)
     finally:
         await listener.stop()
         for t in tasks:

@@ -4,7 +4,11 @@ synchronous streaming replica, both hosts in one URL (``postgresql://...@p,r/db`
 - The primary restarted for 6 s under load (requests submitted, alice answering): no daemon exits; both
   say ``degraded`` with a reason meanwhile; an API call gets 503 with Retry-After; a long-poll is answered
   cleanly; a held hook keeps its place (one prompt, answered after); every request is posted once and
-  settled once, and the leader keeps its term.
+  settled once, and the leader keeps its term; each retry loop says why in one line (no traceback).
+- The primary stops answering without closing anything (every server process SIGSTOPped, 14 s: a black
+  hole): no daemon exits or hangs; /healthz answers at once and says ``degraded``; an API call that needs
+  the database gets 503 with Retry-After within its own wait (a statement gives up after 10 s); a request
+  submitted meanwhile is posted and settled once after; no traceback.
 - The primary killed (``pg_ctl stop -m immediate``) and the replica promoted (``pg_ctl promote``): the
   daemons resume on the new primary; a prompt pending before is answered exactly once; a request submitted
   during the switch is posted once.
@@ -14,6 +18,7 @@ One module-scoped setup serves both (the second leaves the replica as the only s
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,7 +28,7 @@ import pytest
 from bot.demo.homeserver import Homeserver
 from tests.support.dbloss import Seen, answer, call, counts, load, settled_all, submit_until_taken
 from tests.support.ha import HaStation, peer_of, role_of, until_role
-from tests.support.pg_replica import Pair, replicated, restart, stop_immediately
+from tests.support.pg_replica import Pair, replicated, restart, signal_server, stop_immediately
 from tests.support.station import TOKEN, Station, request_body
 from tests.test_hooks_e2e import hook_input
 
@@ -84,6 +89,14 @@ async def exactly_once(st: Station, sid: str, n: int, timeout: float = 60) -> No
     assert len(edits) == n and set(edits.values()) == {1}, edits
 
 
+def no_tracebacks(daemons: list[Station], marks: list[int]) -> None:
+    """Each retry loop said why in one line while the database was away: no traceback in a daemon's output."""
+    for st, mark in zip(daemons, marks, strict=True):
+        during = st.log_path.read_bytes()[mark:].decode(errors="replace")
+        noise = [ln for ln in during.splitlines() if not ln.startswith("timestamp=") or "Traceback" in ln]
+        assert "Traceback" not in during and "never retrieved" not in during, "\n".join(noise)[:8000]
+
+
 async def test_a_restart_under_load_ends_no_daemon_and_loses_nothing(ha: tuple[Pair, list[Station]]) -> None:
     pg, daemons = ha
     a, b = daemons
@@ -98,6 +111,7 @@ async def test_a_restart_under_load_ends_no_daemon_and_loses_nothing(ha: tuple[P
     loader = asyncio.create_task(load(daemons, sid, 2.0, stop, seen))
     answerer = asyncio.create_task(answer(a, sid, answered))
     await asyncio.sleep(3)
+    marks = [st.log_path.stat().st_size for st in daemons]
     down = asyncio.create_task(asyncio.to_thread(restart, pg.primary, 6.0))
     degraded: dict[str, list[str]] = {}
     refused: list[str | None] = []
@@ -138,6 +152,46 @@ async def test_a_restart_under_load_ends_no_daemon_and_loses_nothing(ha: tuple[P
     await until_ok(daemons)
     assert sorted([await role_of(a), await role_of(b)]) == ["leader", "standby"]
     assert "leader_reclaimed" in a.log_path.read_text() + b.log_path.read_text()  # the same term went on
+    no_tracebacks(daemons, marks)
+
+
+async def test_a_primary_that_stops_answering_holds_no_call(ha: tuple[Pair, list[Station]]) -> None:
+    pg, daemons = ha
+    a, b = daemons
+    sid = "dbl-frozen"
+    marks = [st.log_path.stat().st_size for st in daemons]
+    signal_server(pg.primary, signal.SIGSTOP)
+    try:
+        frozen = time.monotonic()
+        seen = Seen()
+        during = asyncio.create_task(submit_until_taken([b, a], request_body(sid, key="frozen"), seen))
+        t0 = time.monotonic()
+        code, headers, body = await call(b, "GET", "/permissions", token=TOKEN, timeout=30)
+        took = time.monotonic() - t0
+        assert code == 503 and headers.get("Retry-After") and took < 12, (code, body, took)
+        print(f"black-holed primary: 503 after {took:.2f} s")
+        degraded = False
+        while time.monotonic() - frozen < 14:
+            t0 = time.monotonic()
+            code, _, h = await call(a, "GET", "/healthz", timeout=5)
+            assert code == 200 and time.monotonic() - t0 < 2, (code, h)  # /healthz never waits on the database
+            degraded = degraded or (h["status"] == "degraded" and "database" in " ".join(h["reasons"]))
+            await asyncio.sleep(0.5)
+        assert degraded
+    finally:
+        signal_server(pg.primary, signal.SIGCONT)
+    rec = await asyncio.wait_for(during, 60)
+    prompt = await a.prompt_for(sid, seq=rec["request_seq"], timeout=60)
+    assert prompt is not None
+    await a.alice.text("1", reply_to=prompt["event_id"])
+    for got in await settled_all(daemons, [rec["id"]]):
+        assert got["state"] == "resolved" and got["outcome"]["via"] == "matrix", got
+    await exactly_once(a, sid, 1)
+    alive(daemons)
+    await until_ok(daemons)
+    assert sorted([await role_of(a), await role_of(b)]) == ["leader", "standby"]
+    assert not seen.other, seen.other
+    no_tracebacks(daemons, marks)
 
 
 async def test_the_primary_lost_and_its_replica_promoted(ha: tuple[Pair, list[Station]]) -> None:
@@ -149,6 +203,7 @@ async def test_the_primary_lost_and_its_replica_promoted(ha: tuple[Pair, list[St
     assert prompt is not None
     while not replicated(pg):
         await asyncio.sleep(0.1)
+    marks = [st.log_path.stat().st_size for st in daemons]
     stop_immediately(pg.primary)
     body = request_body(sid, tool_call_id="during", key="during")
     during = asyncio.create_task(submit_until_taken([b, a], body, Seen()))
@@ -165,3 +220,4 @@ async def test_the_primary_lost_and_its_replica_promoted(ha: tuple[Pair, list[St
     alive(daemons)
     await until_ok(daemons)
     assert sorted([await role_of(a), await role_of(b)]) == ["leader", "standby"]
+    no_tracebacks(daemons, marks)

@@ -2,11 +2,14 @@
 room, trust = "cross-signed", alice on matrix-js-sdk in Element's signed-devices isolation. The device (nio's
 crypto store, cross-signing keys) lives in the database: after kill -9 of the leader, the standby takes over
 as the same, still cross-signed device; its prompt decrypts for her without a warning and her encrypted `1`
-settles it."""
+settles it. A leader paused past its lease and resumed demotes itself in-process, and when elected again (the
+other killed) it restores the device from the database and still posts and reads encrypted (issue 36)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ import pytest
 
 from bot.demo.homeserver import Homeserver
 from bot.matrix.vault import VAULT_KEY
-from tests.support.ha import peer_of, role_of, until_role
+from tests.support.ha import peer_of, role_of, until_logged, until_role
 from tests.support.postgres import PgCluster, kv_value
 from tests.support.station import Station, request_body
 from tests.test_cross_signing_e2e import XSStation
@@ -88,6 +91,33 @@ async def test_the_standby_takes_over_as_the_same_cross_signed_device(
     await _settled_by_her(a, b, sid, "after")  # posted by the new leader: still the cross-signed device
     assert a.bot_device_signed(device)
     assert (await a.pg_kv(VAULT_KEY))["device_id"] == device
+
+
+async def test_a_leader_deposed_while_paused_leads_again_in_the_same_process(
+    pair: tuple[HaXSStation, Station], sid: str
+) -> None:
+    a, b = pair  # b leads since the take-over above; a was killed
+    a.start_daemon()
+    await until_role(a, "standby")
+    assert b.daemon is not None
+    mark = b.log_path.stat().st_size
+    os.kill(b.daemon.pid, signal.SIGSTOP)
+    try:
+        await until_role(a, "leader")  # b's beat is older than its lease: a takes over
+        await a.wait_healthy()
+        await _settled_by_her(a, a, sid, "while-paused")
+    finally:
+        os.kill(b.daemon.pid, signal.SIGCONT)
+    await until_logged(b, "leader_demoted", mark)  # no exit: a standby again, its old Matrix side closed
+    await until_role(b, "standby")
+    a.kill_daemon()
+    await until_role(b, "leader")  # a fresh term in the same process: the device restored from the database
+    await b.wait_healthy()
+    await _settled_by_her(a, b, sid, "elected-again")
+    after = b.log_path.read_bytes()[mark:].decode(errors="replace")
+    assert "Traceback" not in after and after.count("event='leader_elected'") == 1, after[-3000:]
+    a.start_daemon()
+    await until_role(a, "standby")
 
 
 async def test_e2ee_commands_use_the_database(pair: tuple[HaXSStation, Station]) -> None:

@@ -11,6 +11,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+import structlog
+import structlog.testing
 
 from bot.config import HarnessConfig
 from bot.harness import Harnesses
@@ -19,7 +21,8 @@ from bot.harness.mapping import CHANGED, ELSEWHERE, to_submission
 from bot.harness.watcher import OK, TOKEN_REFUSED, UNREACHABLE, Watcher
 from bot.inbox import ledger
 from bot.inbox import links as L
-from bot.inbox.db import create
+from bot.inbox.db import DatabaseError, create
+from bot.inbox.db.fence import Deposed
 from bot.inbox.links import Links
 from bot.inbox.store import Inbox
 from bot.inbox.submission import SubmissionError
@@ -407,4 +410,34 @@ async def test_a_watched_harness_posts_to_its_room_and_a_new_revision_stays_ther
     await w.step(client)
     (again,) = await ib.pending()
     assert again.revision == 2 and again.room == "infra"
+    await ib.close()
+
+
+async def test_the_state_away_is_one_warning_and_a_deposed_term_ends_the_loop(
+    tmp_path: Path, fake: FakeHarness, client: Client
+) -> None:
+    """The database away for a few steps: one warning with the reason and one line when back, no traceback and
+    the harness not called unreachable; the leader's term over (Deposed): the loop ends (the supervisor demotes)."""
+    ib = await _inbox(tmp_path)
+    w = _watcher(ib, fake)
+    real, fails = w.step, [DatabaseError("state.database: lost the connection"), DatabaseError("still away")]
+
+    async def step(c: Client) -> None:
+        if fails:
+            raise fails.pop(0)
+        await real(c)
+
+    w.step = step  # type: ignore[method-assign]
+    stop = asyncio.Event()
+    with structlog.testing.capture_logs() as said:
+        task = asyncio.create_task(w.run(client, stop))
+        await _until(lambda: any(e["event"] == "harness_state_back" for e in said), timeout=10)
+        stop.set()
+        await task
+    events = [(e["log_level"], e["event"]) for e in said]
+    assert events.count(("warning", "harness_state_unavailable")) == 1 and "harness_step_failed" not in str(events)
+    assert w.state == OK
+    fails.append(Deposed("term 1 is over (now 2)"))
+    with pytest.raises(Deposed):
+        await asyncio.wait_for(w.run(client, asyncio.Event()), 5)
     await ib.close()

@@ -24,7 +24,8 @@ def _parser() -> argparse.ArgumentParser:
         "joins the station room, posts each permission request there and serves the HTTP API. The structured "
         "log goes to stderr ([log] level and format); 'ready' says when prompts can be answered.",
         epilog="exit codes: 0 stopped, 1 a failure only a person can fix (one matrix_fatal line says what), "
-        "2 a config error (one line naming the key), 3 a deposed leader (restart it: it comes back as a standby)\n"
+        "2 a config error (one line naming the key); a leader deposed (another daemon took over) or a database\n"
+        "outage ends no daemon: it stands again as a standby (leader_demoted) and retries\n"
         "check a config first: permission-bot doctor --config PATH",
     )
     run.add_argument("--config", default="config.toml", help="the TOML config (default: ./config.toml)")

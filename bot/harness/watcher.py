@@ -36,11 +36,14 @@ from bot.harness.mapping import (
     to_submission,
 )
 from bot.inbox import links as L
+from bot.inbox.db.errors import DATABASE_ERRORS
+from bot.inbox.db.fence import Deposed
 from bot.inbox.links import Link, Links, Squatted
 from bot.inbox.record import CANCELLED, Record
 from bot.inbox.store import Inbox
 from bot.util.aio import wait_any
 from bot.util.backoff import NO_JITTER, Backoff
+from bot.util.outage import Outage
 
 log = structlog.get_logger("harness")
 
@@ -101,6 +104,7 @@ class Watcher:
     async def run(self, client: Client, stop: asyncio.Event) -> None:
         cap = min(MAX_BACKOFF, self.cfg.poll * 2**10)  # after a failure: twice the poll, doubling to this
         backoff = Backoff(min(cap, self.cfg.poll * 2), cap, NO_JITTER)
+        outage = Outage(log, "harness_state_unavailable", "harness_state_back", harness=self.name)
         while not stop.is_set():
             self.wake.clear()
             wait = self.cfg.poll
@@ -108,8 +112,12 @@ class Watcher:
                 await self.step(client)
                 self.failures = 0
                 backoff.reset()
-            except asyncio.CancelledError:
+                outage.ok()
+            except (asyncio.CancelledError, Deposed):  # Deposed: the term is over (the supervisor demotes)
                 raise
+            except DATABASE_ERRORS as e:  # the state away for now: the same step again soon after
+                wait = backoff.delay()
+                outage.failed(e, wait)
             except (HarnessDown, TokenRefused, DiscoveryError) as e:
                 self._token_ok = False
                 kind = {TokenRefused: TOKEN_REFUSED, DiscoveryError: MISCONFIGURED}.get(type(e), UNREACHABLE)

@@ -20,6 +20,7 @@ import structlog
 from nio import MegolmEvent, SyncResponse
 
 from bot.inbox.db.errors import DATABASE_ERRORS
+from bot.inbox.db.fence import Deposed
 from bot.matrix.backfill import backfill
 from bot.matrix.errors import REVOKED, MatrixFatal
 from bot.matrix.retry import STORAGE_ERRORS, MatrixBackoff, describe, retry
@@ -29,6 +30,7 @@ from bot.matrix.sync_filter import SyncFilter
 from bot.matrix.vault import Vault
 from bot.util.aio import sleep_unless_stopped
 from bot.util.backoff import Backoff
+from bot.util.outage import Outage
 
 log = structlog.get_logger("matrix")
 
@@ -66,6 +68,7 @@ class Syncer:
         # the token was revoked: log in again (MatrixFatal when no password is configured)
         self.on_token_revoked = on_token_revoked
         self.vault = vault
+        self.state_outage = Outage(log, "sync_state_unavailable", "sync_state_back")  # the state away: 2 lines
 
     @property
     def joined(self) -> bool:
@@ -115,10 +118,12 @@ class Syncer:
                     await self._handle_batch(room, r, since, deliver)
                     await room.refusal.check()
                     await room.undecryptable.check()
-            except (asyncio.CancelledError, MatrixFatal):
+            except (asyncio.CancelledError, MatrixFatal, Deposed):  # Deposed: the term is over, the sync ends
                 raise
             except DATABASE_ERRORS as e:  # the state away: the same batch again soon after it is back
-                await self._pause(stop, state_lost, "sync_batch_state_unavailable", error=describe(e))
+                await self._pause(
+                    stop, state_lost, "sync_batch_state_unavailable", self.state_outage, error=describe(e)
+                )
                 continue
             except Exception as e:  # the same batch comes again: since is not moved
                 await self._pause(stop, backoff, "sync_batch_failed", error=describe(e))
@@ -127,15 +132,22 @@ class Syncer:
                 return
             backoff.reset()
             state_lost.reset()
+            self.state_outage.ok()
             self.last_sync_ok = time.time()
             self.synced.set()
             since = r.next_batch
             first = False
             self.sync_lag = time.monotonic() - started
 
-    async def _pause(self, stop: asyncio.Event, backoff: Backoff, event: str, **kw: Any) -> None:
+    async def _pause(
+        self, stop: asyncio.Event, backoff: Backoff, event: str, outage: Outage | None = None, **kw: Any
+    ) -> None:
+        """Wait before the next try; with ``outage`` (the state away), only its first try is a warning."""
         delay = backoff.delay()
-        log.warning(event, retry_in=round(delay, 2), **kw)
+        if outage is not None:
+            outage.failed(str(kw.pop("error", "")), delay, event=event)
+        else:
+            log.warning(event, retry_in=round(delay, 2), **kw)
         await sleep_unless_stopped(stop, delay)
 
     async def _save_token(self, token: str, stop: asyncio.Event) -> bool:
@@ -153,7 +165,7 @@ class Syncer:
             except STORAGE_ERRORS as e:
                 if stop.is_set():
                     return False
-                await self._pause(stop, backoff, "sync_token_save_failed", error=describe(e))
+                await self._pause(stop, backoff, "sync_token_save_failed", self.state_outage, error=describe(e))
 
     async def _invites(self, r: SyncResponse) -> None:
         """An invite to a station room is accepted (after a kick, say); to any other room, declined."""
@@ -208,7 +220,7 @@ class Syncer:
         """A bad event is logged and skipped; a failing disk fails the batch (it comes again)."""
         try:
             await handler(source)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, Deposed):
             raise
         except STORAGE_ERRORS:
             raise

@@ -32,6 +32,7 @@ import structlog
 
 from bot.config import PromptsConfig
 from bot.inbox.db.errors import DATABASE_ERRORS
+from bot.inbox.db.fence import Deposed
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix, SendFailed, txn_id
@@ -43,6 +44,7 @@ from bot.room.quiet import EditPacer, Quiet
 from bot.room.timing import Timings
 from bot.util.aio import sleep_unless_stopped, wait_any
 from bot.util.backoff import NO_JITTER, Backoff, KeyedBackoff
+from bot.util.outage import Outage
 
 log = structlog.get_logger("outbox")
 
@@ -127,6 +129,7 @@ class Outbox(Poster):
         """Run ``step`` whenever woken (or after the seconds it returns); back off on send failures."""
         pace = Backoff(0.5, 30.0, NO_JITTER)
         state_lost = Backoff(0.25, 2.0)  # the database away (a restart, a fail-over): back soon after it is
+        outage = Outage(log, "outbox_state_unavailable", "outbox_state_back", worker=name)
         while not self.stop.is_set():
             wake.clear()
             foreground = name in FOREGROUND
@@ -136,9 +139,10 @@ class Outbox(Poster):
                 idle = await step()
                 pace.reset()
                 state_lost.reset()
+                outage.ok()
             except DATABASE_ERRORS as e:  # not now: the same step again once the state answers
                 delay = state_lost.delay()
-                log.warning("outbox_state_unavailable", worker=name, error=str(e)[:300], retry_in=round(delay, 2))
+                outage.failed(str(e), delay)
                 await sleep_unless_stopped(self.stop, delay)
                 continue
             except SendFailed as e:
@@ -146,7 +150,7 @@ class Outbox(Poster):
                 log.warning("send_failed", worker=name, error=str(e), retry_in=round(delay, 2))
                 await sleep_unless_stopped(self.stop, delay)
                 continue
-            except asyncio.CancelledError:
+            except (asyncio.CancelledError, Deposed):  # the term is over: the supervisor ends the Matrix side
                 raise
             except Exception:
                 log.exception("outbox_failed", worker=name)

@@ -21,6 +21,8 @@ from bot.events.kinds import Kind
 from bot.events.states import Via
 from bot.harness import Harnesses
 from bot.inbox.across import Across
+from bot.inbox.db.errors import DATABASE_ERRORS
+from bot.inbox.db.fence import Deposed
 from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
 from bot.inbox.record import EXPIRED, Record
 from bot.inbox.session_rules import facts, scope_of
@@ -42,8 +44,10 @@ from bot.service.leadership import Leadership
 from bot.service.metrics import Metrics, export_figures
 from bot.service.rooms import RoomFigures, Rooms
 from bot.service.state_db import new_holder, state_database
+from bot.service.term import CurrentMatrix, discard
 from bot.service.webhooks import Webhooks
 from bot.util.aio import wait_any
+from bot.util.outage import Outage
 from bot.util.statedir import secure_state_dir
 
 log = structlog.get_logger("daemon")
@@ -62,48 +66,65 @@ class Daemon:
         secure_state_dir(state)
         self.holder = new_holder()
         self.inbox = Inbox(state_database(cfg, self.holder))  # SQLite under state, or [state] database
-        self.matrix = Matrix(cfg.matrix, self.inbox, str(state), rooms=[(r.name, r.room) for r in cfg.rooms],
-                             refused_for=lambda name: partial(self.on_refused_event, room=name),
-                             durable_device=self.inbox.database.dialect.is_postgres)  # the device in the database
         self.metrics = Metrics(pending=self.inbox.count_pending)
-        self.notices = self.matrix.notices  # the bot's m.notice chatter (the Matrix side posts its own too)
         self.stop = asyncio.Event()
         self.wake_timer = asyncio.Event()
-        self.outbox = Outbox(self.inbox, self.matrix, self.metrics, cfg.prompts, self.stop, self.now,
-                             self.on_room_event)
-        self.rooms = Rooms(cfg, self.inbox, self.matrix, self.now, self.outbox.wake_post.set,
-                           self.outbox.wake_settle.set)  # each station room's answers (bot/service/rooms.py)
-        self.room_answers: RoomAnswers = self.rooms.answers["default"]
-        self.metrics.registry.register(RoomFigures(self.rooms))
-        self.session_rules = self.room_answers.session_rules
         self.floods = Floods(caps_of(cfg), lambda room, text: self.matrix.rooms[room].notices.post(text))
         self.rules: list[Any] = []
         if cfg.rules:
             from bot.inbox.rules import parse_rules
 
             self.rules = parse_rules(list(cfg.rules))
+        self._build_matrix_side()  # matrix, outbox, rooms, checkpoints, escalations: built again each term
+        self.room_figures = RoomFigures(self.rooms)
+        self.metrics.registry.register(self.room_figures)
+        # the listeners reach the Matrix side of now (a demoted leader builds a new one: bot.service.term)
         self.inbox.listen(self._on_change, every_daemon=True)
-        self.inbox.listen(self.outbox.on_change, every_daemon=True)  # PostgreSQL: another daemon's too
-        self.inbox.on_release(self.outbox.wake_post.set)  # a held request another daemon released
-        self.inbox.on_approved(self.outbox.wake_settle.set)  # a quorum prompt to edit (approvals so far)
-        self.inbox.listen(self.outbox.timings.on_change)
+        self.inbox.listen(lambda k, r: self.outbox.on_change(k, r), every_daemon=True)  # another daemon's too
+        self.inbox.on_release(lambda: self.outbox.wake_post.set())  # a held request another daemon released
+        self.inbox.on_approved(lambda: self.outbox.wake_settle.set())  # a quorum prompt to edit
+        self.inbox.listen(lambda k, r: self.outbox.timings.on_change(k, r))
         self.webhooks = Webhooks(cfg.webhooks)
         self.inbox.listen(self.webhooks.on_change)
         self.inbox.listen(self.metrics.on_change)
-        export_figures(self.metrics, self.matrix, self.webhooks)
+        export_figures(self.metrics, CurrentMatrix(lambda: self.matrix), self.webhooks)
         self.harnesses = Harnesses(cfg.harnesses, self.inbox, now=self.now, timeout=cfg.prompts.timeout,
                                    after_new=self._apply_rules, room_of=cfg.room_of_harness)
         self.inbox.listen(self.harnesses.on_change, every_daemon=True)
-        self.checkpoints = Checkpoints(self.inbox, self.matrix, self.now)  # the ledger's head in the rooms
-        self.inbox.listen(self.checkpoints.on_change, every_daemon=True)
-        self.escalations = Escalations(cfg, self.inbox, self.matrix, self.now)  # unanswered prompts, once
-        self.inbox.listen(self.escalations.on_change, every_daemon=True)
+        self.inbox.listen(lambda k, r: self.checkpoints.on_change(k, r), every_daemon=True)
+        self.inbox.listen(lambda k, r: self.escalations.on_change(k, r), every_daemon=True)
         self.across = Across(self.inbox)  # LISTEN for other daemons' changes (PostgreSQL only)
         senders = [r.sender for r in self.matrix.rooms.values()]  # every station room's sends are fenced
         self.leadership = Leadership(self.inbox.database, senders)  # leader or standby
         self.leases = HookLeases(self.inbox, self.holder, self.now)  # the hooks this daemon holds are its own
         self.ready = False
         self.ready_at = 0.0
+
+    def _build_matrix_side(self) -> None:
+        """The Matrix side of one term, read from the state when it runs (nothing of an old term's kept)."""
+        cfg, state = self.cfg, self.cfg.state_dir
+        self.matrix = Matrix(cfg.matrix, self.inbox, str(state), rooms=[(r.name, r.room) for r in cfg.rooms],
+                             refused_for=lambda name: partial(self.on_refused_event, room=name),
+                             durable_device=self.inbox.database.dialect.is_postgres)  # the device in the database
+        self.notices = self.matrix.notices  # the bot's m.notice chatter (the Matrix side posts its own too)
+        self.outbox = Outbox(self.inbox, self.matrix, self.metrics, cfg.prompts, self.stop, self.now,
+                             self.on_room_event)
+        self.rooms = Rooms(cfg, self.inbox, self.matrix, self.now, self.outbox.wake_post.set,
+                           self.outbox.wake_settle.set)  # each station room's answers (bot/service/rooms.py)
+        self.room_answers: RoomAnswers = self.rooms.answers["default"]
+        self.session_rules = self.room_answers.session_rules
+        self.checkpoints = Checkpoints(self.inbox, self.matrix, self.now)  # the ledger's head in the rooms
+        self.escalations = Escalations(cfg, self.inbox, self.matrix, self.now)  # unanswered prompts, once
+
+    async def demote(self) -> None:
+        """The term is over and its tasks ended (bot.service.supervisor): a standby again, with the old term's
+        Matrix side closed and a new one built for the next election; the API serves throughout."""
+        self.ready, self.ready_at = False, 0.0
+        self.leadership.demote()
+        await discard(self.matrix)
+        self._build_matrix_side()
+        self.room_figures.rooms = self.rooms
+        self.leadership.guard(r.sender for r in self.matrix.rooms.values())
 
     def health(self) -> dict[str, object]:
         """The ``/healthz`` body: ``status`` ``ok`` or ``degraded`` with its reasons."""
@@ -246,6 +267,7 @@ class Daemon:
 
     # -- timeouts ------------------------------------------------------------
     async def timer_loop(self) -> None:
+        outage = Outage(log, "timer_state_unavailable", "timer_state_back")
         while not self.stop.is_set():
             self.wake_timer.clear()
             try:
@@ -260,8 +282,12 @@ class Daemon:
                     if settled:
                         log.info("request_expired", request_id=rec.id, option_id=option)
                 nxt = await self.inbox.next_expiry()
-            except asyncio.CancelledError:
+                outage.ok()
+            except (asyncio.CancelledError, Deposed):  # Deposed: the term is over (the supervisor demotes)
                 raise
+            except DATABASE_ERRORS as e:  # not now: tried again shortly
+                outage.failed(e)
+                nxt = None
             except Exception:
                 log.exception("timer_failed")
                 nxt = None

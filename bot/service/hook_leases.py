@@ -24,6 +24,7 @@ import structlog
 
 from bot.events.states import Via
 from bot.inbox.store import Inbox
+from bot.util.outage import Outage
 
 log = structlog.get_logger("hooks")
 
@@ -56,6 +57,7 @@ class HookLeases:
         self.shared = inbox.database.dialect.is_postgres
         self._live_since: float | None = None  # since when this daemon renewed its lease without a gap
         self._last: float | None = None
+        self._outage = Outage(log, "hook_lease_failed", "hook_lease_back")  # one warning an outage, one info
 
     async def start(self) -> None:
         """Before the API takes hooks: the first renewal (PostgreSQL), or an earlier run's hooks withdrawn (SQLite)."""
@@ -80,7 +82,9 @@ class HookLeases:
                 raise
             except Exception as e:  # a database outage: a gap in this daemon's renewals, so it judges nobody
                 self._live_since = None
-                log.warning("hook_lease_failed", error=f"{type(e).__name__}: {e}")
+                self._outage.failed(e)
+            else:
+                self._outage.ok()
             try:
                 await asyncio.wait_for(stop.wait(), self.beat)
             except TimeoutError:

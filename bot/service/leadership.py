@@ -6,9 +6,10 @@ there) and sets its :class:`bot.inbox.db.fence.Fence` in the caller's context, s
 tasks created afterwards carry the term into every write transaction and before every send.
 :meth:`Leadership.while_leading` runs the Matrix side beside the heartbeat and raises
 :class:`Deposed` the moment the term is found over (a failed beat, or a fenced write or send that saw
-a newer term): the supervisor then ends the Matrix side at once and the process exits non-zero
-(:data:`DEPOSED_EXIT`) for its manager to restart it as a standby; nothing of the old term's Matrix
-state (nio client, sync position, outbox queues) is reused. On SQLite the daemon is always the leader
+a newer term): the supervisor then ends the Matrix side at once, :meth:`Leadership.demote` makes this
+daemon a standby again and the daemon builds its Matrix side anew (bot.service.daemon): nothing of the
+old term's Matrix state (nio client, sync position, outbox queues) is reused, and a later election
+starts a fresh term from the database's state. The HTTP API serves throughout. On SQLite the daemon is always the leader
 and nothing is checked. A database lost for a while deposes no one by itself (issue 36): the leader's
 beat waits and reclaims its term when it is back (:meth:`bot.inbox.db.leader.Leader.beat`).
 """
@@ -29,10 +30,10 @@ from bot.inbox.db.leader import LEADERSHIP, Leader
 from bot.inbox.db.postgres import PostgresDatabase
 from bot.matrix.sender import Sender
 from bot.util.backoff import Backoff
+from bot.util.outage import Outage
 
 log = structlog.get_logger("leader")
 
-DEPOSED_EXIT = 3  # the exit code of a daemon whose term ended under it
 STALE_AFTER = 5.0  # a leader's heartbeat older than this (seconds) is taken over
 POLL = 1.0  # a standby's wait for the lock, and the leader's beat
 
@@ -49,8 +50,7 @@ class Leadership:
         if db.dialect.is_postgres:
             assert isinstance(db, PostgresDatabase)
             self.leader = Leader(db, stale_after=stale_after, poll=poll)
-            for sender in senders:  # every station room's: a send from a deposed term never leaves
-                sender.guard = partial(confirm, db)
+        self.guard(senders)
 
     @property
     def role(self) -> str:
@@ -63,14 +63,16 @@ class Leadership:
         if self.leader is None:
             return
         pace = Backoff(0.2, 2.0)
+        outage = Outage(log, "leadership_table_retry", "leadership_table_back")
         while True:  # once, whichever daemon comes first; the database away for now: not now, retry
             try:
                 await LEADERSHIP.upgrade(self.leader.db)
+                outage.ok()
                 break
             except DATABASE_ERRORS as e:
                 self.leader.db.note_unreachable(e)
                 delay = pace.delay()
-                log.warning("leadership_table_retry", error=str(e)[:300], retry_in=round(delay, 2))
+                outage.failed(e, delay)
                 await asyncio.sleep(delay)
         term = await self.leader.campaign()
         self.fence = Fence(term)
@@ -106,6 +108,18 @@ class Leadership:
         except Deposed as e:
             fence.depose(str(e))
         log.error("leader_deposed", term=fence.term, action="stopping the Matrix side at once")
+
+    def guard(self, senders: Iterable[Sender]) -> None:
+        """Every send of ``senders`` first confirms this context's term (none on SQLite)."""
+        if self.leader is not None:
+            for sender in senders:  # every station room's: a send from a deposed term never leaves
+                sender.guard = partial(confirm, self.leader.db)
+
+    def demote(self) -> None:
+        """The term is over: a standby again (its leadership connection dropped), until :meth:`elect`."""
+        self.fence = None
+        if self.leader is not None:
+            self.leader.stand_down()
 
     async def resign(self) -> None:
         """Stopping: hand the leadership over at once (a standby need not wait for a stale beat)."""

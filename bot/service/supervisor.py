@@ -5,9 +5,11 @@ once on SQLite; on a shared PostgreSQL database once elected, bot.service.leader
 and once logged in and joined the sync loop, the outbox workers, the notices and the harness watchers.
 SIGTERM/SIGINT (from :meth:`Supervisor.catch_signals`, called before start-up so a stop at any stage
 counts) set the daemon's ``stop``; the first task that fails stops the rest. :meth:`Supervisor.run` answers the exit
-code: 0 after a stop, 1 after a failure (one clear line: ``matrix_fatal`` or ``daemon_failed``), 3 when
-another daemon took the leadership over (``leader_deposed_exit``). The state's database lost for a while is
-never an exit: every use of it retries (bot.inbox.db.leader, bot.inbox.db.notify, the loops here).
+code: 0 after a stop, 1 after a failure (one clear line: ``matrix_fatal`` or ``daemon_failed``). A leader
+whose term ended under it (another daemon took over while this one was paused or cut off) never exits: its
+Matrix side is ended at once, closed and built anew (:meth:`bot.service.daemon.Daemon.demote`,
+``leader_demoted``), and it stands again as a standby. The state's database lost for a while is never an
+exit either: every use of it retries (bot.inbox.db.leader, bot.inbox.db.notify, the loops here).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ import structlog
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.fence import Deposed
 from bot.matrix.errors import MatrixFatal
-from bot.service.leadership import DEPOSED_EXIT
 from bot.util.aio import on_signals
 from bot.util.backoff import Backoff
+from bot.util.outage import Outage
 
 if TYPE_CHECKING:
     from bot.service.daemon import Daemon
@@ -56,7 +58,20 @@ class Supervisor:
             await asyncio.gather(webhooks, leases, return_exceptions=True)  # they end on their own once stopped
 
     async def _matrix_until_stopped(self) -> int:
-        """The Matrix side until a stop (at any stage) or a failure: 0, or 1 with one clear line."""
+        """The Matrix side, term after term, until a stop (at any stage) or a failure: 0, or 1 with one line."""
+        d = self.daemon
+        while True:
+            try:
+                return await self._term()
+            except Deposed as e:  # another daemon leads now: a standby again, never an exit
+                await d.demote()
+                log.warning("leader_demoted", reason=str(e), role=d.leadership.role,
+                            action="the old term's Matrix side closed; standing again as a standby")
+                if d.stop.is_set():
+                    return 0
+
+    async def _term(self) -> int:
+        """One election and the term after it (a task of its own: its fence is that term's alone)."""
         d = self.daemon
         main = asyncio.create_task(self._matrix_side(), name="matrix")
         stopped = asyncio.create_task(d.stop.wait(), name="stop")
@@ -74,9 +89,10 @@ class Supervisor:
         except MatrixFatal as e:
             log.error("matrix_fatal", error=str(e))
             return 1
-        except Deposed as e:  # another daemon leads now: exit, the manager restarts this one as a standby
-            log.error("leader_deposed_exit", reason=str(e), code=DEPOSED_EXIT)
-            return DEPOSED_EXIT
+        except Deposed:
+            if d.stop.is_set():
+                return 0
+            raise
         except Exception as e:
             log.exception("daemon_failed", error=f"{type(e).__name__}: {e}")
             return 1
@@ -90,13 +106,15 @@ class Supervisor:
     async def _connect(self) -> None:
         """Log in and join; the state's database away meanwhile is "not now": retried, never an exit."""
         pace = Backoff(0.5, 5.0)
+        outage = Outage(log, "matrix_connect_state_unavailable", "matrix_connect_state_back")
         while True:
             try:
                 await self.daemon.connect()
+                outage.ok()
                 return
             except DATABASE_ERRORS as e:
                 delay = pace.delay()
-                log.warning("matrix_connect_state_unavailable", error=str(e)[:300], retry_in=round(delay, 2))
+                outage.failed(str(e), delay)
                 await asyncio.sleep(delay)
 
     async def _leading(self) -> None:

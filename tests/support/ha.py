@@ -65,3 +65,15 @@ async def until_role(st: Station, role: str, timeout: float = 60) -> float:
             return time.monotonic() - t0
         await asyncio.sleep(0.1)
     raise AssertionError(f"never {role}: {st.log_path.read_text()[-1500:]}")
+
+
+async def until_logged(st: Station, event: str, since: int, timeout: float = 60) -> str:
+    """The daemon's log after byte ``since`` once it holds ``event`` (fails after ``timeout``: only a guard)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = st.log_path.read_bytes()[since:].decode(errors="replace")
+        if f"event='{event}'" in text or f'"event": "{event}"' in text:
+            return text
+        assert st.daemon is not None and st.daemon.poll() is None, f"daemon exited: {text[-1500:]}"
+        assert time.monotonic() < deadline, f"never logged {event}: {text[-1500:]}"
+        await asyncio.sleep(0.1)

@@ -29,6 +29,20 @@ def restart(cluster: PgCluster, down_for: float) -> None:
     cluster.start(port=port)
 
 
+def signal_server(cluster: PgCluster, sig: signal.Signals) -> None:
+    """``sig`` to the server and every backend of it (SIGSTOP: connections stay open, nothing answers)."""
+    assert cluster.proc is not None
+    pids = [cluster.proc.pid]
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pids[0]:
+                pids.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    for pid in pids:
+        os.kill(pid, sig)
+
+
 def stop_immediately(cluster: PgCluster) -> None:
     """``pg_ctl stop -m immediate``: the server dies as in a crash (no checkpoint, backends cut)."""
     subprocess.run(

@@ -34,6 +34,7 @@ from bot.inbox.db.fence import Deposed, check_term
 from bot.inbox.db.postgres import CONNECT_ERRORS, PostgresDatabase, rows_changed, tag_of
 from bot.inbox.db.upgrade import UpgradeTable, both
 from bot.util.backoff import Backoff
+from bot.util.outage import Outage
 
 log = structlog.get_logger("leader")
 __all__ = ["LEADERSHIP", "Deposed", "Leader", "check_term"]
@@ -92,13 +93,14 @@ class Leader:
         self._grace_until = 0.0  # monotonic: until then a free lock is left to the leader the row names
         self._returning = False  # the campaign lost its connection: the grace starts once it is back
         self._backoff = Backoff(0.2, max(poll, 0.2))  # a leader retries at least as often as a standby polls
+        self._outage = Outage(log, "leader_connection_lost", "leader_connection_back")  # two lines an outage
 
     def _lost_connection(self, e: BaseException, event: str) -> float:
         """Note a lost or refused connection (the database's health says it); the pause before the next try."""
         self.db.note_unreachable(e)
         self._drop()
         delay = self._backoff.delay()
-        log.warning(event, error=f"{type(e).__name__}: {e}"[:300], retry_in=round(delay, 2))
+        self._outage.failed(e, delay, event=event)
         return delay
 
     async def _connection(self) -> Any:
@@ -107,6 +109,7 @@ class Leader:
             await self._conn.execute(f"SET lock_timeout = {max(1, int(self.poll * 1000))}")  # waits end: re-check
             self.db.note_reachable()
             self._backoff.reset()
+            self._outage.ok()
             if self._returning:  # counted from the database's return, not from the last failed try
                 self._returning = False
                 self._grace_until = time.monotonic() + self.stale_after
@@ -229,6 +232,11 @@ class Leader:
                 await asyncio.sleep(self._lost_connection(e, "leader_reclaim_retry"))
         self._lose()
         raise Deposed(f"term {term} is over")
+
+    def stand_down(self) -> None:
+        """No longer leading (the daemon demotes itself): the leadership connection, and any lock it holds, go."""
+        self._drop()
+        self.term = None
 
     def _lose(self) -> None:
         log.warning("leader_deposed", term=self.term, holder=self.db.holder)

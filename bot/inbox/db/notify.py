@@ -88,7 +88,7 @@ class Listener:
                 except (DatabaseError, *UNREACHABLE) as e:  # the database is away (a restart, a fail-over)
                     self.db.note_unreachable(e)
                     delay = self.backoff.delay()
-                    log.warning("notify_listener_retry", error=str(e)[:300], retry_in=round(delay, 2))
+                    log.debug("notify_listener_retry", error=str(e)[:300], retry_in=round(delay, 2))  # lost: said
                     await asyncio.sleep(delay)
                     continue
                 self.backoff.reset()

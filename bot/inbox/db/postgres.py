@@ -20,6 +20,7 @@ import asyncpg
 from bot.inbox.db.base import Connection, Database, DatabaseError, Row
 from bot.inbox.db.dialect import POSTGRES
 from bot.inbox.db.fence import Deposed, Fence
+from bot.inbox.db.keepalive import keep_alive
 from bot.inbox.db.url import Target, scrub, session_attrs
 
 IDLE_IN_TRANSACTION_MS = 10_000
@@ -37,6 +38,7 @@ UNREACHABLE = (
     asyncpg.exceptions.OperatorInterventionError, asyncpg.exceptions.ReadOnlySQLTransactionError,
 )
 CONNECT_TIMEOUT = 5.0  # seconds per connection attempt: an API call that needs one is not held longer
+COMMAND_TIMEOUT = 10.0  # seconds per statement: a primary that stopped answering (packets dropped) is "not now"
 
 
 def tag_of(holder: str) -> str:
@@ -78,7 +80,7 @@ class PostgresDatabase(Database):
 
     dialect = POSTGRES
 
-    def __init__(self, target: Target, holder: str = "", *, min_size: int = 1, max_size: int = 10) -> None:
+    def __init__(self, target: Target, holder: str = "", *, min_size: int = 0, max_size: int = 10) -> None:
         super().__init__(target)
         assert target.dsn is not None
         self.dsn = target.dsn
@@ -98,7 +100,7 @@ class PostgresDatabase(Database):
         """asyncpg's options for every connection: this daemon's settings, a bounded connect, and with
         several hosts the writable primary (``target_session_attrs``: libpq's default for the form)."""
         attrs = session_attrs(self.target)
-        return {"server_settings": self._settings(), "timeout": CONNECT_TIMEOUT,
+        return {"server_settings": self._settings(), "timeout": CONNECT_TIMEOUT, "command_timeout": COMMAND_TIMEOUT,
                 **({"target_session_attrs": attrs} if attrs else {})}
 
     def error(self, doing: str, e: BaseException) -> DatabaseError:
@@ -110,17 +112,21 @@ class PostgresDatabase(Database):
         try:
             self._pool = await asyncpg.create_pool(
                 self.dsn, min_size=self._sizes[0], max_size=self._sizes[1], reset=_no_session_state,
-                **self._connect_options(),
-            )
+                init=keep_alive, **self._connect_options(),
+            )  # no floor by default (min_size 0): asyncpg's task that keeps one logs a traceback per failed try
+            async with self._pool.acquire(timeout=CONNECT_TIMEOUT) as raw:  # reachable now (else exit 2); kept
+                await raw.fetchval("SELECT 1")
         except CONNECT_ERRORS as e:
             raise self.error("cannot connect to", e) from None
 
     async def connect_one(self) -> Any:
         """A connection of its own (not from the pool), with this daemon's settings: the caller closes it."""
         try:
-            return await asyncpg.connect(self.dsn, **self._connect_options())
+            conn = await asyncpg.connect(self.dsn, **self._connect_options())
         except CONNECT_ERRORS as e:
             raise self.error("cannot connect to", e) from None
+        await keep_alive(conn)
+        return conn
 
     async def stop(self) -> None:
         if self._pool is not None:
@@ -135,10 +141,17 @@ class PostgresDatabase(Database):
 
     @asynccontextmanager
     async def _acquire(self) -> AsyncIterator[Any]:
-        """A pooled connection; a lost or refused one is noted for ``/healthz`` (and raised: the API's 503)."""
+        """A pooled connection; a lost or refused one is noted for ``/healthz`` (and raised: the API's 503).
+        Neither the wait for one nor a statement on it is held forever (a primary that stopped answering):
+        a connection whose statement timed out is dropped, not handed out again."""
+        raw: Any = None
         try:
-            async with self.pool.acquire() as raw:
-                yield raw
+            async with self.pool.acquire(timeout=CONNECT_TIMEOUT) as raw:
+                try:
+                    yield raw
+                except TimeoutError:
+                    raw.terminate()
+                    raise
         except UNREACHABLE as e:
             self.note_unreachable(e)
             if isinstance(e, OSError | TimeoutError):  # the socket's own word: one every caller knows
@@ -149,8 +162,18 @@ class PostgresDatabase(Database):
 
     @asynccontextmanager
     async def _begin(self) -> AsyncIterator[Connection]:
-        async with self._acquire() as raw, raw.transaction():
-            yield PgConnection(raw)
+        async with self._acquire() as raw:
+            tx = raw.transaction()
+            await tx.start()
+            try:
+                yield PgConnection(raw)
+            except TimeoutError:  # no ROLLBACK sent to a server that does not answer: the connection is dropped
+                raise
+            except BaseException:
+                with contextlib.suppress(*UNREACHABLE, asyncpg.PostgresError):  # lost: the server rolls back
+                    await tx.rollback()
+                raise
+            await tx.commit()
 
     @asynccontextmanager
     async def _begin_fenced(self, term: Fence) -> AsyncIterator[Connection]:
@@ -165,6 +188,8 @@ class PostgresDatabase(Database):
                 raise term.depose(f"term {term.term} is over") from None
             try:
                 yield PgConnection(raw)
+            except TimeoutError:  # no ROLLBACK sent to a server that does not answer: the connection is dropped
+                raise
             except BaseException:
                 with contextlib.suppress(Exception):  # a broken connection: the pool's release rolls back
                     await raw.execute("ROLLBACK")
