@@ -157,6 +157,7 @@ def _with_extra(rows: list[tuple[Any, ...]], cols: list[str], extra: ExtraKv) ->
 async def _copy(target: Database, src: SqliteDatabase, extra: ExtraKv | None = None) -> dict[str, int]:
     counts: dict[str, int] = {}
     async with target.transaction() as conn:
+        conn.allow_slow()
         names = await _pg_tables(conn)
         await conn.execute(f"LOCK TABLE {', '.join(names)} IN EXCLUSIVE MODE")
         used = []
@@ -176,7 +177,8 @@ async def _copy(target: Database, src: SqliteDatabase, extra: ExtraKv | None = N
         raw = conn.raw  # asyncpg's COPY: every row in one round trip
         for name, cols in wanted.items():
             if rows[name]:
-                await raw.copy_records_to_table(name, records=rows[name], columns=[c for c, _, _ in cols])
+                await raw.copy_records_to_table(name, records=rows[name], columns=[c for c, _, _ in cols],
+                                                timeout=conn.timeout)
             counts[name] = len(rows[name])
             for i, (col, _, identity) in enumerate(cols):
                 if identity:

@@ -64,6 +64,11 @@ class Connection(ABC):
         """One value of the first row, or None."""
         return value(first(await self.fetch(sql, *args)), column)
 
+    def allow_slow(self) -> None:
+        """Lift the per-statement time limit for the rest of this connection's use (schema steps and
+        ``state migrate``: a long ``ALTER TABLE`` on a large database is work, not a dead server); SQLite has none."""
+        return None
+
     async def script(self, script: str) -> None:
         """Run each statement of ``script`` (cut at top-level ``;``), no arguments."""
         for stmt in split_statements(script):

@@ -39,6 +39,7 @@ UNREACHABLE = (
 )
 CONNECT_TIMEOUT = 5.0  # seconds per connection attempt: an API call that needs one is not held longer
 COMMAND_TIMEOUT = 10.0  # seconds per statement: a primary that stopped answering (packets dropped) is "not now"
+SLOW_TIMEOUT = 6 * 3600.0  # seconds per statement of a schema step or `state migrate` (Connection.allow_slow)
 
 
 def tag_of(holder: str) -> str:
@@ -59,12 +60,16 @@ class PgConnection(Connection):
 
     def __init__(self, conn: Any) -> None:
         self.raw = conn  # asyncpg.Connection (asyncpg ships no types)
+        self.timeout: float | None = None  # None: the pool's COMMAND_TIMEOUT
+
+    def allow_slow(self) -> None:
+        self.timeout = SLOW_TIMEOUT
 
     async def execute(self, sql: str, *args: Any) -> int:
-        return rows_changed(await self.raw.execute(POSTGRES.sql(sql), *args))
+        return rows_changed(await self.raw.execute(POSTGRES.sql(sql), *args, timeout=self.timeout))
 
     async def fetch(self, sql: str, *args: Any) -> Sequence[Row]:
-        rows: Sequence[Row] = await self.raw.fetch(POSTGRES.sql(sql), *args)
+        rows: Sequence[Row] = await self.raw.fetch(POSTGRES.sql(sql), *args, timeout=self.timeout)
         return rows
 
 

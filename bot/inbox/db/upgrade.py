@@ -67,6 +67,7 @@ class UpgradeTable:
         """Bring ``db`` up to ``latest``; the version reached. Raises SchemaTooNew for a newer database."""
         while True:
             async with db.transaction() as conn:
+                conn.allow_slow()
                 if conn.dialect.is_postgres:
                     await conn.execute("SELECT pg_advisory_xact_lock($1)", UPGRADE_LOCK)
                 await conn.execute(VERSIONS)
