@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from bot.matrix.vault import VaultError, archive_of, read_member
+from bot.matrix.vault import VaultError, archive_of, read_member, store_image
 
 MEGOLM = "m.megolm.v1.aes-sha2"
 
@@ -37,14 +37,7 @@ def local_image(state_dir: str | Path, user_id: str, device_id: str) -> bytes:
     if not path.is_file():
         raise KeysUnavailable(f"the crypto store of device {device_id} is missing ({path})")
     try:
-        src = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10)
-        mem = sqlite3.connect(":memory:")
-        try:
-            src.backup(mem)
-            return mem.serialize()
-        finally:
-            mem.close()
-            src.close()
+        return store_image(path, read_only=True)
     except sqlite3.Error as e:
         raise KeysUnavailable(f"cannot read the crypto store of device {device_id} ({e})") from None
 
