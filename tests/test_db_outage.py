@@ -166,6 +166,27 @@ async def test_a_primary_that_stops_answering_holds_no_call_forever(
         await db.stop()
 
 
+async def test_a_schema_step_or_a_migration_is_not_cut_by_the_statement_limit(
+    pair: Pair, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-statement limit tells a dead server from a slow one; a long ALTER on a large database is the
+    latter: ``allow_slow`` (schema steps, ``state migrate``) lifts it for that connection only. (Before the
+    promotion test: it needs the first primary.)"""
+    monkeypatch.setattr("bot.inbox.db.postgres.COMMAND_TIMEOUT", 0.3)
+    db = await open_db(await pair.create_database(), "slow")
+    try:
+        async with asyncio.timeout(GUARD):
+            with pytest.raises(DATABASE_ERRORS):
+                await db.fetchval("SELECT pg_sleep(0.8)")
+            async with db.transaction() as conn:
+                conn.allow_slow()
+                await conn.execute("SELECT pg_sleep(0.8)")
+            with pytest.raises(DATABASE_ERRORS):  # the next transaction has the limit again
+                await db.fetchval("SELECT pg_sleep(0.8)")
+    finally:
+        await db.stop()
+
+
 async def test_a_restart_then_a_promotion_depose_no_one(pair: Pair, caplog: pytest.LogCaptureFixture) -> None:
     url = await pair.create_database()
     assert "target_session_attrs" not in url and "," in url  # two hosts: read-write by default
@@ -223,22 +244,3 @@ async def test_a_restart_then_a_promotion_depose_no_one(pair: Pair, caplog: pyte
         await a.stop()
         await b.stop()
 
-
-async def test_a_schema_step_or_a_migration_is_not_cut_by_the_statement_limit(
-    pair: Pair, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The per-statement limit tells a dead server from a slow one; a long ALTER on a large database is the
-    latter: ``allow_slow`` (schema steps, ``state migrate``) lifts it for that connection only."""
-    monkeypatch.setattr("bot.inbox.db.postgres.COMMAND_TIMEOUT", 0.3)
-    db = await open_db(await pair.create_database(), "slow")
-    try:
-        async with asyncio.timeout(GUARD):
-            with pytest.raises(DATABASE_ERRORS):
-                await db.fetchval("SELECT pg_sleep(0.8)")
-            async with db.transaction() as conn:
-                conn.allow_slow()
-                await conn.execute("SELECT pg_sleep(0.8)")
-            with pytest.raises(DATABASE_ERRORS):  # the next transaction has the limit again
-                await db.fetchval("SELECT pg_sleep(0.8)")
-    finally:
-        await db.stop()
