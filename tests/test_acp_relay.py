@@ -253,8 +253,8 @@ def test_stdin_from_a_file_and_sigterm(tmp_path: Path) -> None:
     )
     try:
         assert p.stderr is not None
-        first = p.stderr.readline()  # "agent started": the handlers are in place
-        assert b"agent started" in first
+        first = p.stderr.readline()  # agent_started: the handlers are in place
+        assert b"agent_started" in first
         p.terminate()
         assert p.wait(20) == 128 + 15
     finally:

@@ -115,7 +115,7 @@ class Request:
         cache = self.proxy.cache
         clash = [k for k in EXTRAS if k in self.params]
         if clash:
-            self.log.warning("agent params carry fields the proxy sets; they are dropped", fields=clash)
+            self.log.warning("agent_params_dropped", message="fields the proxy sets are dropped", fields=clash)
         body = {k: v for k, v in self.params.items() if k not in EXTRAS}
         ctx = cache.completion(self.acp.session_id, self.params["toolCall"])
         cache.merge(self.acp.session_id, self.acp.tool_call)
@@ -127,14 +127,14 @@ class Request:
             body["cwd"] = cwd
         if ctx:
             body["toolCallContext"] = ctx
-            self.log.info("completing tool call from earlier updates", fields=sorted(ctx))
+            self.log.info("tool_call_completed_from_updates", fields=sorted(ctx))
         return body
 
     async def run(self) -> None:
         try:
             result = await self._resolve()
         except Exception:
-            self.log.exception("permission request failed; answering cancelled")
+            self.log.exception("permission_request_failed", message="answering cancelled")
             result = outcomes.cancelled()
         self.done = True
         if result is None or not self.answer_agent:
@@ -200,7 +200,7 @@ class Request:
         if self.session_id is not None:
             self.proxy.used_keys[self.session_id] = self.key
         self.log.info(
-            "permission request submitted",
+            "permission_request_submitted",
             request_id=rec["id"],
             state=rec.get("state"),
             completed="toolCallContext" in body,
@@ -220,7 +220,7 @@ class Request:
         self.told_at, self.settled_rec = time.time(), rec
         result = outcomes.result_from_record(rec)
         self.log.info(
-            "permission request settled",
+            "permission_request_settled",
             request_id=rec["id"],
             state=rec.get("state"),
             option_id=result["outcome"].get("optionId"),
@@ -241,7 +241,7 @@ class Request:
                 return rec
             pause = self.resubmits.delay()
             self.log.warning(
-                "daemon does not know the request; submitting it again",
+                "request_unknown_resubmitting", message="the daemon does not know the request; submitting it again",
                 request_id=request_id,
                 after_seconds=round(pause, 2),
             )
@@ -263,7 +263,7 @@ class Request:
             )
             return outcomes.cancelled()
         if rid is None:
-            self.log.info("permission request cancelled before the daemon had it")
+            self.log.info("permission_request_cancelled_before_submit")
             return outcomes.cancelled()
         self.record_id = rid
         return await self._cancel_in_daemon(rid, max(0.1, deadline - loop.time()))
@@ -280,17 +280,17 @@ class Request:
                 current = None if rec is not None else await daemon.get(request_id, digest=self.digest)
         except (TimeoutError, DaemonError) as e:
             self.log.warning(
-                "could not cancel the request in the daemon",
+                "daemon_cancel_failed",
                 request_id=request_id,
                 error=str(e) or type(e).__name__,
             )
             return outcomes.cancelled()
         result = outcomes.after_cancel(rec, current)
         if rec is not None:
-            self.log.info("permission request cancelled", request_id=request_id, by=self.cancel_by)
+            self.log.info("permission_request_cancelled", request_id=request_id, by=self.cancel_by)
         elif not outcomes.is_cancelled(result):
             self.log.info(
-                "request was answered before the cancel; the agent gets that answer",
+                "answered_before_cancel", message="the agent gets that answer",
                 request_id=request_id,
                 option_id=result["outcome"].get("optionId"),
             )
@@ -298,13 +298,13 @@ class Request:
 
     async def _fallback(self, why: str) -> dict[str, Any] | None:
         if self.proxy.cfg.fallback == "forward":
-            self.log.warning("fallback: forwarding the permission request to the client", reason=why)
+            self.log.warning("fallback_forwarded", reason=why)
             self.forwarded = True
             await self.proxy.forward(self)
             return None
         result = outcomes.reject_result(self.params)
         self.log.warning(
-            "fallback: rejecting the permission request",
+            "fallback_rejected",
             reason=why,
             option_id=result["outcome"].get("optionId"),
         )
