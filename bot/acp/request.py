@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
@@ -31,8 +30,10 @@ from bot.acp.daemon_client import (
     SubmitState,
 )
 from bot.acp.inflight import discard, record_to_cancel
+from bot.acp.submission import submission_body
+from bot.acp.timing import request_timing
 from bot.acp.toolcalls import ToolCallCache
-from bot.util.digest import EXTRAS, submission_digest
+from bot.util.digest import submission_digest
 
 log = structlog.get_logger("bot.acp")
 
@@ -112,23 +113,10 @@ class Request:
         """The daemon submission: the params as sent, plus key, label, cwd and toolCallContext ({} when invalid)."""
         if self.acp is None:
             return {}
-        cache = self.proxy.cache
-        clash = [k for k in EXTRAS if k in self.params]
-        if clash:
-            self.log.warning("agent_params_dropped", message="fields the proxy sets are dropped", fields=clash)
-        body = {k: v for k, v in self.params.items() if k not in EXTRAS}
-        ctx = cache.completion(self.acp.session_id, self.params["toolCall"])
-        cache.merge(self.acp.session_id, self.acp.tool_call)
-        body["key"] = self.key
-        if self.proxy.cfg.label:
-            body["label"] = self.proxy.cfg.label
         cwd = self.proxy.cwd_by_session.get(self.session_id) if self.session_id is not None else None
-        if cwd:
-            body["cwd"] = cwd
-        if ctx:
-            body["toolCallContext"] = ctx
-            self.log.info("tool_call_completed_from_updates", fields=sorted(ctx))
-        return body
+        return submission_body(
+            self.params, self.acp, self.proxy.cache, self.log, key=self.key, label=self.proxy.cfg.label, cwd=cwd
+        )
 
     async def run(self) -> None:
         try:
@@ -143,26 +131,11 @@ class Request:
             await self.proxy.send_agent(outcomes.withdrawn_error(self.rpc_id))
         else:
             await self.proxy.answer(self.rpc_id, result)
-        if self.settled_rec is not None:
-            self._log_timing(self.settled_rec, time.time())
-
-    def _log_timing(self, rec: dict[str, Any], agent_told: float) -> None:
-        """``request_timing``: asked -> submitted (the daemon's clock), settled -> proxy told (the long-poll's
-        answer) -> agent told, in ms."""
-        try:
-            settled, submitted = (
-                datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp()
-                for at in ((rec.get("outcome") or {}).get("decided_at"), rec.get("requested_at"))
-            )
-        except ValueError:
-            return
-        self.log.info(
-            "request_timing",
-            request_id=rec.get("id"),
-            asked_to_submit_ms=round((submitted - self.asked_at) * 1000, 1),
-            settled_to_proxy_ms=round((self.told_at - settled) * 1000, 1),
-            proxy_to_agent_ms=round((agent_told - self.told_at) * 1000, 1),
+        timing = None if self.settled_rec is None else request_timing(
+            self.settled_rec, self.asked_at, self.told_at, time.time()
         )
+        if timing is not None:
+            self.log.info("request_timing", **timing)
 
     async def _race(self, task: asyncio.Task[Any]) -> bool:
         """Wait for ``task`` or a cancel; True when the task finished and no cancel came."""
@@ -241,7 +214,8 @@ class Request:
                 return rec
             pause = self.resubmits.delay()
             self.log.warning(
-                "request_unknown_resubmitting", message="the daemon does not know the request; submitting it again",
+                "request_unknown_resubmitting",
+                message="the daemon does not know the request; submitting it again",
                 request_id=request_id,
                 after_seconds=round(pause, 2),
             )
@@ -290,7 +264,8 @@ class Request:
             self.log.info("permission_request_cancelled", request_id=request_id, by=self.cancel_by)
         elif not outcomes.is_cancelled(result):
             self.log.info(
-                "answered_before_cancel", message="the agent gets that answer",
+                "answered_before_cancel",
+                message="the agent gets that answer",
                 request_id=request_id,
                 option_id=result["outcome"].get("optionId"),
             )
