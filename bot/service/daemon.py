@@ -69,9 +69,9 @@ class Daemon:
         self.stop = asyncio.Event()
         self.wake_timer = asyncio.Event()
         self.floods = Floods(caps_of(cfg), lambda room, text: self.matrix.rooms[room].notices.post(text))
-        self._build_matrix_side()  # matrix, outbox, rooms, checkpoints, escalations: built again each term
         self.by_rule = ByRule(cfg, self.inbox, self.now, lambda: self.session_rules,
-                             lambda: self.outbox.wake_post.set())  # the outbox of now (each term its own)
+                             lambda: self.outbox.wake_post.set())  # the Matrix side of now (each term its own)
+        self._build_matrix_side()  # matrix, outbox, rooms, checkpoints, escalations: built again each term
         self.room_figures = RoomFigures(self.rooms)
         self.metrics.registry.register(self.room_figures)
         # the listeners reach the Matrix side of now (a demoted leader builds a new one: bot.service.term)
