@@ -174,7 +174,7 @@ async def test_a_request_that_does_not_fit_acp_never_reaches_the_daemon(
         reply = await r.agent_reply(1)
         assert reply["result"]["outcome"] == {"outcome": "selected", "optionId": "no"}
         assert fake.submissions == []
-        assert await r.logged("fallback: rejecting the permission request")
+        assert await r.logged("fallback_rejected")
         assert await r.logged("options.0.name: Field required")
         assert not any(b"request_permission" in x for x in r.client_lines)
         sparse = params(toolCall={"toolCallId": "c2", "newField": True}, _meta={"v": 1})

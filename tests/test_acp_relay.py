@@ -224,7 +224,7 @@ def test_exit_code_and_usage_errors(tmp_path: Path) -> None:
     )
     assert r.returncode == 128 + 9
     r = subprocess.run([*base, "--", str(tmp_path / "no-such-agent")], capture_output=True, timeout=60)
-    assert r.returncode == 127 and b"not found" in r.stderr and r.stdout == b""
+    assert r.returncode == 127 and b"agent_command_not_found" in r.stderr and r.stdout == b""
     r = subprocess.run(base, capture_output=True, timeout=60)
     assert r.returncode == 2 and b"no agent command" in r.stderr
     r = subprocess.run([*base, "--connect-timeout", "soon", "--", PY, "-c", "pass"], capture_output=True, timeout=60)
@@ -253,8 +253,8 @@ def test_stdin_from_a_file_and_sigterm(tmp_path: Path) -> None:
     )
     try:
         assert p.stderr is not None
-        first = p.stderr.readline()  # "agent started": the handlers are in place
-        assert b"agent started" in first
+        first = p.stderr.readline()  # agent_started: the handlers are in place
+        assert b"agent_started" in first
         p.terminate()
         assert p.wait(20) == 128 + 15
     finally:

@@ -13,7 +13,7 @@ from bot import answers
 from bot.answers import ANSWER_KEY, classify, resolve
 from bot.events.kinds import ANSWERED
 from bot.inbox.record import Record
-from bot.room.answers import as_target
+from bot.room.targets import as_target
 from tests.test_questions import records, settled
 
 FORM = "hook-PermissionRequest-AskUserQuestion"

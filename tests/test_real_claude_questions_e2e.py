@@ -69,7 +69,7 @@ async def test_ask_user_question_answered_in_the_room(station: Any, tmp_path: Pa
         got = "\n".join(api.tool_results)
         assert '"Which database should we use?"="SQLite"' in got, (got, api.requests)
         assert '"Which extras do you want?"="Docker, CI"' in got, got
-        assert await c.logged("elicitation answered")
+        assert await c.logged("elicitation_answered")
     finally:
         await c.close()
         await api.close()

@@ -200,7 +200,7 @@ async def test_pre_tool_use_hook_under_the_adapter_asks_alone(
         assert done["stop_reasons"] == ["end_turn"] and done["client_permission_requests"] == 0
         assert run.marker.exists(), "allowed by the hook, yet the tool did not run"
         assert [(r["id"], r["state"]) for r in await records_of(station, sid)] == [(rec["id"], "resolved")]
-        assert "permission request from agent" not in run.client.stderr()  # the ACP door was never asked
+        assert "permission_request_received" not in run.client.stderr()  # the ACP door was never asked
         assert await station.alice.wait(lambda e: _is_prompt(station, sid, e) and e != p, 2) is None
     finally:
         await run.client.close()

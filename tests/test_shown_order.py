@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from bot import answers
 from bot.inbox.record import Record
 from bot.inbox.submission import parse_submission
-from bot.room.answers import as_target as _target
 from bot.room.posts import prompt_complete, prompt_content
+from bot.room.targets import as_target as _target
 
 BOT = "@permbot:hs"
 ALWAYS_FIRST = [

@@ -202,8 +202,8 @@ async def test_proxy_with_a_path_session_id_is_refused_once_not_looping(
         assert out["outcome"] == "selected" and out["optionId"] == "reject_once"  # the fallback, at once
         await asyncio.sleep(1.0)
         err = c.stderr()
-        assert err.count("fallback: rejecting the permission request") == 1, err
-        assert "sessionId: must be" in err and "submitting it again" not in err
+        assert err.count("fallback_rejected") == 1, err
+        assert "sessionId: must be" in err and "request_unknown_resubmitting" not in err
     finally:
         await c.close()
 

@@ -7,7 +7,9 @@ requests, the hooks the filters call, its own lines, forwarding), ``config`` (Pr
 ``relay`` (bytes), ``filters`` (which lines are parsed, what is taken: the JSON-RPC envelope),
 ``ids`` (JSON-RPC ids as keys, the forwarded-id prefix), ``messages`` (the ACP params read with the
 SDK's acp.schema models), ``request`` (one request's state machine; what it needs of the proxy is
-its ``Host`` protocol), ``outcomes`` (what the agent is told), ``process`` (the agent process),
+its ``Host`` protocol), ``submission`` (the body the daemon gets for it: the proxy's fields set, the
+tool call completed from earlier updates), ``timing`` (its ``request_timing`` fields: pure),
+``outcomes`` (what the agent is told), ``process`` (the agent process),
 ``toolcalls`` (tool-call cache), ``sdk`` (acp.schema imported lean), ``daemon_client`` (the daemon's
 routes; DaemonBackoff),
 ``inflight`` (a submission unanswered at a cancel: the same body again, idempotent by key, to learn

@@ -148,12 +148,12 @@ class DaemonClient:
             self._down_since = now
         if now - self._last_warning >= 10.0:
             self._last_warning = now
-            log.warning("daemon unreachable, retrying", url=self.url, error=str(why) or type(why).__name__)
+            log.warning("daemon_unreachable_retrying", url=self.url, error=str(why) or type(why).__name__)
 
     def _note_up(self) -> None:
         if self._down_since is not None:
             log.info(
-                "daemon reachable again",
+                "daemon_reachable_again",
                 url=self.url,
                 down_seconds=round(time.monotonic() - self._down_since, 2),
             )

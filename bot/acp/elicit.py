@@ -125,12 +125,12 @@ class Elicitation:
         try:
             reply = await self._resolve()
         except Exception:
-            self.log.exception("elicitation failed; answering cancel")
+            self.log.exception("elicitation_failed", message="answering cancel")
             reply = {"result": action(CANCEL)}
         self.done = True
         if self.answer_agent:
             await self.proxy.send_agent({"jsonrpc": "2.0", "id": self.rpc_id, **reply})
-        self.log.info("elicitation answered", outcome=(reply.get("result") or {}).get("action", "error"))
+        self.log.info("elicitation_answered", outcome=(reply.get("result") or {}).get("action", "error"))
 
     def _client_may(self) -> bool:
         return self.mode in self.proxy.client_elicitation and self.proxy.to_client is not None
@@ -138,7 +138,7 @@ class Elicitation:
     async def _resolve(self) -> dict[str, Any]:
         """The JSON-RPC reply for the agent, without its id: ``{"result": ...}`` or the client's ``error``."""
         if self.invalid is not None:
-            self.log.warning("elicitation the room cannot ask", reason=self.invalid)
+            self.log.warning("elicitation_not_askable", reason=self.invalid)
         room = asyncio.ensure_future(self._room()) if self.form is not None and self.invalid is None else None
         client = asyncio.ensure_future(self._client()) if self._client_may() else None
         stop = asyncio.ensure_future(self._cancel.wait())
@@ -147,7 +147,7 @@ class Elicitation:
             while room is not None or client is not None:
                 done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if stop in done:
-                    self.log.info("elicitation cancelled", by=self.cancel_by)
+                    self.log.info("elicitation_cancelled", by=self.cancel_by)
                     await self._withdraw_room(room, self.cancel_by, self.cancel_feedback)
                     await self._withdraw_client(client)
                     return {"result": action(CANCEL)}
@@ -155,10 +155,10 @@ class Elicitation:
                     reply = client.result()
                     client = None
                     if "result" in reply or room is None:
-                        self.log.info("the client answered the elicitation first")
+                        self.log.info("elicitation_answered_by_client")
                         await self._withdraw_room(room, "client", "answered in the editor")
                         return {k: reply[k] for k in ("result", "error") if k in reply} or {"result": action(CANCEL)}
-                    self.log.info("the client could not take the elicitation; the room still may answer")
+                    self.log.info("elicitation_client_unable", message="the room still may answer")
                 if room is not None and room in done:
                     result = room.result()
                     room = None
@@ -215,7 +215,7 @@ class Elicitation:
                 value = forms.value_of(ask, got)
                 if isinstance(value, str):
                     if tries >= TRIES:
-                        self.log.info("no usable answer; declining the form", question=ask.key, tries=tries)
+                        self.log.info("elicitation_declined_no_usable_answer", question=ask.key, tries=tries)
                         await self._withdraw_room(None, "agent", "no usable answer was given")
                         return action(DECLINE)
                     again = self._ask(ask, i, len(asks), note=f"⚠ {value}: please answer again.")
@@ -261,4 +261,4 @@ class Elicitation:
         try:
             await in_thread(self.proxy.relay_to_client, _dump(note))
         except OSError as e:
-            self.log.info("could not withdraw the client's copy", error=str(e) or type(e).__name__)
+            self.log.info("client_copy_withdraw_failed", error=str(e) or type(e).__name__)

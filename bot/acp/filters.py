@@ -83,9 +83,9 @@ def _ask(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], timeou
     try:
         return fut.result(timeout=timeout)
     except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
-        log.warning("gave up waiting for the proxy's answer; relaying on", what=what)
+        log.warning("line_handler_timed_out", message="no answer from the proxy in time", what=what)
     except Exception as e:  # the handler failed: relay the line as it is
-        log.warning("handling a line failed; relaying it unchanged", what=what, error=repr(e))
+        log.warning("line_handler_failed", message="relaying the line unchanged", what=what, error=repr(e))
     return None
 
 
@@ -134,7 +134,7 @@ class FromAgent:
         ours = [m for m in batch if is_permission_request(m)]
         if not ours:
             return True
-        log.warning("a JSON-RPC batch from the agent holds permission requests; taking them", count=len(ours))
+        log.warning("batch_permission_requests_taken", count=len(ours))
         for m in ours:
             self._loop.call_soon_threadsafe(self._proxy.on_permission_request, m)
         rest = [m for m in batch if not is_permission_request(m)]
@@ -199,7 +199,7 @@ class FromClient:
         caps["elicitation"] = {**had, "form": had.get("form") if isinstance(had.get("form"), dict) else {},
                                "url": had.get("url") if isinstance(had.get("url"), dict) else {}}
         out = {**msg, "params": {**msg["params"], "clientCapabilities": caps}}
-        log.info("initialize: elicitation advertised to the agent", client_elicitation=sorted(proxy.client_elicitation))
+        log.info("elicitation_advertised_to_agent", client_elicitation=sorted(proxy.client_elicitation))
         if proxy.to_agent is None:
             return True
         proxy.to_agent.write(json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")

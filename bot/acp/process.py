@@ -27,9 +27,9 @@ async def spawn(cmd: list[str]) -> Spawned | int:
         for fd in (in_r, in_w, out_r, out_w):
             os.close(fd)
         if isinstance(e, FileNotFoundError):
-            log.error("agent command not found", command=cmd[0])
+            log.error("agent_command_not_found", command=cmd[0])
             return 127
-        log.error("cannot start the agent", command=cmd[0], error=str(e))
+        log.error("agent_start_failed", command=cmd[0], error=str(e))
         return 126
     os.close(in_r)
     os.close(out_w)

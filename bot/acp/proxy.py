@@ -70,7 +70,7 @@ class Proxy:
         self._n += 1
         req = Request(self, msg, self._n)
         self.requests[req.n] = req
-        req.log.info("permission request from agent")
+        req.log.info("permission_request_received")
         req.submission = req.body()  # now, while the cache holds what the agent said up to this line
         req.task = asyncio.create_task(req.run())
         req.task.add_done_callback(lambda _t: self.requests.pop(req.n, None))
@@ -84,7 +84,7 @@ class Proxy:
         """Take an ``elicitation/create`` off the relay: the room asks it (:mod:`bot.acp.elicit`)."""
         e = Elicitation(self, msg, self.next_n())
         self.elicitations[e.n] = e
-        e.log.info("elicitation from agent", questions=len(e.form.asks) if e.form else 0)
+        e.log.info("elicitation_received", questions=len(e.form.asks) if e.form else 0)
         e.task = asyncio.create_task(e.run())
         e.task.add_done_callback(lambda _t: self.elicitations.pop(e.n, None))
 
@@ -94,7 +94,7 @@ class Proxy:
         forms = [e for e in self.elicitations.values() if e.session_id == session_id and not e.done]
         if not hit and not forms:
             return
-        log.info("session/cancel: cancelling pending requests", session_id=session_id, count=len(hit) + len(forms))
+        log.info("session_cancel_received", session_id=session_id, count=len(hit) + len(forms))
         for r in hit:
             r.cancel("client")
         for e in forms:
@@ -108,7 +108,7 @@ class Proxy:
         key = id_key(withdrawn_id(params))
         forms = [e for e in self.elicitations.values() if key is not None and e.tied_to == key and not e.done]
         for e in forms:
-            e.log.info("$/cancel_request: the client cancels the request the elicitation is tied to")
+            e.log.info("elicitation_parent_cancelled", message="the client cancelled the request it is tied to")
             e.cancel("client", "the client cancelled the request it was asked for")
         tasks = [e.task for e in forms if e.task is not None]
         if tasks:
@@ -121,7 +121,7 @@ class Proxy:
             return False
         form = next((e for e in self.elicitations.values() if id_key(e.rpc_id) == key), None)
         if form is not None:
-            form.log.info("$/cancel_request: the agent withdraws its elicitation")
+            form.log.info("elicitation_withdrawn_by_agent")
             form.cancel("agent", outcomes.WITHDRAWN)
             return True
         req = next((r for r in self.requests.values() if id_key(r.rpc_id) == key), None)
@@ -132,7 +132,7 @@ class Proxy:
             note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": outcomes.wire(withdraw)}
             await in_thread(self.relay_to_client, _dump(note))
             return True
-        req.log.info("$/cancel_request: the agent withdraws its permission request")
+        req.log.info("permission_request_withdrawn_by_agent")
         req.cancel("agent", withdrawn=True)
         return True
 
@@ -152,7 +152,7 @@ class Proxy:
         try:
             return await self.daemon.claim_session(session_id, f"{self.proxy_id}:0")
         except DaemonError as e:
-            log.info("could not claim the session in the daemon", session_id=session_id, error=str(e))
+            log.info("session_claim_failed", session_id=session_id, error=str(e))
             raise
 
     async def claimed(self, session_id: str, wait: float = 2.0) -> None:
@@ -182,16 +182,16 @@ class Proxy:
         try:
             n = await self.daemon.end_session_rules(key, session_id)
         except DaemonError as e:
-            log.warning("could not end session rules in the daemon", error=str(e))
+            log.warning("session_rules_end_failed", error=str(e))
             return
         if n:
-            log.info("session rules ended", session_id=session_id, count=n)
+            log.info("session_rules_ended", session_id=session_id, count=n)
 
     def note_oversize(self, size: int) -> None:
         """A relay's line too long to inspect: said once a run."""
         if not self._oversize_noted:
             self._oversize_noted = True
-            log.warning("a line over the inspection limit is relayed uninspected", bytes=size)
+            log.warning("oversize_line_relayed_uninspected", bytes=size)
 
     # ---- writing our own lines
 
@@ -208,7 +208,7 @@ class Proxy:
             if not self.to_agent.try_write(line):  # a short answer goes at once, not through a thread
                 await in_thread(self.to_agent.write, line)
         except OSError as e:
-            log.info("could not write to the agent", error=str(e) or type(e).__name__)
+            log.info("agent_write_failed", error=str(e) or type(e).__name__)
 
     def relay_to_client(self, data: bytes) -> None:
         """Write a line of our own to the client, from the relay thread (the sink keeps writes whole)."""
@@ -247,7 +247,7 @@ class Proxy:
             await asyncio.wait([e.task for e in forms if e.task is not None], timeout=budget + 3.0)
         if not reqs:
             return
-        log.info("cancelling pending requests", count=len(reqs), by=by)
+        log.info("pending_requests_cancelling", count=len(reqs), by=by)
         for r in reqs:
             if r.forwarded:
                 continue

@@ -57,14 +57,14 @@ class QuestionRequest(Request):
         try:
             self.result = await self._resolve()
         except Exception:
-            self.log.exception("question failed")
+            self.log.exception("question_failed")
             self.failure = "the question failed"
         self.done = True
         self.submitted.set()
 
     async def _fallback(self, why: str) -> dict[str, Any] | None:
         self.failure = why
-        self.log.warning("question not asked in the room", reason=why)
+        self.log.warning("question_not_asked", reason=why)
         return None
 
     async def record(self) -> dict[str, Any] | None:
@@ -76,5 +76,5 @@ class QuestionRequest(Request):
         try:
             return await self.proxy.daemon.get(self.record_id, digest=self.digest)
         except DaemonError as e:
-            self.log.warning("could not read the question's record", error=str(e))
+            self.log.warning("question_record_unreadable", error=str(e))
             return None

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
@@ -31,8 +30,10 @@ from bot.acp.daemon_client import (
     SubmitState,
 )
 from bot.acp.inflight import discard, record_to_cancel
+from bot.acp.submission import submission_body
+from bot.acp.timing import request_timing
 from bot.acp.toolcalls import ToolCallCache
-from bot.util.digest import EXTRAS, submission_digest
+from bot.util.digest import submission_digest
 
 log = structlog.get_logger("bot.acp")
 
@@ -112,29 +113,16 @@ class Request:
         """The daemon submission: the params as sent, plus key, label, cwd and toolCallContext ({} when invalid)."""
         if self.acp is None:
             return {}
-        cache = self.proxy.cache
-        clash = [k for k in EXTRAS if k in self.params]
-        if clash:
-            self.log.warning("agent params carry fields the proxy sets; they are dropped", fields=clash)
-        body = {k: v for k, v in self.params.items() if k not in EXTRAS}
-        ctx = cache.completion(self.acp.session_id, self.params["toolCall"])
-        cache.merge(self.acp.session_id, self.acp.tool_call)
-        body["key"] = self.key
-        if self.proxy.cfg.label:
-            body["label"] = self.proxy.cfg.label
         cwd = self.proxy.cwd_by_session.get(self.session_id) if self.session_id is not None else None
-        if cwd:
-            body["cwd"] = cwd
-        if ctx:
-            body["toolCallContext"] = ctx
-            self.log.info("completing tool call from earlier updates", fields=sorted(ctx))
-        return body
+        return submission_body(
+            self.params, self.acp, self.proxy.cache, self.log, key=self.key, label=self.proxy.cfg.label, cwd=cwd
+        )
 
     async def run(self) -> None:
         try:
             result = await self._resolve()
         except Exception:
-            self.log.exception("permission request failed; answering cancelled")
+            self.log.exception("permission_request_failed", message="answering cancelled")
             result = outcomes.cancelled()
         self.done = True
         if result is None or not self.answer_agent:
@@ -143,26 +131,11 @@ class Request:
             await self.proxy.send_agent(outcomes.withdrawn_error(self.rpc_id))
         else:
             await self.proxy.answer(self.rpc_id, result)
-        if self.settled_rec is not None:
-            self._log_timing(self.settled_rec, time.time())
-
-    def _log_timing(self, rec: dict[str, Any], agent_told: float) -> None:
-        """``request_timing``: asked -> submitted (the daemon's clock), settled -> proxy told (the long-poll's
-        answer) -> agent told, in ms."""
-        try:
-            settled, submitted = (
-                datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp()
-                for at in ((rec.get("outcome") or {}).get("decided_at"), rec.get("requested_at"))
-            )
-        except ValueError:
-            return
-        self.log.info(
-            "request_timing",
-            request_id=rec.get("id"),
-            asked_to_submit_ms=round((submitted - self.asked_at) * 1000, 1),
-            settled_to_proxy_ms=round((self.told_at - settled) * 1000, 1),
-            proxy_to_agent_ms=round((agent_told - self.told_at) * 1000, 1),
+        timing = None if self.settled_rec is None else request_timing(
+            self.settled_rec, self.asked_at, self.told_at, time.time()
         )
+        if timing is not None:
+            self.log.info("request_timing", **timing)
 
     async def _race(self, task: asyncio.Task[Any]) -> bool:
         """Wait for ``task`` or a cancel; True when the task finished and no cancel came."""
@@ -200,7 +173,7 @@ class Request:
         if self.session_id is not None:
             self.proxy.used_keys[self.session_id] = self.key
         self.log.info(
-            "permission request submitted",
+            "permission_request_submitted",
             request_id=rec["id"],
             state=rec.get("state"),
             completed="toolCallContext" in body,
@@ -220,7 +193,7 @@ class Request:
         self.told_at, self.settled_rec = time.time(), rec
         result = outcomes.result_from_record(rec)
         self.log.info(
-            "permission request settled",
+            "permission_request_settled",
             request_id=rec["id"],
             state=rec.get("state"),
             option_id=result["outcome"].get("optionId"),
@@ -241,7 +214,8 @@ class Request:
                 return rec
             pause = self.resubmits.delay()
             self.log.warning(
-                "daemon does not know the request; submitting it again",
+                "request_unknown_resubmitting",
+                message="the daemon does not know the request; submitting it again",
                 request_id=request_id,
                 after_seconds=round(pause, 2),
             )
@@ -263,7 +237,7 @@ class Request:
             )
             return outcomes.cancelled()
         if rid is None:
-            self.log.info("permission request cancelled before the daemon had it")
+            self.log.info("permission_request_cancelled_before_submit")
             return outcomes.cancelled()
         self.record_id = rid
         return await self._cancel_in_daemon(rid, max(0.1, deadline - loop.time()))
@@ -280,17 +254,18 @@ class Request:
                 current = None if rec is not None else await daemon.get(request_id, digest=self.digest)
         except (TimeoutError, DaemonError) as e:
             self.log.warning(
-                "could not cancel the request in the daemon",
+                "daemon_cancel_failed",
                 request_id=request_id,
                 error=str(e) or type(e).__name__,
             )
             return outcomes.cancelled()
         result = outcomes.after_cancel(rec, current)
         if rec is not None:
-            self.log.info("permission request cancelled", request_id=request_id, by=self.cancel_by)
+            self.log.info("permission_request_cancelled", request_id=request_id, by=self.cancel_by)
         elif not outcomes.is_cancelled(result):
             self.log.info(
-                "request was answered before the cancel; the agent gets that answer",
+                "answered_before_cancel",
+                message="the agent gets that answer",
                 request_id=request_id,
                 option_id=result["outcome"].get("optionId"),
             )
@@ -298,13 +273,13 @@ class Request:
 
     async def _fallback(self, why: str) -> dict[str, Any] | None:
         if self.proxy.cfg.fallback == "forward":
-            self.log.warning("fallback: forwarding the permission request to the client", reason=why)
+            self.log.warning("fallback_forwarded", reason=why)
             self.forwarded = True
             await self.proxy.forward(self)
             return None
         result = outcomes.reject_result(self.params)
         self.log.warning(
-            "fallback: rejecting the permission request",
+            "fallback_rejected",
             reason=why,
             option_id=result["outcome"].get("optionId"),
         )

@@ -42,7 +42,7 @@ async def run(proxy: Proxy) -> int:
     def on_signal(signame: str) -> None:
         nonlocal signals
         signals += 1
-        log.info("signal received", signal=signame)
+        log.info("signal_received", signal=signame)
         stop.set()
         if signals > 1 and procs and procs[0].returncode is None:
             procs[0].kill()
@@ -54,7 +54,7 @@ async def run(proxy: Proxy) -> int:
     proc, agent_in, agent_out = spawned
     procs.append(proc)
     log.info(
-        "agent started",
+        "agent_started",
         pid=proc.pid,
         command=cfg.command,
         daemon=cfg.url,
@@ -90,26 +90,26 @@ async def run(proxy: Proxy) -> int:
             if up in done:
                 exc = up.exception()
                 if exc is None:
-                    log.info("client closed stdin")
+                    log.info("client_closed_stdin")
                     await proxy.settle_all("client", answer=True)
                     await proxy.close_agent_stdin()
                     gone = asyncio.ensure_future(asyncio.sleep(CLIENT_GONE_GRACE))
                     waiting.add(gone)
                 elif not isinstance(exc, ConnectionError):
-                    log.error("client relay failed", error=repr(exc))
+                    log.error("client_relay_failed", error=repr(exc))
                     await proxy.close_agent_stdin()
                 # a ConnectionError here: the agent's stdin is gone, it is on its way out
             if down in done:
                 exc = down.exception()
                 if exc is None:
                     # keep going: the client's EOF must still reach the agent, which may wait for it
-                    log.info("agent closed stdout")
+                    log.info("agent_closed_stdout")
                     await proxy.settle_all("agent", answer=False)
                 else:
                     if isinstance(exc, ConnectionError):
-                        log.info("client stopped reading; closing the agent's stdin")
+                        log.info("client_stopped_reading", message="closing the agent's stdin")
                     else:
-                        log.error("agent relay failed", error=repr(exc))
+                        log.error("agent_relay_failed", error=repr(exc))
                     await proxy.settle_all("client", answer=True)
                     await proxy.close_agent_stdin()
                     grace = 5.0
@@ -120,7 +120,7 @@ async def run(proxy: Proxy) -> int:
                     finished, _ = await asyncio.wait({down}, timeout=2.0)
                     waiting -= finished
                     if not finished:
-                        log.info("agent exited; its stdout is still open elsewhere, leaving it")
+                        log.info("agent_exited_stdout_open", message="its stdout is still open elsewhere; leaving it")
                 await proxy.settle_all("agent", answer=False)
                 break
             if stopper in done:
@@ -137,7 +137,7 @@ async def run(proxy: Proxy) -> int:
             if t is not None:
                 t.cancel()
         await proxy.finish()
-    log.info("agent exited", code=rc)
+    log.info("agent_exited", code=rc)
     return rc
 
 

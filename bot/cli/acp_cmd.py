@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if args.token is not None:
         import structlog
 
-        structlog.get_logger("bot.acp").warning(ARGV_TOKEN_WARNING)
+        structlog.get_logger("bot.acp").warning("token_on_command_line", message=ARGV_TOKEN_WARNING)
     cfg = ProxyConfig(
         command=cmd,
         url=url,

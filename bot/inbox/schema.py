@@ -7,7 +7,8 @@ permission-bot still refuses a newer folder). A database newer than this code is
 line. A SQLite folder made before ``schema_versions`` goes on from its ``user_version``; one made before
 versions existed (``user_version`` 0 with a ``requests`` table) is taken as version 1.
 
-To change the schema: append a step to ``STEPS``; never edit a step that shipped.
+To change the schema: append a step to ``STEPS``; never edit a step that shipped. The SQLite bodies that are
+Python functions are in :mod:`bot.inbox.schema_steps`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,19 @@ from bot.inbox.db.upgrade import Body
 from bot.inbox.listing import PENDING_HOOK
 from bot.inbox.posting import UNPOSTED, UNSEEDED
 from bot.inbox.requests import PENDING_LIVE
+from bot.inbox.schema_steps import (
+    HOOK_HOLDERS,
+    LEDGER_DDL,
+    QUORUM_COLUMNS,
+    SESSION_ROOMS,
+    hook_holders_sqlite,
+    ledger_and_quorum_sqlite,
+    post_held_sqlite,
+    posted_at_and_parking_sqlite,
+    questions_and_plans_sqlite,
+    rooms_sqlite,
+    session_rooms_sqlite,
+)
 
 __all__ = ["LATEST", "STEPS", "SchemaTooNew", "upgrade"]
 
@@ -68,94 +82,11 @@ V1 = SQLITE.ddl(V1_DDL)
 """The first release's tables as SQLite ran them."""
 
 
-async def _columns(db: Connection, table: str) -> set[str]:
-    return {str(r[1]) for r in await db.fetch(f"PRAGMA table_info({table})")}
-
-
-async def _v2_sqlite(db: Connection) -> None:
-    # Unversioned folders may already have these (they were added in place before versions existed).
-    if "posted_at" not in await _columns(db, "requests"):
-        await db.execute("ALTER TABLE requests ADD COLUMN posted_at REAL")
-    await db.execute(
-        "CREATE TABLE IF NOT EXISTS parked (event_id TEXT PRIMARY KEY, source TEXT NOT NULL, at REAL NOT NULL)"
-    )
-
-
-async def _v10_sqlite(db: Connection) -> None:
-    # A folder whose version was set back by hand (or by an older release) may have the columns already.
-    for table in ("requests", "timeline"):
-        if "room" not in await _columns(db, table):
-            await db.execute(f"ALTER TABLE {table} ADD COLUMN room TEXT NOT NULL DEFAULT 'default'")
-    await db.execute("CREATE INDEX IF NOT EXISTS timeline_room ON timeline (room, kind, pos)")
-
-
-LEDGER_DDL = (
-    "CREATE TABLE IF NOT EXISTS ledger (seq INTEGER PRIMARY KEY, at {REAL} NOT NULL, room TEXT NOT NULL,"
-    " request_id TEXT NOT NULL, hash TEXT NOT NULL, entry TEXT NOT NULL);"
-    " CREATE INDEX IF NOT EXISTS ledger_at ON ledger (at);"
-    " CREATE TABLE IF NOT EXISTS ledger_head (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL)"
-)
-# Quorum (bot.inbox.quorum): how many distinct approvers a request needs (0: one answer settles it), who may
-# answer it (JSON list; NULL: the room's answerers), the approvals so far (JSON list of {by, at, option_id})
-# and their number, and how many of them its prompt shows (the outbox edits it up to them).
-QUORUM_COLUMNS = (
-    ("approvals_needed", "INTEGER NOT NULL DEFAULT 0"), ("approvers", "TEXT"), ("approvals", "TEXT"),
-    ("approvals_count", "INTEGER NOT NULL DEFAULT 0"), ("approvals_shown", "INTEGER NOT NULL DEFAULT 0"),
-    ("escalated_at", "{REAL}"), ("escalated_to", "TEXT"),  # escalation (bot.service.escalation): when, to whom
-)
-
-
-async def _v12_sqlite(db: Connection) -> None:
-    await db.script(db.dialect.ddl(LEDGER_DDL))
-    have = await _columns(db, "requests")  # a version set back by hand may have them already
-    for column, kind in QUORUM_COLUMNS:
-        if column not in have:
-            await db.execute(db.dialect.ddl(f"ALTER TABLE requests ADD COLUMN {column} {kind}"))
-
-
-async def _v11_sqlite(db: Connection) -> None:
-    if "post_held" not in await _columns(db, "requests"):  # a version set back by hand may have it already
-        await db.execute("ALTER TABLE requests ADD COLUMN post_held INTEGER NOT NULL DEFAULT 0")
-
-
-_SESSION_ROOMS = (
-    " UPDATE seq SET room = COALESCE((SELECT q.room FROM requests q WHERE q.session_id = seq.session_id"
-    " ORDER BY q.request_seq LIMIT 1), 'default');"
-    " CREATE INDEX IF NOT EXISTS requests_pending_token ON requests (submitted_by) WHERE state='pending';"
-    " CREATE INDEX IF NOT EXISTS requests_pending_session ON requests (session_id) WHERE state='pending'"
-)
-
-
-async def _session_rooms_sqlite(db: Connection) -> None:
-    have = await _columns(db, "seq")  # a version set back by hand may have them already
-    for col, kind in (("room", "TEXT NOT NULL DEFAULT 'default'"), ("proxy_origin", "TEXT"), ("proxy_token", "TEXT")):
-        if col not in have:
-            await db.execute(f"ALTER TABLE seq ADD COLUMN {col} {kind}")
-    await db.script(_SESSION_ROOMS)
-async def _questions_sqlite(db: Connection) -> None:
-    have = await _columns(db, "requests")  # a version set back by hand may have them already
-    if "kind" not in have:
-        await db.execute("ALTER TABLE requests ADD COLUMN kind TEXT NOT NULL DEFAULT 'permission'")
-    if "outcome_answers" not in have:
-        await db.execute("ALTER TABLE requests ADD COLUMN outcome_answers TEXT")
-HOOK_HOLDERS = (
-    "UPDATE requests SET held_by='' WHERE state='pending' AND key LIKE 'hook-%' AND held_by IS NULL;"
-    " CREATE INDEX IF NOT EXISTS requests_held ON requests (held_by) WHERE held_by IS NOT NULL AND state='pending';"
-    " CREATE TABLE IF NOT EXISTS daemon_leases (holder TEXT PRIMARY KEY, heartbeat {REAL} NOT NULL)"
-)
-
-
-async def _hook_holders_sqlite(db: Connection) -> None:
-    if "held_by" not in await _columns(db, "requests"):  # a version set back by hand may have it already
-        await db.execute("ALTER TABLE requests ADD COLUMN held_by TEXT")
-    await db.script(db.dialect.ddl(HOOK_HOLDERS))
-
-
 STEPS: list[Step] = [
     both("first release", V1_DDL),
     Step(
         "posted_at and parking",
-        _v2_sqlite,
+        posted_at_and_parking_sqlite,
         "ALTER TABLE requests ADD COLUMN IF NOT EXISTS posted_at {REAL};"
         " CREATE TABLE IF NOT EXISTS parked ({ROWID} event_id TEXT PRIMARY KEY, source TEXT NOT NULL,"
         " at {REAL} NOT NULL)",
@@ -211,7 +142,7 @@ STEPS: list[Step] = [
     # (plain answers bind within their room). Everything before belongs to the default room.
     Step(
         "rooms",
-        _v10_sqlite,
+        rooms_sqlite,
         "ALTER TABLE requests ADD COLUMN IF NOT EXISTS room TEXT NOT NULL DEFAULT 'default';"
         " ALTER TABLE timeline ADD COLUMN IF NOT EXISTS room TEXT NOT NULL DEFAULT 'default';"
         " CREATE INDEX IF NOT EXISTS timeline_room ON timeline (room, kind, pos)",
@@ -219,7 +150,9 @@ STEPS: list[Step] = [
     # A new request held back from posting while its rules are applied (Inbox.hold_post), kept in the
     # database: on a shared PostgreSQL database the leader posts what a standby's API took.
     Step(
-        "post_held", _v11_sqlite, "ALTER TABLE requests ADD COLUMN IF NOT EXISTS post_held INTEGER NOT NULL DEFAULT 0"
+        "post_held",
+        post_held_sqlite,
+        "ALTER TABLE requests ADD COLUMN IF NOT EXISTS post_held INTEGER NOT NULL DEFAULT 0",
     ),
     # Rooms are a boundary (issue 32): a session belongs to one room, the room of its first request (seq.room;
     # another room's submission under its id is refused); the ACP proxy run that claimed it (seq.proxy_origin,
@@ -227,21 +160,21 @@ STEPS: list[Step] = [
     # session (the caps on floods) read from partial indexes of the pending requests.
     Step(
         "session rooms, proxy claims, pending caps",
-        _session_rooms_sqlite,
+        session_rooms_sqlite,
         "ALTER TABLE seq ADD COLUMN IF NOT EXISTS room TEXT NOT NULL DEFAULT 'default';"
         " ALTER TABLE seq ADD COLUMN IF NOT EXISTS proxy_origin TEXT;"
-        " ALTER TABLE seq ADD COLUMN IF NOT EXISTS proxy_token TEXT;" + _SESSION_ROOMS,
+        " ALTER TABLE seq ADD COLUMN IF NOT EXISTS proxy_token TEXT;" + SESSION_ROOMS,
     ),
     # Approvals an organisation relies on (issue 37). The ledger (bot.inbox.ledger): one hash-chained entry
     # per settlement, appended in the settlement's transaction; ledger_head is its one-row head, the row every
     # append takes its turn on. And the quorum columns of a request (QUORUM_COLUMNS).
-    Step("ledger and quorum", _v12_sqlite, LEDGER_DDL + "; " + "; ".join(
+    Step("ledger and quorum", ledger_and_quorum_sqlite, LEDGER_DDL + "; " + "; ".join(
         f"ALTER TABLE requests ADD COLUMN IF NOT EXISTS {c} {t}" for c, t in QUORUM_COLUMNS)),
     # Questions and plans (issue 33): what a request asks (permission, question, plan), and a question's answers
     # (its text -> the answer as given, and the option ids picked) stored with the outcome.
     Step(
         "questions and plans",
-        _questions_sqlite,
+        questions_and_plans_sqlite,
         "ALTER TABLE requests ADD COLUMN IF NOT EXISTS kind TEXT NOT NULL DEFAULT 'permission';"
         " ALTER TABLE requests ADD COLUMN IF NOT EXISTS outcome_answers TEXT",
     ),
@@ -250,7 +183,7 @@ STEPS: list[Step] = [
     # so a daemon withdraws only what a gone daemon held (bot.service.hook_leases), found by an index.
     Step(
         "hook holders",
-        _hook_holders_sqlite,
+        hook_holders_sqlite,
         "ALTER TABLE requests ADD COLUMN IF NOT EXISTS held_by TEXT; " + HOOK_HOLDERS,
     ),
     # Backlog (issue 35): the prompts not posted yet, from either end (Inbox.needing_post: new arrivals are

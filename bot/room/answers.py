@@ -18,30 +18,20 @@ from bot import answers
 from bot.answers import timeline
 from bot.answers.typed import WAITING_CAP
 from bot.config import AnswerersConfig
-from bot.events.kinds import Kind, question_of
 from bot.events.states import via_words
 from bot.events.timestamps import iso_ms
 from bot.inbox.quorum import progress
 from bot.inbox.record import Record
 from bot.inbox.session_rule_store import SessionRule, SessionRules
-from bot.inbox.session_rules import facts, offered, scope_of
+from bot.inbox.session_rules import facts, scope_of
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix
 from bot.matrix.notices import Notices
 from bot.matrix.room import may_answer
-from bot.prompts.options import shown_order
 from bot.prompts.text import prose
-from bot.room.posts import prompt_complete
+from bot.room.targets import as_target, question_answers
 
 log = structlog.get_logger("daemon")
-
-
-def question_answers(rec: Record | None, verdict: answers.Answer) -> dict[str, Any]:
-    """``settle``'s ``answers`` and ``chosen`` for an answer to a question (nothing for a decline or others)."""
-    q = asked(rec) if rec is not None else None
-    if q is None or verdict.answer is None:
-        return {}
-    return {"answers": {q.text: verdict.answer}, "chosen": list(verdict.chosen)}
 
 
 def describe_outcome(rec: Record) -> str:
@@ -53,35 +43,6 @@ def describe_outcome(rec: Record) -> str:
     if o.answers:
         what = f"answered {prose(next(iter(o.answers.values())), 200)}"
     return f"{what}, by {o.answered_by} via {via_words(o.via)} at {iso_ms(o.decided_at)}"
-
-
-def as_target(rec: Record) -> answers.Target:
-    """What an answer can pick: the options numbered as the prompt numbers them (by meaning)."""
-    shown = shown_order(rec.options, rec.kind)
-    kinds = [str(o.get("kind", "")) for o in shown]
-    return answers.Target(
-        request_id=rec.id,
-        prompt_event_id=rec.prompt_event_id or None,
-        options=[(str(o["optionId"]), str(o["name"])) for o in shown],
-        digest=rec.digest,
-        revision=rec.revision,
-        pending=rec.pending,
-        kinds=kinds,
-        complete=prompt_complete(rec),
-        session=offered(facts(rec), kinds),
-        question=asked(rec),
-    )
-
-
-def asked(rec: Record) -> answers.Asked | None:
-    """What a question's prompt asks (None for other requests, and for a question whose input no longer reads)."""
-    if rec.kind != Kind.QUESTION:
-        return None
-    try:
-        q = question_of(rec.raw_input)
-    except ValueError:
-        return None
-    return answers.Asked(text=q.text, multi=q.multi, free_text=q.free_text, answer_type=q.answer_type)
 
 
 def rule_notice(rule: SessionRule) -> str:

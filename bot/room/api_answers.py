@@ -18,7 +18,7 @@ from bot.events.kinds import Kind
 from bot.events.states import Via
 from bot.inbox.decisions import NoFittingOption, choose
 from bot.inbox.record import Record
-from bot.room.answers import as_target, question_answers
+from bot.room.targets import as_target, question_answers
 
 
 @dataclass(frozen=True)

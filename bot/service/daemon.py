@@ -17,15 +17,13 @@ from typing import Any
 import structlog
 
 from bot.config import Config
-from bot.events.kinds import Kind
 from bot.events.states import Via
 from bot.harness import Harnesses
 from bot.inbox.across import Across
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.fence import Deposed
-from bot.inbox.decisions import NoFittingOption, choose, timeout_choice
+from bot.inbox.decisions import timeout_choice
 from bot.inbox.record import EXPIRED, Record
-from bot.inbox.session_rules import facts, scope_of
 from bot.inbox.sessions import TooManyPending
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
@@ -36,6 +34,7 @@ from bot.room.api_answers import settlement
 from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
 from bot.service import health
+from bot.service.by_rule import ByRule
 from bot.service.checkpoints import Checkpoints
 from bot.service.escalation import Escalations
 from bot.service.floods import Floods, caps_of
@@ -70,11 +69,8 @@ class Daemon:
         self.stop = asyncio.Event()
         self.wake_timer = asyncio.Event()
         self.floods = Floods(caps_of(cfg), lambda room, text: self.matrix.rooms[room].notices.post(text))
-        self.rules: list[Any] = []
-        if cfg.rules:
-            from bot.inbox.rules import parse_rules
-
-            self.rules = parse_rules(list(cfg.rules))
+        self.by_rule = ByRule(cfg, self.inbox, self.now, lambda: self.session_rules,
+                             lambda: self.outbox.wake_post.set())  # the Matrix side of now (each term its own)
         self._build_matrix_side()  # matrix, outbox, rooms, checkpoints, escalations: built again each term
         self.room_figures = RoomFigures(self.rooms)
         self.metrics.registry.register(self.room_figures)
@@ -89,7 +85,7 @@ class Daemon:
         self.inbox.listen(self.metrics.on_change)
         export_figures(self.metrics, CurrentMatrix(lambda: self.matrix), self.webhooks)
         self.harnesses = Harnesses(cfg.harnesses, self.inbox, now=self.now, timeout=cfg.prompts.timeout,
-                                   after_new=self._apply_rules, room_of=cfg.room_of_harness)
+                                   after_new=self.by_rule.apply, room_of=cfg.room_of_harness)
         self.inbox.listen(self.harnesses.on_change, every_daemon=True)
         self.inbox.listen(lambda k, r: self.checkpoints.on_change(k, r), every_daemon=True)
         self.inbox.listen(lambda k, r: self.escalations.on_change(k, r), every_daemon=True)
@@ -166,65 +162,8 @@ class Daemon:
         if created:
             self.floods.accepted(submitted_by)
             log.info("request_submitted", request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind, room=room)
-            rec = await self._apply_rules(rec)
+            rec = await self.by_rule.apply(rec)
         return rec, created
-
-    async def _apply_rules(self, rec: Record) -> Record:
-        """Config rules first (a deny there wins), then the session's own rules; then the request, held
-        back from the poster until now, may be posted (a rule-settled one only if ``post_rule_settled``)."""
-        try:
-            return await self._apply_rules_held(rec)
-        finally:
-            await self.inbox.release_post(rec.id)
-            self.outbox.wake_post.set()
-
-    async def _apply_rules_held(self, rec: Record) -> Record:
-        from bot.inbox.rules import decide
-
-        rule = decide(self.rules, rec.to_api()) if self.rules else None
-        if rule is not None and rec.kind == Kind.QUESTION and rule.decision != "deny":
-            log.info("rule_not_applicable", request_id=rec.id, reason="a rule never answers a question")
-            rule = None
-        if rule is None:
-            return await self._apply_session_rules(rec)
-        if rule.decision == "ask":  # a person decides (no session rule skips it): maybe several people
-            users = rule.answerers.users if rule.answerers is not None else None
-            log.info("request_needs_approvals", request_id=rec.id, approvals=rule.approvals or 1)
-            return await self.inbox.require(rec.id, rule.approvals or 1, users) or rec
-        try:
-            exact = None if rec.kind == Kind.QUESTION else rule.option_id  # a question's deny: decline, no choice
-            option = choose(rec.options, rule.decision, scope=rule.scope, option_id=exact)
-        except NoFittingOption as e:
-            log.warning("rule_not_applicable", request_id=rec.id, reason=str(e))
-            return rec
-        return await self._settle_by_rule(rec, option, "rule", f"rule:{self.rules.index(rule) + 1}")
-
-    async def _apply_session_rules(self, rec: Record) -> Record:
-        scope = scope_of(facts(rec))
-        once = [str(o["optionId"]) for o in rec.options if o.get("kind") == "allow_once"]
-        if scope is None:
-            return rec
-        rule = await self.session_rules.match(scope, self.now())  # also: the session is active
-        if rule is None or not once:
-            return rec
-        origin = await self.inbox.get(rule.request_id)
-        if origin is None or origin.room != rec.room:  # a rule stays in its room: another room's answerers
-            return rec
-        log.info("session_rule_matched", rule_id=rule.id, request_id=rec.id)
-        return await self._settle_by_rule(
-            rec, once[0], f"session rule (set by {rule.set_by})", f"rule:session:{rule.set_by}"
-        )
-
-    async def _settle_by_rule(self, rec: Record, option: str | None, by: str, ledger_by: str) -> Record:
-        settled = await self.inbox.settle(
-            rec.id, option_id=option, by=by, via=Via.RULE, feedback=None, now=self.now(), ledger_by=[ledger_by]
-        )
-        if settled is None:
-            return rec
-        if not self.cfg.prompts.post_rule_settled:
-            await self.inbox.skip_post(rec.id)
-        log.info("request_settled_by_rule", request_id=rec.id, option_id=option, by=by)
-        return settled
 
     async def decide(
         self,

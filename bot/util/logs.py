@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
-import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
@@ -104,19 +103,6 @@ class Repeats:
         return event
 
 
-_SNAKE = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
-
-
-def snake_events(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    """An event named by a sentence (the ACP proxy's, e.g. ``agent started``) gets its snake_case name
-    (``agent_started``); the sentence stays, as ``message`` (``text`` when the event has a message)."""
-    name = event.get("event")
-    if isinstance(name, str) and not _SNAKE.fullmatch(name):
-        event["text" if "message" in event else "message"] = name
-        event["event"] = re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")[:80].rstrip("_") or "event"
-    return event
-
-
 _MASKER = Masker(())
 _REPEATS = Repeats()
 
@@ -173,7 +159,6 @@ def configure(
     structlog.configure(
         processors=[
             _REPEATS,
-            snake_events,
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
