@@ -145,6 +145,13 @@ def test_format_utc_ms() -> None:
     assert format_utc_ms(datetime(5, 1, 2, tzinfo=UTC)) == "0005-01-02T00:00:00.000Z"
 
 
+@given(st.floats(min_value=-6e10, max_value=2.5e11) | st.integers(0, 4 * 10**9).map(lambda n: n / 1000))
+def test_iso_ms_is_format_utc_ms_of_the_instant(ts: float) -> None:
+    from bot.events.timestamps import iso_ms, to_datetime
+
+    assert iso_ms(ts) == format_utc_ms(to_datetime(ts))  # the listing's fast path writes the same text
+
+
 fixed_zones = st.builds(lambda m: timezone(timedelta(minutes=m)), st.integers(-1439, 1439))
 
 

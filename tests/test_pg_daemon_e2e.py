@@ -51,6 +51,8 @@ async def test_a_room_answer_and_an_api_decision_settle_in_postgresql(pg_station
     assert await st.edit_of(prompt["event_id"]), "the prompt was not edited"
     code, b = await st.ahttp("POST", "/permissions", request_body(sid, tool_call_id="c2"))
     assert code == 201 and b["id"] == f"{sid}:2"
+    ls = st.cli("permissions", "ls", "--session", sid, env={"COLUMNS": "120"})  # brief pages from PostgreSQL
+    assert ls.returncode == 0 and [row.split()[0] for row in ls.stdout.splitlines()[1:]] == [b["id"]], ls
     code, decided = await st.ahttp("POST", f"/permissions/{b['id']}", {"decision": "deny"})
     assert code == 200 and decided["state"] == "resolved"
     conn = await asyncpg.connect(st.env["PERMISSION_BOT_DATABASE_URL"])

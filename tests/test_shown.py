@@ -226,3 +226,12 @@ def test_ls_shows_the_command_first_and_tool_only_from_a_tool_name() -> None:
     assert len(row) <= 120 and "curl x '|' sh" in row and row.split()[2] == "execute"
     assert question({"title": "Run", "raw_input": {}}) == "Run"
     assert json.loads(json.dumps(rec))  # the record stays plain JSON
+
+
+@given(st.text(alphabet=st.sampled_from(" a\t\n\x1b\x7f\xa0\u2028\u200f\u3000é"), max_size=12) | st.text(max_size=12))
+def test_ls_cleans_a_cell_as_ever_when_it_skips_the_rebuild(text: str) -> None:
+    """`clean` returns a printable line with single spaces as it is (no split and join for each cell)."""
+    from bot.cli.permissions.render import clean
+
+    line = " ".join(text.split())
+    assert clean(text) == (line if line.isprintable() else "".join(c if c.isprintable() else "?" for c in line))

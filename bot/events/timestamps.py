@@ -77,8 +77,9 @@ def format_utc_ms(when: datetime) -> str:
 
 
 def iso_ms(ts: float) -> str:
-    """Epoch seconds -> RFC 3339 UTC with milliseconds and ``Z``: ``2026-11-07T10:30:00.000Z``."""
-    return format_utc_ms(to_datetime(ts))
+    """Epoch seconds -> RFC 3339 UTC with milliseconds and ``Z``: ``2026-11-07T10:30:00.000Z``; as
+    ``format_utc_ms(to_datetime(ts))``, by the C isoformat (a listing writes one per record)."""
+    return to_datetime(ts).isoformat(timespec="milliseconds")[:-6] + "Z"  # without its "+00:00"
 
 
 def to_datetime(ts: float) -> datetime:

@@ -201,6 +201,15 @@ STEPS: list[Step] = [
         f" CREATE INDEX IF NOT EXISTS requests_expiry ON requests (expires_at) WHERE {PENDING_LIVE};"
         f" CREATE INDEX IF NOT EXISTS requests_unseeded ON requests (requested_at, rowid) WHERE {UNSEEDED}",
     ),
+    # A listing's pages on PostgreSQL (issue 35, `permissions ls`): the keyset (requested_at, rowid) in one index,
+    # as SQLite's requests_state already is (its rowid implied), so a page is read in order and stops at its end;
+    # it serves all that requests_state did, which goes. Nothing to do on SQLite.
+    Step(
+        "listing key",
+        "SELECT 1",
+        "CREATE INDEX IF NOT EXISTS requests_state_key ON requests (state, requested_at, rowid);"
+        " DROP INDEX IF EXISTS requests_state",
+    ),
 ]
 LATEST = len(STEPS)
 

@@ -18,9 +18,11 @@ _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u206
 def clean(text: object, limit: int | None = None) -> str:
     """One terminal-safe line: whitespace runs become one space, anything unprintable (control, bidi and
     other format characters) becomes '?'; cut with … to ``limit`` characters when one is given."""
-    line = " ".join(str(text).split())
-    if not line.isprintable():  # the common case is printable: checked at C speed, rebuilt only when not
-        line = "".join(c if c.isprintable() else "?" for c in line)
+    line = str(text)
+    if not line.isprintable() or "  " in line or line[:1] == " " or line[-1:] == " ":  # else nothing to do:
+        line = " ".join(line.split())  # a printable line's only white space is " "
+        if not line.isprintable():  # checked at C speed, rebuilt only when not
+            line = "".join(c if c.isprintable() else "?" for c in line)
     return line if limit is None else clip(line, limit)
 
 
@@ -134,10 +136,12 @@ def table(
         widths = [max(len(_HEAD[i]), *(len(row[i]) for row in rows)) for i in range(len(_CAPS))]
         widths = [w if cap is None else min(cap, w) for w, cap in zip(widths, _CAPS, strict=True)]
     last = max(len(_HEAD[4]), width - sum(widths) - 2 * len(widths))
-    lines = []
-    for row in [_HEAD, *rows] if head else rows:
-        cells = [row[0].ljust(widths[0]), *(clip(row[i], w).ljust(w) for i, w in enumerate(widths) if i)]
-        lines.append("  ".join([*cells, clip(row[4], last)]).rstrip())
+    w0, w1, w2, w3 = widths
+    lines = [
+        f"{a.ljust(w0)}  {clip(b, w1).ljust(w1)}  {clip(c, w2).ljust(w2)}  {clip(d, w3).ljust(w3)}  {clip(q, last)}"
+        .rstrip()
+        for a, b, c, d, q in ([_HEAD, *rows] if head else rows)
+    ]
     return lines, list(widths)
 
 

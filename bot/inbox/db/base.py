@@ -137,6 +137,10 @@ class Database(ABC):
             await fence.check(conn)
             yield conn
 
+    def in_transaction(self) -> bool:
+        """Whether this task has a transaction open (what it reads then is read inside it)."""
+        return self._own() is not None
+
     def _own(self) -> Connection | None:
         """The transaction this task has open, if any."""
         current = self._current.get()
