@@ -78,3 +78,20 @@ async def test_the_client_cancelling_the_request_cancels_its_form(station: Stati
         assert len(relayed) == 2 and relayed[0] < answered < relayed[1]  # the agent hears its cancel after the answer
     finally:
         await r.close()
+
+
+async def test_the_agent_answering_the_request_cancels_its_form(station: Station, tmp_path: Path, sid: str) -> None:
+    """A form asks about a request; once the agent answers that request itself, the question is moot: the
+    agent's form is answered ``cancel`` and its prompts withdrawn; the agent's answer reaches the client as it was."""
+    r = await raw(station, tmp_path)
+    try:
+        await r.agent_sends(form(sid, 6, 8, "region"))
+        ps = await prompts_of(station, sid, "region")
+        await r.agent_sends(json.dumps({"jsonrpc": "2.0", "id": 7, "result": {}}))  # another request: no effect
+        done = json.dumps({"jsonrpc": "2.0", "id": 8, "result": {"sessionId": "s-8"}})
+        await r.agent_sends(done)
+        assert (await r.agent_reply(6))["result"] == {"action": "cancel"}
+        assert {(await record(station, p["content"]["request_id"]))["state"] for p in ps} == {"cancelled"}
+        await r.wait(lambda: done.encode() + b"\n" in r.client_lines, 10, "the agent's answer relayed unchanged")
+    finally:
+        await r.close()

@@ -35,6 +35,7 @@ _FWD_MARK = FWD_PREFIX.encode()
 _AGENT_WORDS = (b"request_permission", b"tool_call", b"cancel_request", b"elicitation/create")
 _CLIENT_WORDS = (b"cancel", b'"cwd"', b"session/close", b"initialize")
 _SESSION_WORD = b"sessionId"
+_RESULT_WORD, _ERROR_WORD = b'"result"', b'"error"'
 
 
 def may_matter(data: bytes | bytearray, words: tuple[bytes, ...]) -> bool:
@@ -99,6 +100,8 @@ class FromAgent:
     def wants(self, data: bytes | bytearray) -> bool:
         if self._proxy.cwd_by_rpc and _SESSION_WORD in data:
             return True
+        if self._proxy.elicitations and (_RESULT_WORD in data or _ERROR_WORD in data):  # a dict read: safe here
+            return True  # the agent answering a request a form may be tied to
         return may_matter(data, _AGENT_WORDS)
 
     def inspect(self, line: bytes | bytearray) -> bool:
@@ -116,6 +119,8 @@ class FromAgent:
             return False
         if method == "$/cancel_request" and "id" not in msg:
             return not _ask(self._loop, proxy.on_cancel_request(msg.get("params")), 5.0, "$/cancel_request")
+        if method is None and proxy.elicitations and ("result" in msg or "error" in msg):
+            self._loop.call_soon_threadsafe(proxy.on_agent_answered, msg.get("id"))
         if method == "session/update" and "id" not in msg:
             self._loop.call_soon_threadsafe(proxy.cache.observe, msg.get("params"), len(line))
         elif method is None and proxy.cwd_by_rpc:

@@ -114,6 +114,14 @@ class Proxy:
         if tasks:
             await asyncio.wait(tasks, timeout=self.cfg.cancel_budget + 2.0)
 
+    def on_agent_answered(self, rpc_id: Any) -> None:
+        """The agent answered the client's request ``rpc_id``: a form tied to it asks about what is over, so it
+        is cancelled (the agent gets ``cancel``; the room's prompts are withdrawn)."""
+        key = id_key(rpc_id)
+        for e in [e for e in self.elicitations.values() if key is not None and e.tied_to == key and not e.done]:
+            e.log.info("elicitation_parent_answered", message="the agent answered the request it is tied to")
+            e.cancel("agent", "the agent answered the request it was asked for")
+
     async def on_cancel_request(self, params: Any) -> bool:
         """``$/cancel_request`` from the agent: withdraw the permission request it names. True when taken."""
         key = id_key(withdrawn_id(params))
