@@ -68,7 +68,9 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except DATABASE_ERRORS as e:  # the state's disk is full or read-only, its database unreachable: nothing stored
-        log.error("api_storage_failed", path=request.path, error=f"{type(e).__name__}: {e}")
+        known = request.app[DAEMON].inbox.database.unreachable is not None  # an outage already said: not news
+        (log.warning if known else log.error)("api_storage_failed", path=request.path,
+                                              error=f"{type(e).__name__}: {e}"[:300])
         return busy("the daemon cannot read or write its state right now (its database unreachable, "
                     "or the disk full or read-only); retry later")
     except Exception:
