@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,10 +18,11 @@ from typing import Any
 import pytest
 
 from bot.demo.homeserver import Homeserver
+from bot.matrix.signing import key_of
 from bot.matrix.vault import VAULT_KEY
 from tests.support.ha import peer_of, role_of, until_logged, until_role
 from tests.support.postgres import PgCluster, kv_value
-from tests.support.station import Station, request_body
+from tests.support.station import BOT_PASSWORD, Station, request_body
 from tests.test_cross_signing_e2e import XSStation
 
 pytestmark = pytest.mark.e2e
@@ -121,8 +123,7 @@ async def test_a_leader_deposed_while_paused_leads_again_in_the_same_process(
 
 
 async def test_e2ee_commands_use_the_database(pair: tuple[HaXSStation, Station]) -> None:
-    """``e2ee accept-identity`` pins in the PostgreSQL database (the standby's folder holds no inbox);
-    ``reset-identity`` refuses in one line (the keys are in the database's copy of the device)."""
+    """``e2ee accept-identity`` pins in the PostgreSQL database (the standby's folder holds no inbox)."""
     a, b = pair
     await a.pg_kv(f"matrix.identity.{a.alice.user_id}")  # pinned on first sight, by whichever daemon led
     env = {"PERMISSION_BOT_DATABASE_URL": a.url}
@@ -131,9 +132,6 @@ async def test_e2ee_commands_use_the_database(pair: tuple[HaXSStation, Station])
     assert r.returncode == 0 and "accepted" in r.stdout, r
     assert (await a.pg_kv(f"matrix.identity.{a.alice.user_id}"))["master"]
     assert not (b.state_dir / "inbox.sqlite3").exists()
-    r = await asyncio.to_thread(b.cli, "e2ee", "reset-identity", "--config", str(b.config_path), env=env,
-                                input="pw\n")
-    assert r.returncode == 1 and "PostgreSQL" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r
 
 
 async def test_audit_reads_the_encrypted_checkpoints_from_the_databases_copy_of_the_device(
@@ -161,3 +159,34 @@ async def test_audit_reads_the_encrypted_checkpoints_from_the_databases_copy_of_
         await asyncio.sleep(1)
     assert r is not None and r.returncode == 0 and "checkpoints in the rooms agree" in r.stdout, r
     assert " 0 checkpoints" not in r.stdout and not (folder / "state").exists()
+
+
+async def test_reset_identity_on_postgresql_reaches_every_daemon(pair: tuple[HaXSStation, Station]) -> None:
+    """``e2ee reset-identity`` with the state in PostgreSQL (last: it replaces the bot's identity): a new identity
+    published, its recovery key shown once (never logged); the daemons, restarted with that key, import it from
+    secret storage and the device is cross-signed by it. A wrong password changes nothing."""
+    a, b = pair
+    env = {"PERMISSION_BOT_DATABASE_URL": a.url}
+    old = key_of(a.keys(a.bot_id)["master_keys"][a.bot_id])
+    r = await asyncio.to_thread(b.cli, "e2ee", "reset-identity", "--config", str(b.config_path), env=env,
+                                input="wrong-password\n")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r
+    assert key_of(a.keys(a.bot_id)["master_keys"][a.bot_id]) == old
+    r = await asyncio.to_thread(b.cli, "e2ee", "reset-identity", "--config", str(b.config_path), env=env,
+                                input=BOT_PASSWORD + "\n")
+    assert r.returncode == 0 and "restart every daemon" in r.stdout, r
+    key = re.search(r"shown once: (.+?) ;", r.stdout)
+    assert key is not None and key.group(1) not in r.stderr, r
+    new = key_of(a.keys(a.bot_id)["master_keys"][a.bot_id])
+    assert new and new != old
+    for st in (a, b):
+        st.stop_daemon()
+        st.env["PERMISSION_BOT_MATRIX_RECOVERY_KEY"] = key.group(1)
+    a.start_daemon()
+    await until_role(a, "leader")
+    await a.wait_healthy()
+    device = (await a.pg_kv("matrix.session"))["device_id"]
+    assert "cross_signing_imported" in a.log_path.read_text()
+    assert a.bot_device_signed(device)  # by the new identity's self-signing key
+    assert key.group(1) not in a.log_path.read_text()
+

@@ -3,8 +3,11 @@
     accept-identity USER   pin USER's current cross-signing identity (after they reset it)
     reset-identity         replace the bot's identity with a new one (asks for the bot's password)
 
-Both use the saved session in ``[state] path``; reset-identity logs in with the password when there is none
-(a fresh state folder) and keeps the new identity in secret storage (a new recovery key, see identity_backup.py).
+Both use the saved session in the state (``[state] path`` or ``state.database``); reset-identity logs in with the
+password when there is none (a fresh state folder) and keeps the new identity in secret storage (a new recovery
+key, see identity_backup.py). With the state in PostgreSQL it leaves the daemons' copy of the device alone: a new
+recovery key is shown once for their config (unless matrix.recovery_key is set), and each daemon imports the new
+identity from secret storage at its next start.
 """
 
 from __future__ import annotations
@@ -75,11 +78,7 @@ async def reset_identity(cfg: Config, password: str) -> str:
     from bot.matrix.signing import Identity
     from bot.service.state_db import database_url
 
-    if database_url(cfg):
-        raise MatrixFatal(
-            "e2ee reset-identity: with the state in PostgreSQL the bot's cross-signing keys are kept in the "
-            "database's copy of its device, which this command cannot change yet; not done"
-        )
+    shared = bool(database_url(cfg))  # PostgreSQL: every daemon takes the new identity from secret storage
     user = cfg.matrix.user_id
     try:
         inbox, session = await _session(cfg)
@@ -91,7 +90,8 @@ async def reset_identity(cfg: Config, password: str) -> str:
     try:
         ident = Identity.generate()
         await cross_signing.upload_identity(api, user, ident, password)
-        cross_signing.save_identity(cross_signing.identity_path(cfg.state_dir), ident)
+        if not shared:  # on PostgreSQL the daemons' copy of the device is theirs to change: they import it
+            cross_signing.save_identity(cross_signing.identity_path(cfg.state_dir), ident)
         if device:
             q = await api.query([user])
             dev = (q.get("device_keys") or {}).get(user, {}).get(device)
@@ -100,6 +100,10 @@ async def reset_identity(cfg: Config, password: str) -> str:
         if cfg.matrix.recovery_key:
             key = decode_recovery_key(cfg.matrix.recovery_key)
             where = "with matrix.recovery_key"
+        elif shared:  # no folder every daemon reads: the key is shown once, for their config
+            key = os.urandom(32)
+            where = (f"with a new recovery key, shown once: {encode_recovery_key(key)} ; set it as "
+                     "matrix.recovery_key (or PERMISSION_BOT_MATRIX_RECOVERY_KEY) for every daemon")
         else:
             key = os.urandom(32)
             identity_backup.write_key(identity_backup.key_file(cfg.state_dir), encode_recovery_key(key))
@@ -109,8 +113,10 @@ async def reset_identity(cfg: Config, password: str) -> str:
     finally:
         if temporary:
             await api.call("POST", "/logout", {})
+    restart = ("restart every daemon: each takes the new identity from secret storage with matrix.recovery_key "
+               "(the database's copy of the device keeps the old one until then)") if shared else "restart the bot"
     return (f"published a new identity for {user} (master key {fingerprint(ident.master.public)}), kept in secret "
-            f"storage {where}; restart the bot. People who verified the bot must verify it again.")
+            f"storage {where}; {restart}. People who verified the bot must verify it again.")
 
 
 async def _login(cfg: Config, password: str) -> str:
