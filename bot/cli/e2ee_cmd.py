@@ -80,6 +80,8 @@ async def reset_identity(cfg: Config, password: str) -> str:
 
     shared = bool(database_url(cfg))  # PostgreSQL: every daemon takes the new identity from secret storage
     user = cfg.matrix.user_id
+    # matrix.recovery_key read first: one that is not a recovery key (ValueError) changes nothing on the homeserver
+    given = decode_recovery_key(cfg.matrix.recovery_key) if cfg.matrix.recovery_key else None
     try:
         inbox, session = await _session(cfg)
         await inbox.close()
@@ -97,8 +99,8 @@ async def reset_identity(cfg: Config, password: str) -> str:
             dev = (q.get("device_keys") or {}).get(user, {}).get(device)
             if isinstance(dev, dict):
                 await cross_signing.sign_device(api, user, dev, ident)
-        if cfg.matrix.recovery_key:
-            key = decode_recovery_key(cfg.matrix.recovery_key)
+        if given is not None:
+            key = given
             where = "with matrix.recovery_key"
         elif shared:  # no folder every daemon reads: the key is shown once, for their config
             key = os.urandom(32)
