@@ -78,6 +78,7 @@ class _FakeProxy:
         self.taken: list[Any] = []
         self.cancelled: list[str] = []
         self.sessions: list[str] = []  # the sessions the proxy claims
+        self.elicitations: dict[int, Any] = {}  # the forms the proxy holds (filters read whether any)
 
         class _Cfg:
             cancel_budget = 1.0
@@ -218,3 +219,24 @@ async def test_filters_take_elicitations_and_advertise_elicitation() -> None:
     assert sent["params"]["clientCapabilities"] == {
         "fs": {"readTextFile": True}, "elicitation": {"form": {"x": 1}, "url": {}}}
     assert p.client_elicitation == frozenset({"form"})  # type: ignore[attr-defined]
+
+
+async def test_an_answer_read_right_after_its_tied_form_still_cancels_the_form() -> None:
+    """The agent's form tied to the client's request 3, then its answer to request 3, both read by the relay
+    thread before the loop registered the form: the form is still told its request was answered."""
+    loop = asyncio.get_running_loop()
+    p = _FakeProxy()
+    answered: list[Any] = []
+    p.on_elicitation = lambda msg: p.elicitations.update({1: msg})  # type: ignore[attr-defined]
+    p.on_agent_answered = answered.append  # type: ignore[attr-defined]
+    agent = FromAgent(p, loop)  # type: ignore[arg-type]
+    form = b'{"jsonrpc":"2.0","id":"e1","method":"elicitation/create","params":{"requestId":3,"mode":"form"}}'
+    reply = b'{"jsonrpc":"2.0","id":3,"result":{"sessionId":"s1"}}'
+
+    # both lines read before the loop runs the form's registration (here: the loop is busy reading them)
+    got = [agent.inspect(line) if agent.wants(line) else True for line in (form, reply)]
+    assert got == [False, True]  # the form taken, the answer relayed
+    await asyncio.sleep(0)
+    assert answered == [3]
+    p.elicitations.clear()  # the form over: the agent's other answers are not parsed for it any more
+    assert not agent.wants(b'{"jsonrpc":"2.0","id":4,"result":{}}')

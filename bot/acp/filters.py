@@ -96,11 +96,15 @@ class FromAgent:
     def __init__(self, proxy: Proxy, loop: asyncio.AbstractEventLoop) -> None:
         self._proxy = proxy
         self._loop = loop
+        # The client requests that forms seen here are tied to (this relay thread's own: the proxy registers a
+        # form on the loop later, so an answer read right after its form would find no form there yet).
+        self._tied: set[Any] = set()
 
     def wants(self, data: bytes | bytearray) -> bool:
         if self._proxy.cwd_by_rpc and _SESSION_WORD in data:
             return True
-        if self._proxy.elicitations and (_RESULT_WORD in data or _ERROR_WORD in data):  # a dict read: safe here
+        forms = self._tied or self._proxy.elicitations  # a dict read: safe here
+        if forms and (_RESULT_WORD in data or _ERROR_WORD in data):
             return True  # the agent answering a request a form may be tied to
         return may_matter(data, _AGENT_WORDS)
 
@@ -115,12 +119,15 @@ class FromAgent:
             self._loop.call_soon_threadsafe(proxy.on_permission_request, msg)
             return False
         if is_elicitation(msg):
+            if "sessionId" not in msg["params"] and (tied := id_key(msg["params"].get("requestId"))) is not None:
+                self._tied.add(tied)
             self._loop.call_soon_threadsafe(proxy.on_elicitation, msg)
             return False
         if method == "$/cancel_request" and "id" not in msg:
             return not _ask(self._loop, proxy.on_cancel_request(msg.get("params")), 5.0, "$/cancel_request")
-        if method is None and proxy.elicitations and ("result" in msg or "error" in msg):
-            self._loop.call_soon_threadsafe(proxy.on_agent_answered, msg.get("id"))
+        if method is None and ("result" in msg or "error" in msg) and (self._tied or proxy.elicitations):
+            self._tied.discard(id_key(msg.get("id")))
+            self._loop.call_soon_threadsafe(proxy.on_agent_answered, msg.get("id"))  # after on_elicitation: FIFO
         if method == "session/update" and "id" not in msg:
             self._loop.call_soon_threadsafe(proxy.cache.observe, msg.get("params"), len(line))
         elif method is None and proxy.cwd_by_rpc:
