@@ -57,19 +57,20 @@ def config_secrets(cfg: Config) -> list[str]:
 _done = False
 
 
-def setup(cfg: Config | None = None) -> None:
-    """Configure the log: from the environment alone, or from ``cfg``'s ``[log]`` (the environment wins)."""
+def setup(cfg: Config | None = None, more: list[str] | None = None) -> None:
+    """Configure the log: from the environment alone, or from ``cfg``'s ``[log]`` (the environment wins);
+    ``more``: secrets the command holds beyond the config's (a URL given on its command line)."""
     global _done
     _done = True
-    secrets = env_secrets(os.environ)
+    secrets = env_secrets(os.environ) + (more or [])
     if cfg is None:
         logs.configure(secrets=secrets)
     else:
         logs.configure(cfg.log.level, cfg.log.format, secrets + config_secrets(cfg))
 
 
-def refine(cfg: Config) -> None:
+def refine(cfg: Config, more: list[str] | None = None) -> None:
     """Once a command's config is loaded: the log as it says, if this process's command line set the log up
     (:func:`setup`; a test loading a config in its own process keeps its own logging)."""
     if _done:
-        setup(cfg)
+        setup(cfg, more)

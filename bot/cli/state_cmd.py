@@ -130,6 +130,10 @@ def migrate(args: argparse.Namespace) -> int:
         return _fail(str(e), EXIT_USAGE)
     if target.engine != "postgresql":
         return _fail(f"{key}: the target must be a postgresql:// URL, not {target.shown}", EXIT_USAGE)
+    from bot.cli import log_setup
+    from bot.inbox.db.url import secrets_of
+
+    log_setup.refine(cfg, secrets_of(url))  # the target's password masked too (--to, --to-env, --to-file)
     carrier = None if args.without_crypto else CryptoCarrier(cfg)
     source = cfg.state_dir / "inbox.sqlite3"
     try:
