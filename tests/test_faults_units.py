@@ -402,3 +402,30 @@ def test_an_outage_is_one_warning_with_its_reason_and_one_line_when_back() -> No
     assert back == {"worker": "post", "after_s": 2.5, "attempts": 5}
     out.failed("again", event="outbox_other")  # a new outage: a warning again
     assert said.lines[-1][:2] == ("warning", "outbox_other")
+
+
+async def test_the_expiry_timer_tries_again_soon_after_a_database_error() -> None:
+    """The database away: the timer tries again within seconds (a back-off), not after its 30 s idle wait, so a
+    request that fell due meanwhile expires in time once the database is back."""
+    from bot.inbox.db import DatabaseError
+    from bot.service.daemon import Daemon
+
+    calls: list[int] = []
+    stop = asyncio.Event()
+
+    async def due(now: float) -> list[Any]:
+        calls.append(1)
+        if len(calls) >= 3:
+            stop.set()
+        raise DatabaseError("state.database: lost the connection")
+
+    async def nothing(*_: Any) -> bool:
+        return False
+
+    fake = SimpleNamespace(
+        stop=stop, wake_timer=asyncio.Event(), now=lambda: 1000.0,
+        session_rules=SimpleNamespace(expire=nothing), inbox=SimpleNamespace(due=due),
+        cfg=SimpleNamespace(prompts=SimpleNamespace(session_rule_ttl=3600.0, on_timeout="reject")),
+    )
+    await asyncio.wait_for(Daemon.timer_loop(cast(Daemon, fake)), 8)
+    assert len(calls) == 3

@@ -46,6 +46,7 @@ from bot.service.state_db import new_holder, state_database
 from bot.service.term import CurrentMatrix, discard
 from bot.service.webhooks import Webhooks
 from bot.util.aio import wait_any
+from bot.util.backoff import Backoff
 from bot.util.outage import Outage
 from bot.util.statedir import secure_state_dir
 
@@ -207,6 +208,7 @@ class Daemon:
     # -- timeouts ------------------------------------------------------------
     async def timer_loop(self) -> None:
         outage = Outage(log, "timer_state_unavailable", "timer_state_back")
+        pace = Backoff(0.5, 5.0)  # the database away: tried again soon, so what fell due meanwhile expires in time
         while not self.stop.is_set():
             self.wake_timer.clear()
             try:
@@ -222,11 +224,12 @@ class Daemon:
                         log.info("request_expired", request_id=rec.id, option_id=option)
                 nxt = await self.inbox.next_expiry()
                 outage.ok()
+                pace.reset()
             except (asyncio.CancelledError, Deposed):  # Deposed: the term is over (the supervisor demotes)
                 raise
             except DATABASE_ERRORS as e:  # not now: tried again shortly
                 outage.failed(e)
-                nxt = None
+                nxt = self.now() + pace.delay()
             except Exception:
                 log.exception("timer_failed")
                 nxt = None
