@@ -9,24 +9,28 @@ from pathlib import Path
 
 import pytest
 
-from bot.inbox import schema
-from bot.inbox.db import Connection, Step
+from bot.inbox import ledger, schema
+from bot.inbox.db import Connection, Step, create
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from tests.support.station import request_body
+from tests.test_questions_fast import question_bodies
 
 # The schema exactly as first released (commit 6b05906), before versions existed.
 FIRST_RELEASE = schema.V1
 
 
+_OLD_ROW = (
+    "INSERT INTO requests (id, session_id, request_seq, tool_call_id, title, options, locations, content,"
+    " params, digest, revision, state, requested_at, expires_at, prompt_event_id)"
+    " VALUES ('s:1','s',1,'c','Old','[]','[]','[]','{}','d',1,'pending',1.0,2.0,'$old')"
+)
+
+
 def _make_first_release(path: Path) -> None:
     db = sqlite3.connect(path)
     db.executescript(FIRST_RELEASE)
-    db.execute(
-        "INSERT INTO requests (id, session_id, request_seq, tool_call_id, title, options, locations, content,"
-        " params, digest, revision, state, requested_at, expires_at, prompt_event_id)"
-        " VALUES ('s:1','s',1,'c','Old','[]','[]','[]','{}','d',1,'pending',1.0,2.0,'$old')"
-    )
+    db.execute(_OLD_ROW)
     db.execute("INSERT INTO seq (session_id, last) VALUES ('s', 1)")
     db.commit()
     db.close()
@@ -64,9 +68,49 @@ async def test_first_release_state_folder_is_upgraded_and_keeps_its_requests(tmp
         await inbox.release_post(held.id)
         assert held.id in [r.id for r in await inbox.needing_post()]
         assert await inbox.place("$infra", "posted", held.id, room="infra") > 0
+        await _this_waves_steps_work(inbox)
     finally:
         await inbox.close()
     assert _user_version(path) == schema.LATEST
+
+
+async def _this_waves_steps_work(inbox: Inbox) -> None:
+    """Steps 12-17 on an upgraded database: a question (kind), a hook request's holder, the ledger appended by a
+    settlement, the brief listing page."""
+    question = parse_submission(question_bodies("q")[0])
+    q, created = await inbox.submit(question, 20.0, 60, held_by="daemon-a")
+    assert created and q.kind == "question" and q.pending
+    before = (await ledger.head(inbox.database))[0]
+    assert await inbox.settle(q.id, option_id="decline", by="@a:x", via="matrix", feedback=None, now=21.0)
+    assert (await ledger.head(inbox.database))[0] == before + 1
+    page, _ = await inbox.pending_brief_json(10)
+    assert '"s:1"' in page.decode()
+
+
+async def test_the_last_released_schema_upgrades_on_both_engines(
+    engine_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A database as the last release left it (through step 11, post_held: SQLite or PostgreSQL, with a pending
+    request) is brought up to LATEST by this wave's steps and keeps what it held."""
+    released = [s.description for s in schema.STEPS].index("post_held") + 1
+    monkeypatch.setattr(schema, "LATEST", released)
+    old = create(engine_url, holder="released")
+    await old.start()
+    try:
+        assert await schema.upgrade(old) == released
+        await old.execute(_OLD_ROW.replace("2.0", "9e9"))  # not due: still pending after the upgrade
+        await old.execute("INSERT INTO seq (session_id, last) VALUES ('s', 1)")
+    finally:
+        await old.stop()
+    monkeypatch.setattr(schema, "LATEST", len(schema.STEPS))
+    inbox = Inbox(create(engine_url, holder="upgraded"))
+    await inbox.open()
+    try:
+        kept = await inbox.get("s:1")
+        assert kept is not None and kept.pending and kept.title == "Old" and kept.room == "default"
+        await _this_waves_steps_work(inbox)
+    finally:
+        await inbox.close()
 
 
 async def test_unversioned_folder_with_later_columns_upgrades(tmp_path: Path) -> None:
