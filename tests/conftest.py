@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bot.demo.homeserver import Homeserver
+from tests.support.fake_station import fst  # noqa: F401 - fixture: the station on the fake homeserver
 from tests.support.postgres import engine_url, inbox, pg_cluster, pg_url  # noqa: F401 - fixtures: PostgreSQL
 from tests.support.station import Station
 

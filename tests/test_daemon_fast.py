@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sqlite3
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,25 +16,8 @@ import pytest
 from bot.answers import KEYCAPS
 from bot.inbox.db.fence import Deposed
 from tests.support.fake_station import FakeStation, until
-from tests.support.fakematrix import FakeHomeserver
 from tests.support.human import content, rel
 from tests.support.station import request_body
-
-
-@pytest.fixture(autouse=True)
-def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("bot.matrix.retry.FIRST_DELAY", 0.01)
-
-
-@pytest.fixture
-async def fst(tmp_path: Path) -> AsyncIterator[FakeStation]:
-    hs = await FakeHomeserver().start()
-    st = FakeStation(hs, tmp_path / "state")
-    await st.start()
-    yield st
-    if st.daemon is not None:
-        await st.stop()
-    await hs.close()
 
 
 @pytest.mark.parametrize(

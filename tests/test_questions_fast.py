@@ -4,34 +4,13 @@ like a bot line."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from bot.hooks.models import parse_hook_input
 from bot.hooks.translate import build_submissions
 from tests.support.fake_station import FakeStation
-from tests.support.fakematrix import FakeHomeserver
 from tests.support.human import content
 from tests.test_questions import hook_input
-
-
-@pytest.fixture(autouse=True)
-def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("bot.matrix.retry.FIRST_DELAY", 0.01)
-
-
-@pytest.fixture
-async def fst(tmp_path: Path) -> AsyncIterator[FakeStation]:
-    hs = await FakeHomeserver().start()
-    st = FakeStation(hs, tmp_path / "state")
-    await st.start()
-    yield st
-    if st.daemon is not None:
-        await st.stop()
-    await hs.close()
 
 
 def question_bodies(sid: str, **change: Any) -> list[dict[str, Any]]:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from bot.config import Config, MatrixConfig, parse_config
 from bot.inbox.record import Record
@@ -155,3 +157,17 @@ class FakeStation:
         await asyncio.sleep(seconds)
         rec = await self.d.inbox.get(request_id)
         return rec is not None and rec.pending
+
+
+
+@pytest.fixture
+async def fst(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeStation]:
+    """The station on a fresh fake homeserver, the daemon started (Matrix retries quick: 10 ms first)."""
+    monkeypatch.setattr("bot.matrix.retry.FIRST_DELAY", 0.01)
+    hs = await FakeHomeserver().start()
+    st = FakeStation(hs, tmp_path / "state")
+    await st.start()
+    yield st
+    if st.daemon is not None:
+        await st.stop()
+    await hs.close()
