@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.demo.homeserver import free_port
+from tests.support.serve import serve
 from tests.support.station import Station, request_body
 from tests.test_permissions_cli import Ran, run
 
@@ -50,10 +50,7 @@ async def pager() -> AsyncIterator[tuple[Pager, str]]:
     p = Pager(2500)
     app = web.Application()
     app.router.add_get("/permissions", p.list)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    runner, port = await serve(app)
     yield p, f"http://127.0.0.1:{port}"
     await runner.cleanup()
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.demo.homeserver import free_port
+from tests.support.serve import serve
 from tests.support.station import Station, request_body
 
 pytestmark = pytest.mark.e2e
@@ -35,14 +35,6 @@ def documented_check() -> Verify:
     exec(code.group(1), scope)  # the project's own documentation, run as a receiver would
     assert scope["TOLERANCE"] == 300
     return scope["verify"]  # type: ignore[no-any-return]
-
-
-async def serve(app: web.Application) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    return runner, port
 
 
 async def test_webhooks_are_signed_retried_replay_proof_and_keep_their_urls_secrets(
