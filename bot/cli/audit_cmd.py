@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
                 since = None if args.since is None else parse_since(args.since, time.time())
             except ValueError as e:
                 return _fail(str(e), EXIT_USAGE)
-            if args.room is not None and args.room not in {"default", *(r.name for r in cfg.rooms)}:
+            if args.room is not None and args.room not in cfg.room_names:
                 return _fail(f"--room: {args.room!r:.70} is not a configured room", EXIT_USAGE)
             return asyncio.run(export(cfg, since, args.room, args.format, sys.stdout))
         if args.partial and args.file is None:
