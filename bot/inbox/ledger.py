@@ -10,7 +10,6 @@ the chain has one line, no fork, no gap. Under high availability the fencing ter
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -119,8 +118,3 @@ async def lines(
         if len(rows) < page:
             return
         after = int(rows[-1][0])
-
-
-def parse_line(text: str) -> Any:
-    """One exported line as JSON (``ValueError`` when it is not)."""
-    return json.loads(text)
