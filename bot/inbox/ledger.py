@@ -17,7 +17,7 @@ from typing import Any
 from bot.events.ledger import ZERO, line, meaning_of, seal
 from bot.events.states import Via
 from bot.events.timestamps import iso_ms
-from bot.inbox.db import Connection, Database
+from bot.inbox.db import Connection, Database, placeholders
 from bot.inbox.record import Record
 
 OFF_ENV = "PERMISSION_BOT_BENCH_NO_LEDGER"
@@ -107,7 +107,7 @@ async def lines(
     if rooms is not None:
         if not rooms:
             return
-        marks = ",".join(f"${len(args) + 2 + i}" for i in range(len(rooms)))
+        marks = placeholders(len(args) + 2, len(rooms))
         args.extend(rooms)
         where += f" AND room IN ({marks})"
     sql = f"SELECT seq, entry FROM ledger WHERE {where} ORDER BY seq LIMIT {int(page)}"
