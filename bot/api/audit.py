@@ -31,7 +31,7 @@ async def audit(request: web.Request) -> web.StreamResponse:
         at = None if since is None else parse_since(since, time.time())
     except ValueError as e:
         return error(400, "bad_since", str(e))
-    known = {"default", *(r.name for r in daemon.cfg.rooms)}
+    known = set(daemon.cfg.room_names)
     scope = reach(request, who).rooms  # the one rule every read route goes through (bot.api.common)
     mine = known if scope is None else known & set(scope)
     room = request.query.get("room")

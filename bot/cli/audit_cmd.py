@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
@@ -104,13 +104,6 @@ def _file_lines(name: str) -> Iterator[str]:
         yield from f
 
 
-async def _state_lines(inbox: Inbox) -> AsyncIterator[str]:
-    from bot.inbox import ledger
-
-    async for text in ledger.lines(inbox.database):
-        yield text
-
-
 def _summary(checker: Checker) -> str:
     if not checker.partial:
         return f"intact: {checker.count} entries, head seq {checker.last_seq} {checker.last_hash}"
@@ -128,6 +121,7 @@ def _summary(checker: Checker) -> str:
 async def verify(cfg: Config | None, file: str | None, against_room: bool, out: TextIO, partial: bool = False) -> int:
 
     from bot.events.ledger import Checker, against_checkpoints
+    from bot.inbox import ledger
 
     checkpoints: list[tuple[str, int, str]] = []
     if against_room:
@@ -139,7 +133,7 @@ async def verify(cfg: Config | None, file: str | None, against_room: bool, out: 
     inbox = await _opened(cfg) if file is None and cfg is not None else None
     try:
         if inbox is not None:
-            async for text in _state_lines(inbox):
+            async for text in ledger.lines(inbox.database):
                 if not checker.feed_line(text):
                     break
         else:
@@ -186,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
                 since = None if args.since is None else parse_since(args.since, time.time())
             except ValueError as e:
                 return _fail(str(e), EXIT_USAGE)
-            if args.room is not None and args.room not in {"default", *(r.name for r in cfg.rooms)}:
+            if args.room is not None and args.room not in cfg.room_names:
                 return _fail(f"--room: {args.room!r:.70} is not a configured room", EXIT_USAGE)
             return asyncio.run(export(cfg, since, args.room, args.format, sys.stdout))
         if args.partial and args.file is None:

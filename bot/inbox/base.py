@@ -17,12 +17,12 @@ from bot.events.states import State, Via
 from bot.inbox.db import Connection, Database, Row
 from bot.inbox.db.notify import notify
 from bot.inbox.pages import JsonKept
+from bot.inbox.quorum import APPROVED  # a quorum request's approvals changed
 from bot.inbox.record import Outcome, Record
 
 Listener = Callable[[str, Record], None]
 CHANGED = "pb_changed"
 """The NOTIFY channel of committed changes on PostgreSQL: ``kind<TAB>holder<TAB>request id`` (bot.inbox.across)."""
-APPROVED = "approved"  # bot.inbox.quorum.APPROVED: a quorum request's approvals changed
 RELEASED = "released"
 """The kind of a NOTIFY that a held request may be posted now: only ``on_release`` callbacks hear it."""
 

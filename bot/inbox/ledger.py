@@ -10,7 +10,6 @@ the chain has one line, no fork, no gap. Under high availability the fencing ter
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from bot.events.ledger import ZERO, line, meaning_of, seal
 from bot.events.states import Via
 from bot.events.timestamps import iso_ms
-from bot.inbox.db import Connection, Database
+from bot.inbox.db import Connection, Database, placeholders
 from bot.inbox.record import Record
 
 OFF_ENV = "PERMISSION_BOT_BENCH_NO_LEDGER"
@@ -108,7 +107,7 @@ async def lines(
     if rooms is not None:
         if not rooms:
             return
-        marks = ",".join(f"${len(args) + 2 + i}" for i in range(len(rooms)))
+        marks = placeholders(len(args) + 2, len(rooms))
         args.extend(rooms)
         where += f" AND room IN ({marks})"
     sql = f"SELECT seq, entry FROM ledger WHERE {where} ORDER BY seq LIMIT {int(page)}"
@@ -119,8 +118,3 @@ async def lines(
         if len(rows) < page:
             return
         after = int(rows[-1][0])
-
-
-def parse_line(text: str) -> Any:
-    """One exported line as JSON (``ValueError`` when it is not)."""
-    return json.loads(text)

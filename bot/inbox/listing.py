@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.events.timestamps import iso_ms
 from bot.inbox.base import InboxBase, row_to_record
+from bot.inbox.db import placeholders
 from bot.inbox.pages import Key
 from bot.inbox.record import PENDING, Record
 from bot.inbox.sessions import HOOK_KEY_PREFIX
@@ -44,7 +45,7 @@ def _where(
         where, args = f"{where} AND room=${first + len(args)}", (*args, room)
     if rooms is not None:
         names = sorted(rooms)
-        marks = ",".join(f"${first + len(args) + i}" for i in range(len(names)))
+        marks = placeholders(first + len(args), len(names))
         where, args = (f"{where} AND room IN ({marks})" if names else f"{where} AND 1=0"), (*args, *names)
     return where, args
 

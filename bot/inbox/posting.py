@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.inbox.base import InboxBase
+from bot.inbox.db import placeholders
 from bot.inbox.record import PENDING, Record
 
 NEEDING_EDIT = (
@@ -124,7 +125,7 @@ class Posting(InboxBase):
         if request_ids is not None:
             if not request_ids:
                 return []
-            which = " AND r.request_id IN (" + ", ".join(f"${i + 3}" for i in range(len(request_ids))) + ")"
+            which = f" AND r.request_id IN ({placeholders(3, len(request_ids))})"
         rows = await self.database.fetch(
             "SELECT r.request_id, r.key, r.event_id FROM reactions r JOIN requests q ON q.id = r.request_id"
             f" WHERE q.state!=$1 AND r.redacted=0 AND r.event_id IS NOT NULL{which} LIMIT $2",

@@ -62,6 +62,7 @@ class Record:
     approvals_shown: int = 0  # how many of them the prompt shows
     escalated_at: float | None = None  # when it was escalated (bot.service.escalation), once
     escalated_to: list[str] | None = None  # who was mentioned then: they may answer it
+    kind: str = "permission"  # bot.events.kinds.Kind: permission, question or plan
 
     @property
     def quorum(self) -> bool:
@@ -74,7 +75,6 @@ class Record:
             return None
         return {"needed": self.approvals_needed,
                 "given": [{"by": a["by"], "at": iso_ms(float(a["at"]))} for a in self.approvals]}
-    kind: str = "permission"  # bot.events.kinds.Kind: permission, question or plan
 
     @property
     def pending(self) -> bool:

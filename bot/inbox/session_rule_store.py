@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.events.timestamps import iso_ms
-from bot.inbox.db import Connection, Row
+from bot.inbox.db import Connection, Row, placeholders
 from bot.inbox.session_rules import Scope, origin_of, subject_facts
 from bot.inbox.store import Inbox
 
@@ -63,7 +63,7 @@ def in_rooms(rooms: Collection[str] | None, first: int) -> tuple[str, tuple[str,
     names = tuple(sorted(rooms))
     if not names:
         return " AND 1=0", ()
-    marks = ",".join(f"${first + i}" for i in range(len(names)))
+    marks = placeholders(first, len(names))
     # by the request's primary key, one lookup per rule (never a scan of every request of those rooms)
     return (f" AND EXISTS (SELECT 1 FROM requests q WHERE q.id = session_rules.request_id AND q.room IN ({marks}))",
             names)

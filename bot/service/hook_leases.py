@@ -24,6 +24,7 @@ import structlog
 
 from bot.events.states import Via
 from bot.inbox.store import Inbox
+from bot.util.aio import sleep_unless_stopped
 from bot.util.outage import Outage
 
 log = structlog.get_logger("hooks")
@@ -85,10 +86,7 @@ class HookLeases:
                 self._outage.failed(e)
             else:
                 self._outage.ok()
-            try:
-                await asyncio.wait_for(stop.wait(), self.beat)
-            except TimeoutError:
-                pass
+            await sleep_unless_stopped(stop, self.beat)
 
     async def close(self) -> None:
         """A clean stop: drop the lease (what this daemon still held goes to the others at once)."""

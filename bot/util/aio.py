@@ -21,19 +21,18 @@ async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
 
 async def wait_any(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
     """Wait until ``stop`` or ``wake`` is set, or ``seconds`` pass."""
-    waiters = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(wake.wait())]
-    try:
-        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()
+    await _first((stop, wake), seconds)
 
 
 async def wait_first(*events: asyncio.Event) -> None:
     """Wait until any of ``events`` is set."""
+    await _first(events, None)
+
+
+async def _first(events: Iterable[asyncio.Event], seconds: float | None) -> None:
     waiters = [asyncio.ensure_future(e.wait()) for e in events]
     try:
-        await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
     finally:
         for w in waiters:
             w.cancel()

@@ -6,7 +6,7 @@ PostgreSQL leadership with a fencing term, and LISTEN/NOTIFY of ids.
 
 from __future__ import annotations
 
-from bot.inbox.db.base import Connection, Database, DatabaseError, Row
+from bot.inbox.db.base import Connection, Database, DatabaseError, Row, placeholders
 from bot.inbox.db.dialect import POSTGRES, SQLITE, Dialect, DialectError
 from bot.inbox.db.upgrade import SchemaTooNew, Step, UpgradeTable, both
 from bot.inbox.db.url import KEY, DatabaseUrlError, Target, mask, parse
@@ -44,4 +44,5 @@ __all__ = [
     "create",
     "mask",
     "parse",
+    "placeholders",
 ]

@@ -39,6 +39,11 @@ def value(row: Row | None, column: int) -> Any:
     return None if row is None else row[column]
 
 
+def placeholders(first: int, count: int) -> str:
+    """``count`` numbered placeholders from ``$first`` (``$3,$4,$5``): the inside of an ``IN (...)`` list."""
+    return ",".join(f"${first + i}" for i in range(count))
+
+
 class DatabaseError(Exception):
     """The database cannot be reached or used (the message names ``state.database``, never a password)."""
 

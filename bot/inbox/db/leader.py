@@ -115,6 +115,15 @@ class Leader:
                 self._grace_until = time.monotonic() + self.stale_after
         return self._conn
 
+    @staticmethod
+    async def _lock(conn: Any) -> bool:
+        """Whether the leadership lock is held now (it waits up to ``poll`` for it: the ``lock_timeout``)."""
+        try:
+            await conn.execute("SELECT pg_advisory_lock($1, $2)", *LOCK)
+        except asyncpg.exceptions.LockNotAvailableError:
+            return False
+        return True
+
     def _drop(self) -> None:
         if self._conn is not None and not self._conn.is_closed():
             self._conn.terminate()
@@ -128,9 +137,7 @@ class Leader:
         while True:
             try:
                 conn = await self._connection()
-                try:
-                    await conn.execute("SELECT pg_advisory_lock($1, $2)", *LOCK)  # waits up to ``poll``
-                except asyncpg.exceptions.LockNotAvailableError:
+                if not await self._lock(conn):
                     if not said:  # once a campaign: the operator sees which daemon waits
                         said = True
                         log.info("standby", holder=self.db.holder,
@@ -214,9 +221,7 @@ class Leader:
         while True:
             try:
                 conn = await self._connection()
-                try:
-                    await conn.execute("SELECT pg_advisory_lock($1, $2)", *LOCK)  # waits up to ``poll``
-                except asyncpg.exceptions.LockNotAvailableError:
+                if not await self._lock(conn):
                     if await conn.fetchval("SELECT term FROM leadership WHERE id=1") != term:
                         break
                     continue  # a standby back from the outage hands it back within its grace
