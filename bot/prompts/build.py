@@ -158,13 +158,7 @@ def _ask_at(
     step: int,
 ) -> dict[str, Any]:
     """A question's or a plan's prompt content at cut step ``step`` (0: nothing cut)."""
-    v2_options: list[dict[str, Any]] = []
-    for option_id, name, acp_kind in facts["acp"]:
-        meaning, scope = option_meaning(acp_kind)
-        option: dict[str, Any] = {"id": option_id, "label": cut(valid(name), MAX_LABEL)[0], "meaning": meaning}
-        if scope is not None:
-            option["scope"] = scope
-        v2_options.append(option)
+    v2_options = _v2_options(facts["acp"], MAX_LABEL)
     if kind == Kind.QUESTION:
         form = raw_input.get("form") if isinstance(raw_input, dict) else None
         at = (form.get("index"), form.get("count")) if isinstance(form, dict) else (None, None)
@@ -174,8 +168,7 @@ def _ask_at(
             short=step > 0,
         )
     else:
-        labels = [prose(o["label"]) or prose(o["id"]) or f"option {n}" for n, o in enumerate(v2_options, 1)]
-        shown = asks.plan(facts["title"], raw_input, labels, agent=facts["agent"], cwd=facts["cwd"],
+        shown = asks.plan(facts["title"], raw_input, _labels(v2_options), agent=facts["agent"], cwd=facts["cwd"],
                           limit=asks.PLAN_STEPS[step])
     return _envelope(ids, subject, facts, cut(shown.title, 1000)[0], v2_options, shown.body, shown.html,
                      shown.items, shown.complete)
@@ -186,16 +179,8 @@ def _prompt_at(
 ) -> dict[str, Any]:
     """The prompt content with the given cuts."""
     v2_title, _ = cut(facts["title"], limits.title)
-    v2_options: list[dict[str, Any]] = []
-    shown: list[str] = []
-    for option_id, name, acp_kind in facts["acp"]:
-        label, _ = cut(valid(name), limits.label)
-        meaning, scope = option_meaning(acp_kind)
-        option: dict[str, Any] = {"id": option_id, "label": label, "meaning": meaning}
-        if scope is not None:
-            option["scope"] = scope
-        v2_options.append(option)
-        shown.append(prose(label) or prose(option_id) or f"option {len(shown) + 1}")
+    v2_options = _v2_options(facts["acp"], limits.label)
+    shown = _labels(v2_options)
     if facts["session_line"]:
         shown.append(facts["session_line"])
     preview = build_preview(
@@ -210,6 +195,23 @@ def _prompt_at(
     deny = deny_number([kind for _, _, kind in facts["acp"]])
     return _envelope(ids, subject, facts, v2_title, v2_options, message.body(display, preview, shown, deny),
                      message.formatted(display, shown, preview, deny), preview.items, preview.complete)
+
+
+def _v2_options(acp: Sequence[tuple[str, str, str]], label_limit: int) -> list[dict[str, Any]]:
+    """The v2 ``options`` of the shown (optionId, name, kind) triples, labels cut at ``label_limit``."""
+    v2_options: list[dict[str, Any]] = []
+    for option_id, name, acp_kind in acp:
+        meaning, scope = option_meaning(acp_kind)
+        option: dict[str, Any] = {"id": option_id, "label": cut(valid(name), label_limit)[0], "meaning": meaning}
+        if scope is not None:
+            option["scope"] = scope
+        v2_options.append(option)
+    return v2_options
+
+
+def _labels(v2_options: Sequence[Mapping[str, Any]]) -> list[str]:
+    """How the prompt names each option in its numbered list (its label, else its id, else ``option N``)."""
+    return [prose(o["label"]) or prose(o["id"]) or f"option {n}" for n, o in enumerate(v2_options, 1)]
 
 
 def _envelope(
