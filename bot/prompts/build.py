@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.events import CARD_KEY, SUBJECT_SCHEMA, SUITE_EVENT_TYPE, format_utc_ms, validate_content
 from bot.events.kinds import Kind, question_of
+from bot.events.ledger import option_meaning
 from bot.prompts import asks, message
 from bot.prompts.options import shown_order
 from bot.prompts.preview import MAX_LABEL, STEPS, Limits, build_preview, gather
@@ -28,18 +29,7 @@ MAX_OPTIONS = 20
 # the content twice (fallback + m.new_content), so the prompt keeps well under half of that.
 CONTENT_BUDGET = 24_000
 
-_MEANINGS: dict[str, tuple[str, str | None]] = {
-    "allow_once": ("approve", "once"),
-    "allow_always": ("approve", "always"),
-    "reject_once": ("reject", "once"),
-    "reject_always": ("reject", "always"),
-}
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def option_meaning(kind: str) -> tuple[str, str | None]:
-    """ACP option kind -> (meaning, scope): ``allow_once`` -> ("approve", "once"), else ("choose", None)."""
-    return _MEANINGS.get(kind, ("choose", None)) if isinstance(kind, str) else ("choose", None)
 
 
 def deny_number(kinds: list[str]) -> int | None:
