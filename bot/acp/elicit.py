@@ -21,7 +21,6 @@ client cancels that request (``$/cancel_request``); one tied to neither is not A
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any, Protocol
 
 import structlog
@@ -41,10 +40,6 @@ ACCEPT, DECLINE, CANCEL = "accept", "decline", "cancel"
 def action(what: str, content: dict[str, Any] | None = None) -> dict[str, Any]:
     """An ACP ``CreateElicitationResponse`` result."""
     return {"action": what, "content": content} if content is not None else {"action": what}
-
-
-def _dump(msg: Any) -> bytes:
-    return (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
 class FormHost(Host, Protocol):
@@ -245,7 +240,7 @@ class Elicitation:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         proxy.forwarded[self.fwd] = fut
         try:
-            await in_thread(proxy.to_client.write, _dump({**self.msg, "id": self.fwd}))
+            await in_thread(proxy.to_client.write, messages.line_of({**self.msg, "id": self.fwd}))
             return await fut
         finally:
             proxy.forwarded.pop(self.fwd, None)
@@ -259,6 +254,6 @@ class Elicitation:
         self.proxy.withdrawn_fwd.add(self.fwd)
         note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": self.fwd}}
         try:
-            await in_thread(self.proxy.relay_to_client, _dump(note))
+            await in_thread(self.proxy.relay_to_client, messages.line_of(note))
         except OSError as e:
             self.log.info("client_copy_withdraw_failed", error=str(e) or type(e).__name__)

@@ -24,7 +24,7 @@ import structlog
 from acp.schema import CancelNotification, CloseSessionRequest
 
 from bot.acp.ids import FWD_PREFIX, id_key
-from bot.acp.messages import session_of
+from bot.acp.messages import line_of, session_of
 
 if TYPE_CHECKING:
     from bot.acp.proxy import Proxy
@@ -151,7 +151,7 @@ class FromAgent:
             self._loop.call_soon_threadsafe(self._proxy.on_permission_request, m)
         rest = [m for m in batch if not is_permission_request(m)]
         if rest:
-            self._proxy.relay_to_client(json.dumps(rest, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+            self._proxy.relay_to_client(line_of(rest))
         return False
 
 
@@ -214,7 +214,7 @@ class FromClient:
         log.info("elicitation_advertised_to_agent", client_elicitation=sorted(proxy.client_elicitation))
         if proxy.to_agent is None:
             return True
-        proxy.to_agent.write(json.dumps(out, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+        proxy.to_agent.write(line_of(out))
         return False
 
     def _note_cwd(self, msg: dict[str, Any], params: dict[str, Any]) -> None:

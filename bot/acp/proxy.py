@@ -13,7 +13,6 @@ both pumps, the end): :mod:`bot.acp.run`.
 from __future__ import annotations
 
 import asyncio
-import json
 import secrets
 import uuid
 from typing import Any
@@ -26,16 +25,12 @@ from bot.acp.config import ProxyConfig
 from bot.acp.daemon_client import DaemonClient, DaemonError
 from bot.acp.elicit import Elicitation
 from bot.acp.ids import FWD_PREFIX, id_key
-from bot.acp.messages import withdrawn_id
+from bot.acp.messages import line_of, withdrawn_id
 from bot.acp.relay import FdSink, in_thread
 from bot.acp.request import Request
 from bot.acp.toolcalls import ToolCallCache
 
 log = structlog.get_logger("bot.acp")
-
-
-def _dump(msg: Any) -> bytes:
-    return (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
 class Proxy:
@@ -138,7 +133,7 @@ class Proxy:
         if isinstance(req, Request) and req.forwarded:  # the client holds it under the proxy's id: tell it so
             withdraw = CancelRequestNotification(request_id=self._fwd_id(req))
             note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": outcomes.wire(withdraw)}
-            await in_thread(self.relay_to_client, _dump(note))
+            await in_thread(self.relay_to_client, line_of(note))
             return True
         req.log.info("permission_request_withdrawn_by_agent")
         req.cancel("agent", withdrawn=True)
@@ -212,7 +207,7 @@ class Proxy:
         if self.to_agent is None:
             return
         try:
-            line = _dump(msg)
+            line = line_of(msg)
             if not self.to_agent.try_write(line):  # a short answer goes at once, not through a thread
                 await in_thread(self.to_agent.write, line)
         except OSError as e:
@@ -233,7 +228,7 @@ class Proxy:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.forwarded[fresh] = fut
         try:
-            await in_thread(self.to_client.write, _dump({**req.msg, "id": fresh}))
+            await in_thread(self.to_client.write, line_of({**req.msg, "id": fresh}))
             reply = await fut
         finally:
             self.forwarded.pop(fresh, None)

@@ -15,6 +15,7 @@ import structlog
 
 from bot.acp.daemon_client import DaemonError
 from bot.acp.request import Host, Request
+from bot.acp.submission import proxy_fields
 
 log = structlog.get_logger("bot.acp")
 
@@ -38,14 +39,8 @@ class QuestionRequest(Request):
         self.submitted.set()
 
     def body(self) -> dict[str, Any]:
-        body = dict(self.params)
-        body["key"] = self.key
-        if self.proxy.cfg.label:
-            body["label"] = self.proxy.cfg.label
         cwd = self.proxy.cwd_by_session.get(self.session_id or "")
-        if cwd:
-            body["cwd"] = cwd
-        return body
+        return proxy_fields(dict(self.params), key=self.key, label=self.proxy.cfg.label, cwd=cwd)
 
     def withdraw(self, by: str, feedback: str, budget: float | None = None) -> None:
         """Cancel it in the daemon (the prompt is edited to say why), unless it is settled."""

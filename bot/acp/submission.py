@@ -15,6 +15,16 @@ from bot.acp.toolcalls import ToolCallCache
 from bot.util.digest import EXTRAS
 
 
+def proxy_fields(body: dict[str, Any], *, key: str, label: str | None, cwd: str | None) -> dict[str, Any]:
+    """``body`` with the proxy's ``key``, and its ``label`` and the session's ``cwd`` when they are set."""
+    body["key"] = key
+    if label:
+        body["label"] = label
+    if cwd:
+        body["cwd"] = cwd
+    return body
+
+
 def submission_body(
     params: dict[str, Any],
     acp: RequestPermissionRequest,
@@ -32,11 +42,7 @@ def submission_body(
     body = {k: v for k, v in params.items() if k not in EXTRAS}
     ctx = cache.completion(acp.session_id, params["toolCall"])
     cache.merge(acp.session_id, acp.tool_call)
-    body["key"] = key
-    if label:
-        body["label"] = label
-    if cwd:
-        body["cwd"] = cwd
+    proxy_fields(body, key=key, label=label, cwd=cwd)
     if ctx:
         body["toolCallContext"] = ctx
         log.info("tool_call_completed_from_updates", fields=sorted(ctx))

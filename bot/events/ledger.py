@@ -27,7 +27,7 @@ FIELDS = (
     "answered_by", "via", "feedback", "prev", "hash",
 )
 """An entry's keys (also the CSV columns, in this order)."""
-_MEANINGS: dict[str, tuple[str, str]] = {
+_MEANINGS: dict[str, tuple[str, str | None]] = {
     "allow_once": ("approve", "once"),
     "allow_always": ("approve", "always"),
     "reject_once": ("reject", "once"),
@@ -74,6 +74,11 @@ def _text(body: Mapping[str, Any]) -> str:
     return canonical(body)
 
 
+def option_meaning(kind: str) -> tuple[str, str | None]:
+    """ACP option kind -> (meaning, scope): ``allow_once`` -> ("approve", "once"), else ("choose", None)."""
+    return _MEANINGS.get(kind, ("choose", None)) if isinstance(kind, str) else ("choose", None)
+
+
 def meaning_of(options: Sequence[Mapping[str, Any]], option_id: str | None) -> tuple[str | None, str | None]:
     """(meaning, scope) of the chosen option: ``allow_once`` -> ("approve", "once"); another kind ->
     ("choose", None); no option (a cancel, a timeout without one) -> (None, None)."""
@@ -81,8 +86,7 @@ def meaning_of(options: Sequence[Mapping[str, Any]], option_id: str | None) -> t
         return None, None
     for o in options:
         if o.get("optionId") == option_id:
-            kind = o.get("kind")
-            return _MEANINGS.get(kind, ("choose", None)) if isinstance(kind, str) else ("choose", None)  # type: ignore[return-value]
+            return option_meaning(o.get("kind"))  # type: ignore[arg-type]
     return "choose", None
 
 

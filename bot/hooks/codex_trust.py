@@ -154,13 +154,11 @@ def _state(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
 def _set(text: str, key: str, value: str) -> str:
     """``text`` with ``[hooks.state."key"] trusted_hash = value`` (the table appended or its line set)."""
     line = f"trusted_hash = {json.dumps(value)}"
-    m = _header(key).search(text)
-    if m is None:
+    span = _table(text, key)
+    if span is None:
         sep = "" if not text or text.endswith("\n") else "\n"
         return f"{text}{sep}\n[hooks.state.{json.dumps(key)}]\n{line}\n"
-    start = m.end()
-    nxt = re.compile(r"^[ \t]*\[", re.M).search(text, start)
-    end = nxt.start() if nxt else len(text)
+    start, end = span
     body = text[start:end]
     old = re.compile(r"^[ \t]*trusted_hash[ \t]*=.*$", re.M)
     body = old.sub(line, body, count=1) if old.search(body) else f"\n{line}" + body
@@ -208,18 +206,23 @@ def trust(home: Path, ours: Ours) -> tuple[list[Trusted], list[tuple[str, str]]]
 
 def _unset(text: str, key: str) -> str:
     """``text`` without the ``trusted_hash`` line of ``[hooks.state."key"]`` (the table itself kept)."""
-    m = _header(key).search(text)
-    if m is None:
+    span = _table(text, key)
+    if span is None:
         return text
+    start, end = span
+    body = re.compile(r"^[ \t]*trusted_hash[ \t]*=.*(\n|$)", re.M).sub("", text[start:end], count=1)
+    return text[:start] + body + text[end:]
+
+
+def _table(text: str, key: str) -> tuple[int, int] | None:
+    """Where the body of ``[hooks.state."key"]`` is in ``text`` (after its header, up to the next table)."""
+    header = re.compile(r'^[ \t]*\[[ \t]*hooks[ \t]*\.[ \t]*state[ \t]*\.[ \t]*' + re.escape(json.dumps(key))
+                        + r'[ \t]*\][ \t]*(#.*)?$', re.M)
+    m = header.search(text)
+    if m is None:
+        return None
     nxt = re.compile(r"^[ \t]*\[", re.M).search(text, m.end())
-    end = nxt.start() if nxt else len(text)
-    body = re.compile(r"^[ \t]*trusted_hash[ \t]*=.*(\n|$)", re.M).sub("", text[m.end():end], count=1)
-    return text[:m.end()] + body + text[end:]
-
-
-def _header(key: str) -> re.Pattern[str]:
-    return re.compile(r'^[ \t]*\[[ \t]*hooks[ \t]*\.[ \t]*state[ \t]*\.[ \t]*' + re.escape(json.dumps(key))
-                      + r'[ \t]*\][ \t]*(#.*)?$', re.M)
+    return m.end(), nxt.start() if nxt else len(text)
 
 
 def _check(text: str, wanted: list[Trusted], unwanted: list[str], config: Path) -> None:

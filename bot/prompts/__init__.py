@@ -15,7 +15,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bot.prompts.build import CONTENT_BUDGET, HTML_FORMAT, build_prompt, option_meaning, shown_options
+    from bot.events.ledger import option_meaning
+    from bot.prompts.build import CONTENT_BUDGET, HTML_FORMAT, build_prompt, shown_options
     from bot.prompts.message import ANSWER_HINT
     from bot.prompts.settled import build_settled, edit_content
 

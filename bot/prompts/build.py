@@ -16,6 +16,7 @@ from typing import Any
 
 from bot.events import CARD_KEY, SUBJECT_SCHEMA, SUITE_EVENT_TYPE, format_utc_ms, validate_content
 from bot.events.kinds import Kind, question_of
+from bot.events.ledger import option_meaning
 from bot.prompts import asks, message
 from bot.prompts.options import shown_order
 from bot.prompts.preview import MAX_LABEL, STEPS, Limits, build_preview, gather
@@ -28,18 +29,7 @@ MAX_OPTIONS = 20
 # the content twice (fallback + m.new_content), so the prompt keeps well under half of that.
 CONTENT_BUDGET = 24_000
 
-_MEANINGS: dict[str, tuple[str, str | None]] = {
-    "allow_once": ("approve", "once"),
-    "allow_always": ("approve", "always"),
-    "reject_once": ("reject", "once"),
-    "reject_always": ("reject", "always"),
-}
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def option_meaning(kind: str) -> tuple[str, str | None]:
-    """ACP option kind -> (meaning, scope): ``allow_once`` -> ("approve", "once"), else ("choose", None)."""
-    return _MEANINGS.get(kind, ("choose", None)) if isinstance(kind, str) else ("choose", None)
 
 
 def deny_number(kinds: list[str]) -> int | None:
@@ -158,13 +148,7 @@ def _ask_at(
     step: int,
 ) -> dict[str, Any]:
     """A question's or a plan's prompt content at cut step ``step`` (0: nothing cut)."""
-    v2_options: list[dict[str, Any]] = []
-    for option_id, name, acp_kind in facts["acp"]:
-        meaning, scope = option_meaning(acp_kind)
-        option: dict[str, Any] = {"id": option_id, "label": cut(valid(name), MAX_LABEL)[0], "meaning": meaning}
-        if scope is not None:
-            option["scope"] = scope
-        v2_options.append(option)
+    v2_options = _v2_options(facts["acp"], MAX_LABEL)
     if kind == Kind.QUESTION:
         form = raw_input.get("form") if isinstance(raw_input, dict) else None
         at = (form.get("index"), form.get("count")) if isinstance(form, dict) else (None, None)
@@ -174,8 +158,7 @@ def _ask_at(
             short=step > 0,
         )
     else:
-        labels = [prose(o["label"]) or prose(o["id"]) or f"option {n}" for n, o in enumerate(v2_options, 1)]
-        shown = asks.plan(facts["title"], raw_input, labels, agent=facts["agent"], cwd=facts["cwd"],
+        shown = asks.plan(facts["title"], raw_input, _labels(v2_options), agent=facts["agent"], cwd=facts["cwd"],
                           limit=asks.PLAN_STEPS[step])
     return _envelope(ids, subject, facts, cut(shown.title, 1000)[0], v2_options, shown.body, shown.html,
                      shown.items, shown.complete)
@@ -186,16 +169,8 @@ def _prompt_at(
 ) -> dict[str, Any]:
     """The prompt content with the given cuts."""
     v2_title, _ = cut(facts["title"], limits.title)
-    v2_options: list[dict[str, Any]] = []
-    shown: list[str] = []
-    for option_id, name, acp_kind in facts["acp"]:
-        label, _ = cut(valid(name), limits.label)
-        meaning, scope = option_meaning(acp_kind)
-        option: dict[str, Any] = {"id": option_id, "label": label, "meaning": meaning}
-        if scope is not None:
-            option["scope"] = scope
-        v2_options.append(option)
-        shown.append(prose(label) or prose(option_id) or f"option {len(shown) + 1}")
+    v2_options = _v2_options(facts["acp"], limits.label)
+    shown = _labels(v2_options)
     if facts["session_line"]:
         shown.append(facts["session_line"])
     preview = build_preview(
@@ -210,6 +185,23 @@ def _prompt_at(
     deny = deny_number([kind for _, _, kind in facts["acp"]])
     return _envelope(ids, subject, facts, v2_title, v2_options, message.body(display, preview, shown, deny),
                      message.formatted(display, shown, preview, deny), preview.items, preview.complete)
+
+
+def _v2_options(acp: Sequence[tuple[str, str, str]], label_limit: int) -> list[dict[str, Any]]:
+    """The v2 ``options`` of the shown (optionId, name, kind) triples, labels cut at ``label_limit``."""
+    v2_options: list[dict[str, Any]] = []
+    for option_id, name, acp_kind in acp:
+        meaning, scope = option_meaning(acp_kind)
+        option: dict[str, Any] = {"id": option_id, "label": cut(valid(name), label_limit)[0], "meaning": meaning}
+        if scope is not None:
+            option["scope"] = scope
+        v2_options.append(option)
+    return v2_options
+
+
+def _labels(v2_options: Sequence[Mapping[str, Any]]) -> list[str]:
+    """How the prompt names each option in its numbered list (its label, else its id, else ``option N``)."""
+    return [prose(o["label"]) or prose(o["id"]) or f"option {n}" for n, o in enumerate(v2_options, 1)]
 
 
 def _envelope(

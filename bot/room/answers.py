@@ -29,6 +29,7 @@ from bot.matrix.client import Matrix
 from bot.matrix.notices import Notices
 from bot.matrix.room import may_answer
 from bot.prompts.text import prose
+from bot.room.posts import answer_of
 from bot.room.targets import as_target, question_answers
 
 log = structlog.get_logger("daemon")
@@ -40,8 +41,8 @@ def describe_outcome(rec: Record) -> str:
     if o is None:
         return "still pending"
     what = prose(rec.option_name(o.option_id) or "") if o.option_id else "cancelled"  # agent text
-    if o.answers:
-        what = f"answered {prose(next(iter(o.answers.values())), 200)}"
+    if (given := answer_of(rec)) is not None:
+        what = f"answered {prose(given, 200)}"
     return f"{what}, by {o.answered_by} via {via_words(o.via)} at {iso_ms(o.decided_at)}"
 
 

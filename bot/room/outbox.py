@@ -248,16 +248,9 @@ class Outbox(Poster):
         # no longer took the answer, bot/harness/) is a new edit.
         o = rec.outcome
         amended = () if o is None or not o.answered_by.startswith("harness:") else (o.answered_by, o.via, rec.state)
-        try:
-            event_id = await self.matrix.send(
-                settled_content(rec), txn_id("e", self.install_id, rec.id, *amended), room=rec.room
-            )
-        except SendFailed as e:
-            if not e.too_large:
-                raise
-            log.warning("edit_too_large", request_id=rec.id, fallback="outcome line only")
-            short = short_settled_content(rec)
-            event_id = await self.matrix.send(short, txn_id("es", self.install_id, rec.id, *amended), room=rec.room)
+        event_id = await self._send_or_short(
+            rec, settled_content(rec), short_settled_content, "e", "edit_too_large", "outcome line only", *amended
+        )
         self.timings.edited(rec.id, self.now(), via=o.via if o else None)
         await self.inbox.mark_edited(rec.id, event_id)
         log.info("prompt_edited", request_id=rec.id, state=rec.state)

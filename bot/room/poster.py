@@ -137,6 +137,27 @@ class Poster:
             newest = ready(await self.inbox.needing_post(limit=backlog.NEWEST + extra, held_before=held, newest=True))
         return backlog.order(oldest, newest)
 
+    async def _send_or_short(
+        self,
+        rec: Record,
+        content: dict[str, Any],
+        short: Callable[[Record], dict[str, Any]],
+        kind: str,
+        event: str,
+        fallback: str,
+        *parts: str,
+    ) -> str:
+        """Send ``content`` (txn ``kind``); one the homeserver refuses as too large goes as ``short(rec)`` (txn
+        ``kind`` + "s"), logged as ``event``. Returns the event id."""
+        try:
+            return await self.matrix.send(content, txn_id(kind, self.install_id, rec.id, *parts), room=rec.room)
+        except SendFailed as e:
+            if not e.too_large:
+                raise
+            log.warning(event, request_id=rec.id, fallback=fallback)
+            short_txn = txn_id(kind + "s", self.install_id, rec.id, *parts)
+            return await self.matrix.send(short(rec), short_txn, room=rec.room)
+
     async def _post_one(
         self, rec: Record, flying: dict[str, asyncio.Task[None]], freed: asyncio.Event, errors: list[BaseException]
     ) -> None:
@@ -161,15 +182,9 @@ class Poster:
             return
         content = prompt_content(rec)
         self.timings.mark(rec.id, "sending", self.now())
-        try:
-            event_id = await self.matrix.send(content, txn_id("p", self.install_id, rec.id), room=rec.room)
-        except SendFailed as e:
-            if not e.too_large:
-                raise
-            log.warning("prompt_too_large", request_id=rec.id, fallback="short prompt")
-            event_id = await self.matrix.send(
-                short_prompt_content(rec), txn_id("ps", self.install_id, rec.id), room=rec.room
-            )
+        event_id = await self._send_or_short(
+            rec, content, short_prompt_content, "p", "prompt_too_large", "short prompt"
+        )
         self.quiet.posted(rec.id, self.now())
         self.timings.mark(rec.id, "posted", self.now())
         if self.pacer.holding:  # overdue edits go while the person reads this prompt
@@ -191,16 +206,9 @@ class Poster:
     async def _post_settled(self, rec: Record) -> None:
         """A request a rule settled before it was posted: its prompt showing the outcome, one event."""
         self.timings.mark(rec.id, "sending", self.now())
-        try:
-            event_id = await self.matrix.send(settled_new_content(rec), txn_id("p", self.install_id, rec.id),
-                                              room=rec.room)
-        except SendFailed as e:
-            if not e.too_large:
-                raise
-            log.warning("prompt_too_large", request_id=rec.id, fallback="outcome line only")
-            event_id = await self.matrix.send(
-                short_settled_new_content(rec), txn_id("ps", self.install_id, rec.id), room=rec.room
-            )
+        event_id = await self._send_or_short(
+            rec, settled_new_content(rec), short_settled_new_content, "p", "prompt_too_large", "outcome line only"
+        )
         await self.inbox.set_posted_settled(rec.id, event_id, self.now())
         self.timings.mark(rec.id, "posted", self.now())
         self.timings.edited(rec.id, self.now(), via=Via.RULE)

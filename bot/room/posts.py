@@ -91,22 +91,17 @@ def prompt_complete(rec: Record) -> bool:
 def full_text_notices(rec: Record, prompt_event_id: str) -> list[dict[str, Any]]:
     """The m.notices, in the prompt's thread, carrying the full text of ``rec``'s shortened prompt (a plan:
     the whole plan, in as many parts as it needs)."""
-    relation = notice_content("", reply_to=None, thread_root=prompt_event_id)["m.relates_to"]
+    notice = notice_content("", reply_to=None, thread_root=prompt_event_id)
+    relation = notice["m.relates_to"]
     if rec.kind == Kind.PLAN:
         return [
-            {"msgtype": "m.notice", "body": body, "format": "org.matrix.custom.html", "formatted_body": html,
-             "m.mentions": {}, "m.relates_to": relation}
-            for body, html in plan_parts(rec.raw_input)
+            {**notice, "body": body, "format": "org.matrix.custom.html", "formatted_body": formatted}
+            for body, formatted in plan_parts(rec.raw_input)
         ]
     content = full_text_content(
         request_id=rec.id, title=rec.title, tool_kind=rec.tool_kind, raw_input=rec.raw_input, content=rec.content
     )
     return [{**content, "m.relates_to": relation}]
-
-
-def full_text_notice(rec: Record, prompt_event_id: str) -> dict[str, Any]:
-    """The first of :func:`full_text_notices`."""
-    return full_text_notices(rec, prompt_event_id)[0]
 
 
 def answer_of(rec: Record) -> str | None:
