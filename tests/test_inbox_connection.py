@@ -25,22 +25,6 @@ async def test_every_call_runs_on_the_loop_thread(tmp_path: Path) -> None:
         raw.close()
 
 
-async def test_a_failed_commit_rolls_back_and_the_next_write_works(tmp_path: Path) -> None:
-    inbox = Inbox(tmp_path / "inbox.sqlite3")
-    await inbox.open()
-    try:
-        with pytest.raises(sqlite3.OperationalError):
-            async with inbox.db.transaction() as conn:
-                await conn.execute("INSERT INTO kv (k, v) VALUES ('a', 'b')")
-                await conn.execute("SELECT * FROM no_such_table")
-        assert not await inbox.db.fetch("SELECT v FROM kv WHERE k = 'a'")
-        async with inbox.db.transaction() as conn:
-            await conn.execute("INSERT INTO kv (k, v) VALUES ('a', 'c')")
-        assert await inbox.db.fetchval("SELECT v FROM kv WHERE k = 'a'") == "c"
-    finally:
-        await inbox.close()
-
-
 async def test_a_closed_inbox_connection_refuses_calls(tmp_path: Path) -> None:
     inbox = Inbox(tmp_path / "inbox.sqlite3")
     await inbox.open()
