@@ -93,3 +93,16 @@ def test_trust_modes_and_the_recovery_key() -> None:
     with pytest.raises(ConfigError) as e:
         parse_config({"matrix": {**MIN["matrix"], "trust": "everyone", "recovery_key": "EsTc secret-x"}}, env={})
     assert str(e.value).startswith("matrix.trust") and "secret-x" not in str(e.value)
+
+
+def test_one_grammar_for_durations_and_ages() -> None:
+    from bot.util.durations import parse_duration, parse_since
+
+    assert parse_duration("2w") == 2 * 604800 and parse_duration("1h30m") == 5400 and parse_duration("250ms") == 0.25
+    now = 1_000_000_000.0
+    assert parse_since("2h", now) == now - 7200 and parse_since("7d", now) == now - 7 * 86400
+    assert parse_since("1w", now) == now - 604800 and parse_since("90s", now) == now - 90
+    assert parse_since("2026-01-02T03:04:05Z", now) == parse_since("2026-01-02T03:04:05", now)
+    for bad in ("5", "yesterday", "", "2x"):
+        with pytest.raises(ValueError, match="ISO 8601"):
+            parse_since(bad, now)

@@ -1,5 +1,5 @@
 """The demo (`python -m bot.demo`): --auto runs to the agent's outcome; SIGTERM and Ctrl-C leave nothing behind.
-Also: docs/prompt-rendered.html is what bot.demo.render makes of the seed example."""
+Also: docs/prompt-rendered.html is what scripts/render_prompt.py makes of the seed example."""
 
 from __future__ import annotations
 
@@ -131,10 +131,12 @@ def test_signals_stop_everything(state: Path, tmp_path: Path, how: str) -> None:
 
 
 def test_rendered_prompt_page_is_current() -> None:
-    from bot.demo.render import render_page, seed_prompt
+    import runpy
 
+    script = runpy.run_path(str(ROOT / "scripts" / "render_prompt.py"))
+    render_page, seed_prompt = script["render_page"], script["seed_prompt"]
     page = (ROOT / "docs" / "prompt-rendered.html").read_text(encoding="utf-8")
-    assert page == render_page(), "regenerate: python -m bot.demo.render docs/prompt-rendered.html"
+    assert page == render_page(), "regenerate: python scripts/render_prompt.py docs/prompt-rendered.html"
     prompt = seed_prompt()
     assert prompt["formatted_body"] in page
     assert prompt["body"].startswith("Permission needed: Run the test suite\nKind: execute\nCommand:\n│ bun test\n")

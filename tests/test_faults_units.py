@@ -242,7 +242,7 @@ def test_a_flood_of_one_warning_is_thinned_and_counted() -> None:
 def test_the_size_check_counts_megolm_growth_in_an_encrypted_room() -> None:
     """CJK text fits a plain room but, escaped and base64-encoded, not an encrypted one."""
     from bot.inbox.submission import parse_submission
-    from bot.room.event_size import TooLarge, check_submission
+    from bot.room.posts import TooLarge, check_submission
     from tests.support.station import request_body
 
     body = request_body("s")
@@ -259,7 +259,7 @@ def test_a_dead_webhook_pins_at_most_its_byte_budget() -> None:
     """Large records to an endpoint that never answers: the queue stops at MAX_QUEUED_BYTES."""
     from bot.config import WebhookConfig
     from bot.inbox.submission import parse_submission
-    from bot.room.event_size import provisional
+    from bot.room.posts import provisional
     from bot.service.webhooks import MAX_QUEUED_BYTES, Webhooks
     from tests.support.station import request_body
 
@@ -324,10 +324,11 @@ async def test_a_failed_commit_is_rolled_back_and_the_next_transaction_works(tmp
     inbox = Inbox(tmp_path / "inbox.sqlite3")
     await inbox.open()
     try:
-        raw = inbox.db.writer.raw  # type: ignore[attr-defined]
-        await raw.execute("PRAGMA foreign_keys=ON")
-        await raw.execute("CREATE TABLE t_parent (id INTEGER PRIMARY KEY)")
-        await raw.execute("CREATE TABLE t_child (p INTEGER REFERENCES t_parent(id) DEFERRABLE INITIALLY DEFERRED)")
+        writer = inbox.db.writer  # type: ignore[attr-defined]
+        raw = writer.raw
+        await writer.execute("PRAGMA foreign_keys=ON")
+        await writer.execute("CREATE TABLE t_parent (id INTEGER PRIMARY KEY)")
+        await writer.execute("CREATE TABLE t_child (p INTEGER REFERENCES t_parent(id) DEFERRABLE INITIALLY DEFERRED)")
         with pytest.raises(sqlite3.IntegrityError):
             async with inbox.transaction() as db:
                 await db.execute("INSERT INTO t_child (p) VALUES (42)")  # fails only at COMMIT

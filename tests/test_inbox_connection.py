@@ -1,72 +1,34 @@
-"""The inbox's connections run each call on the event loop's thread (bot/inbox/connection.py).
-
-This pins what the replacement relies on in aiosqlite: every call, a statement, a fetch, a
-commit, a cursor's own methods, goes through ``Connection._execute``. If aiosqlite changes
-that, these tests fail, not the daemon's latency quietly.
-"""
+"""The inbox's SQLite connections make each call inline, on the event loop's thread (bot/inbox/db/sqlite.py)."""
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from pathlib import Path
 
-import aiosqlite
+import pytest
 
-from bot.inbox.connection import InlineConnection, connect
+from bot.inbox.db.sqlite import SqliteConnection, connect
 from bot.inbox.store import Inbox
 
 
 async def test_every_call_runs_on_the_loop_thread(tmp_path: Path) -> None:
-    db = await connect(tmp_path / "x.sqlite3", isolation_level=None)
+    raw = connect(tmp_path / "x.sqlite3")
+    raw.create_function("tid", 0, threading.get_ident)
+    db = SqliteConnection(raw)
     try:
-        assert isinstance(db, InlineConnection) and isinstance(db, aiosqlite.Connection)
-        db._conn.create_function("tid", 0, threading.get_ident)
         await db.execute("CREATE TABLE t (a)")
-        await db.execute("BEGIN")
-        await db.execute("INSERT INTO t VALUES (1)")
-        await db.commit()
-        async with db.execute("SELECT tid(), a FROM t") as cur:
-            row = await cur.fetchone()
-        assert row is not None and row[0] == threading.get_ident() and row[1] == 1
-        cur = await db.execute("SELECT tid()")
-        assert (await cur.fetchall())[0][0] == threading.get_ident()
-        await cur.close()
+        assert await db.execute("INSERT INTO t VALUES (1), (2)") == 2
+        rows = await db.fetch("SELECT tid(), a FROM t ORDER BY a")
+        assert [(r[0], r["a"]) for r in rows] == [(threading.get_ident(), 1), (threading.get_ident(), 2)]
     finally:
-        await db.close()
-    assert not db._thread.is_alive() or db._thread.join(5) is None
-    assert not db._thread.is_alive(), "aiosqlite's thread did not stop at close"
-
-
-async def test_calls_go_through_execute(tmp_path: Path) -> None:
-    calls: list[str] = []
-
-    class Counting(InlineConnection):
-        async def _execute(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
-            calls.append(getattr(fn, "__name__", repr(fn)))
-            return await super()._execute(fn, *args, **kwargs)
-
-    import sqlite3
-
-    db = await Counting(lambda: sqlite3.connect(str(tmp_path / "y.sqlite3"), check_same_thread=False), 64)
-    try:
-        cur = await db.execute("SELECT 1")
-        await cur.fetchone()
-        await cur.fetchall()
-        await cur.close()
-        await db.commit()
-    finally:
-        await db.close()
-    assert calls[:5] == ["execute", "fetchone", "fetchall", "close", "commit"], calls
+        raw.close()
 
 
 async def test_a_closed_inbox_connection_refuses_calls(tmp_path: Path) -> None:
     inbox = Inbox(tmp_path / "inbox.sqlite3")
     await inbox.open()
-    db = inbox.db.writer.raw  # type: ignore[attr-defined]
+    db = inbox.db.writer  # type: ignore[attr-defined]
     await inbox.close()
-    try:
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         await db.execute("SELECT 1")
-    except ValueError as e:
-        assert "closed" in str(e).lower() or "no active connection" in str(e)
-    else:
-        raise AssertionError("a closed connection ran a statement")

@@ -18,7 +18,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,6 +189,7 @@ class Fake:
         self.posts: list[tuple[str, dict[str, Any]]] = []
         self.seq = 0
         self.url = ""
+        self.lists = 0  # GET /permissions calls answered
 
     def add(self, session: str, title: str, command: str = "ls", options: Any = None, **extra: Any) -> str:
         self.seq += 1
@@ -214,6 +215,7 @@ class Fake:
         return rid
 
     async def list(self, req: web.Request) -> web.Response:
+        self.lists += 1
         s = req.query.get("session")
         out = [
             r
@@ -371,23 +373,34 @@ async def test_watch_rides_out_a_daemon_restart() -> None:
     port = free_port()
     runner = await f.serve(port)
     env = _env(f.url, f.token)
-    proc = await start([*STANDALONE, "watch", "--allow-tool", "Bash", "--interval", "0.1s", "--timeout", "60s"], env)
+    proc = await start([*STANDALONE, "watch", "--allow-tool", "Bash", "--interval", "0.1s", "--timeout", "90s"], env)
+    assert proc.stdout is not None and proc.stderr is not None
+    err_before = b""
     try:
-        await asyncio.sleep(1.0)
-        await _go_away(runner)  # the daemon goes away ...
-        await asyncio.sleep(1.0)
-        runner = await f.serve(port)  # ... and comes back
+        await wait_until(lambda: f.lists > 0, 60)  # the watch is up and asking (however slow its start) ...
+        await _go_away(runner)  # ... then the daemon goes away ...
+        while b"cannot reach the permission-bot daemon" not in err_before:  # ... the watch notices ...
+            err_before += await asyncio.wait_for(proc.stderr.readline(), 60)
+        runner = await f.serve(port)  # ... and it comes back
         rid = f.add("s1", "Bash")
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 30)
+        line = await asyncio.wait_for(proc.stdout.readline(), 60)
         proc.send_signal(signal.SIGINT)  # Ctrl-C: a watch ends with 0
         r = await finish(proc, 30)
     finally:
         await runner.cleanup()
     assert r.rc == 0, r
     assert [line.decode().rstrip("\n"), *r.lines] == [f"approved {rid} (Bash) by rule 1"]
-    assert r.err.count("cannot reach the permission-bot daemon") == 1
-    assert "answers again" in r.err
+    err = err_before.decode() + r.err
+    assert err.count("cannot reach the permission-bot daemon") == 1
+    assert "answers again" in err
+
+
+async def wait_until(cond: Callable[[], bool], timeout: float) -> None:
+    """Until ``cond()`` holds (checked every 50 ms); AssertionError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.05)
 
 
 async def test_fake_watch_bad_token_is_fatal(fake: Fake) -> None:

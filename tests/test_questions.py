@@ -24,8 +24,7 @@ from bot.hooks.translate import build_submissions
 from bot.inbox.record import Outcome, Record
 from bot.inbox.submission import parse_submission
 from bot.prompts.markdown import render
-from bot.room.event_size import provisional
-from bot.room.posts import full_text_notices, prompt_content, settled_content
+from bot.room.posts import full_text_notices, prompt_content, provisional, settled_content
 from bot.room.targets import as_target
 from bot.util.digest import submission_digest
 

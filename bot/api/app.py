@@ -27,7 +27,7 @@ from bot.inbox.decisions import NoFittingOption
 from bot.inbox.record import Record
 from bot.inbox.sessions import SessionClaimed, SessionInOtherRoom, TooManyPending
 from bot.inbox.submission import KeyConflict, SubmissionError
-from bot.room.event_size import TooLarge
+from bot.room.posts import TooLarge
 from bot.service.metrics import CONTENT_TYPE
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from aiohttp import web
 
 from bot.api.auth import Denied, authenticate, may
 from bot.api.common import DAEMON, TOKENS, error, reach, refuse
-from bot.events.ledger import parse_since
 from bot.inbox import ledger
+from bot.util.durations import parse_since
 
 CONTENT_TYPE = "application/jsonl"
 BATCH = 200

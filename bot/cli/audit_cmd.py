@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.audit_command == "export":
             assert cfg is not None
-            from bot.events.ledger import parse_since
+            from bot.util.durations import parse_since
 
             try:
                 since = None if args.since is None else parse_since(args.since, time.time())

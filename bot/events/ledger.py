@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import rfc8785
@@ -209,20 +207,3 @@ def checkpoint_of(content: Any) -> tuple[int, str] | None:
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1 or not isinstance(h, str) or len(h) != 64:
         return None
     return seq, h
-
-
-_AGO = re.compile(r"([0-9]{1,9})\s*([smhdw])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_since(text: str, now: float) -> float:
-    """``since`` of an export: an age (``2h``, ``7d``: before ``now``) or an ISO 8601 time (UTC when it names
-    no zone), as a timestamp; ``ValueError`` saying what is accepted."""
-    m = _AGO.fullmatch(text.strip())
-    if m:
-        return now - int(m.group(1)) * _UNIT[m.group(2)]
-    try:
-        t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError("since: expected an ISO 8601 time or an age such as 2h or 7d") from None
-    return (t if t.tzinfo is not None else t.replace(tzinfo=UTC)).timestamp()

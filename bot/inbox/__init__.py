@@ -1,5 +1,5 @@
 """The durable registry and the only owner of state, over one database interface (``db/``: SQLite WAL
-through aiosqlite's API, each call run on the loop's thread (``connection``), or PostgreSQL through
+through the standard library's ``sqlite3``, each call made inline on the loop's thread, or PostgreSQL through
 asyncpg; shared SQL with ``$n`` placeholders). One transaction per change; settling is a conditional UPDATE,
 so a request leaves ``pending`` once. Everything else asks it.
 

@@ -126,7 +126,7 @@ async def _read_source(src: SqliteDatabase, wanted: dict[str, list[tuple[str, st
     async with src._reader() as conn:  # one read transaction over every table
         assert isinstance(conn, SqliteConnection)
         raw = conn.raw
-        await raw.execute("BEGIN")
+        raw.execute("BEGIN").close()
         try:
             for name, cols in wanted.items():
                 present = {str(r[1]) for r in await conn.fetch(f"PRAGMA table_info({name})")}
@@ -141,7 +141,7 @@ async def _read_source(src: SqliteDatabase, wanted: dict[str, list[tuple[str, st
             if "sqlite_sequence" in have:
                 high = {str(r[0]): int(r[1]) for r in await conn.fetch("SELECT name, seq FROM sqlite_sequence")}
         finally:
-            await raw.execute("COMMIT")
+            raw.execute("COMMIT").close()
     return out, high
 
 

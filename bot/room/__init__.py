@@ -3,8 +3,9 @@ taken back to the inbox.
 
 Parts: ``outbox`` (post / settle / pace / seed / clear workers, a back-off per record; a 413 gets a
 short fallback prompt or edit), ``posts`` (a record -> the prompt as posted and its settled edit, and
-their short fallbacks; completeness remembered for answers), ``event_size`` (will a prompt and its
-worst-case settled edit fit 64 KiB, Megolm growth too; pure), ``keycaps`` (keycap reactions under
+their short fallbacks; completeness remembered for answers; at submit, will the prompt and its worst-case
+settled edit fit one event), ``event_size`` (an event's size against 64 KiB, Megolm growth too; pure),
+``keycaps`` (keycap reactions under
 prompts still pending, taken back once settled; background work behind the outbox's foreground),
 ``quiet`` (when the room is quiet enough for the bot's own events; ``EditPacer``: held edits at most
 3 s; pure), ``answers`` (one room event: timeline mark, classify, look up, bind, check the sender,

@@ -31,8 +31,8 @@ from bot.matrix.client import Matrix
 from bot.matrix.station import EventHandler
 from bot.room.answers import RoomAnswers
 from bot.room.api_answers import settlement
-from bot.room.event_size import check_submission
 from bot.room.outbox import Outbox
+from bot.room.posts import check_submission
 from bot.service import health
 from bot.service.by_rule import ByRule
 from bot.service.checkpoints import Checkpoints

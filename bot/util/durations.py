@@ -1,11 +1,13 @@
-"""Durations such as ``90s``, ``5m``, ``1h30m`` or ``250ms``, parsed in one place for CLI and config."""
+"""Durations such as ``90s``, ``5m``, ``1h30m``, ``2w`` or ``250ms``, and a time given as an age or an ISO 8601
+time, parsed in one place for CLI, API and config."""
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 
 
 class DurationError(ValueError):
@@ -41,6 +43,22 @@ def parse_duration(text: str | int | float) -> float:
     if pos != len(s) or pos == 0:
         raise DurationError(f"not a duration: {text!r} (try 90s, 5m, 1h)")
     return total
+
+
+def parse_since(text: str, now: float) -> float:
+    """A point in time: an age with a unit (``2h``, ``7d``: before ``now``) or an ISO 8601 time (UTC when it
+    names no zone), as a timestamp; ``ValueError`` saying what is accepted."""
+    s = text.strip()
+    if s and not s.replace(".", "").isdigit():
+        try:
+            return now - parse_duration(s)
+        except DurationError:
+            pass
+    try:
+        t = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError("since: expected an ISO 8601 time or an age such as 2h or 7d") from None
+    return (t if t.tzinfo is not None else t.replace(tzinfo=UTC)).timestamp()
 
 
 def format_age(seconds: float) -> str:

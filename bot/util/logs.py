@@ -156,22 +156,23 @@ def configure(
     lvl = getattr(logging, lvl_name.upper())
     _MASKER.add(secrets)
     _renderer = _make_renderer(fmt)
+    chain: list[structlog.typing.Processor] = [
+        _REPEATS,
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        _MASKER,
+        _renderer,
+    ]
     structlog.configure(
-        processors=[
-            _REPEATS,
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            _MASKER,
-            _renderer,
-        ],
+        processors=chain,
         wrapper_class=structlog.make_filtering_bound_logger(lvl),
         logger_factory=structlog.WriteLoggerFactory(file=sink) if sink is not None
         else structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    liblogs.route(max(lvl, logging.WARNING))  # libraries: their warnings and errors (info is chatter)
+    liblogs.route(max(lvl, logging.WARNING), chain, sink)  # libraries: their warnings and errors (not chatter)
     for var in set(ignored) - _warned:  # once, though a command configures twice (before and after its config)
         _warned.add(var)
         structlog.get_logger("log").warning("log_setting_ignored", variable=var, value=os.environ.get(var, "")[:40],

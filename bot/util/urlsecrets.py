@@ -9,7 +9,16 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
-_SECRET_KEY = re.compile(r"(?i)token|key|secret|pass|pwd|auth|sig|session|code|cred")
+# The one rule for every URL the bot reads (a webhook's, the database's): a query key whose value is a secret.
+# ``sslkey`` and ``target_session_attrs`` name no secret (a file, a mode); ``key``, ``api_key``, ``session`` do.
+_SECRET_KEY = re.compile(
+    r"(?i)pass|pwd|token|secret|auth|sig|cred|(?:^|[_-])(?:api)?key$|^(?:code|session(?:[_-]?id)?)$"
+)
+
+
+def secret_key(key: str) -> bool:
+    """Whether a (decoded) query key's value is a secret: ``password``, ``sslpassword``, ``token``, ``sig``..."""
+    return _SECRET_KEY.search(key) is not None
 
 
 def shown_url(url: str) -> str:
@@ -41,7 +50,7 @@ def url_secrets(url: str) -> list[str]:
         found += [p.password, unquote(p.password)]
     for raw in p.query.split("&"):
         k, _, v = raw.partition("=")
-        if v and _SECRET_KEY.search(unquote(k)):
+        if v and secret_key(unquote(k)):
             found += [v, unquote(v.replace("+", " "))]
     if p.fragment:
         found.append(p.fragment)

@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlparse
 
+from bot.util.urlsecrets import secret_key
+
 ENCODE = "percent-encode / ? # @ in the user name and password (%2F %3F %23 %40)"
 _IPV6 = re.compile(r"(?:\[([^\]]+)\])(?::([0-9]+))?")
 
@@ -50,11 +52,6 @@ class PgUrl:
 def _key(raw: str) -> str:
     """A query key as ``parse_qsl`` decodes it."""
     return unquote(raw.replace("+", " "))
-
-
-def secret_key(key: str) -> bool:
-    """A query key whose value is never shown: ``password``, ``sslpassword``, any other spelling of them."""
-    return "pass" in key.lower()
 
 
 def _host(h: str) -> str:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from bot.inbox.db.pgurl import PgUrlError, lenient_secrets, parse_pg, secret_key
+from bot.inbox.db.pgurl import PgUrlError, lenient_secrets, parse_pg
+from bot.util.urlsecrets import secret_key
 
 ENV = "PERMISSION_BOT_DATABASE_URL"
 KEY = "state.database"
