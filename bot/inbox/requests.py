@@ -127,6 +127,7 @@ class Requests(Approvals):
         ledger_by: Sequence[str] | None = None,
         answers: dict[str, str] | None = None,
         chosen: list[str] | None = None,
+        person: str | None = None,
     ) -> Record | None:
         """Leave ``pending`` once. Returns the settled record, or None when it was not pending.
 
@@ -136,7 +137,8 @@ class Requests(Approvals):
         The settlement is appended to the ledger in the same transaction (``ledger_by``: who it names, when
         ``by`` does not say it all: ``rule:N``, every approver of a quorum).
         ``answers`` (a question's: its text -> the answer as given) and ``chosen`` (the option ids picked)
-        are stored with the outcome.
+        are stored with the outcome. ``person``: through the API, whom the deciding token belongs to (a
+        quorum counts that person; :class:`bot.inbox.quorum.NotCounted` when it may not count).
         """
         if state is None:
             state = RESOLVED if option_id is not None else CANCELLED
@@ -146,7 +148,7 @@ class Requests(Approvals):
             if event_id is not None:
                 await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES ($1, $2)", event_id, float(now))
             if option_id is not None and via in PERSON_VIAS:
-                step = await self._tally(db, request_id, option_id, by, via, now)
+                step = await self._tally(db, request_id, option_id, by, via, now, person)
                 if isinstance(step, Record):  # an approval counted (or not one to count): still pending
                     counted = step
                 elif step is not None:  # enough approvals, or a reject: settled naming every approver
