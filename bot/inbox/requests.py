@@ -41,7 +41,8 @@ class Requests(Approvals):
         request over them raises :class:`bot.inbox.sessions.TooManyPending`.
         ``held_by``: the holder id of the daemon a hook waits on for it (bot.inbox.holds)."""
         async with self._tx() as db:
-            rec, created = await self.insert(db, sub, now, timeout, submitted_by, room=room, caps=caps)
+            rec, created = await self.insert(
+                db, sub, now, timeout, submitted_by, room=room, caps=caps, held=held_by is not None)
             if created and hold_post:
                 await self.hold_post(db, rec.id)
             if created and held_by is not None:
@@ -54,7 +55,7 @@ class Requests(Approvals):
 
     async def insert(
         self, db: Connection, sub: Submission, now: float, timeout: float, submitted_by: str | None = None,
-        *, room: str = "default", caps: PendingCaps | None = None,
+        *, room: str = "default", caps: PendingCaps | None = None, held: bool = False,
     ) -> tuple[Record, bool]:
         """``submit``'s work inside an open transaction: (record, created); nothing emitted.
 
@@ -71,7 +72,7 @@ class Requests(Approvals):
                     raise KeyConflict(why)
                 return rec, False
         if caps is not None:
-            await check_caps(db, caps, sub.session_id, submitted_by)
+            await check_caps(db, caps, sub.session_id, submitted_by, key=sub.key, held=held)
         seq = await next_seq(db, sub.session_id, room)
         revision = 1 + int(await db.fetchval(
             "SELECT COUNT(*) FROM requests WHERE session_id=$1 AND tool_call_id=$2", sub.session_id, sub.tool_call_id
