@@ -84,7 +84,7 @@ def test_the_agents_words_cannot_add_a_host_line() -> None:
 
 
 def test_the_daemon_refuses_a_url_question_it_cannot_read() -> None:
-    with pytest.raises(ValueError, match="rawInput.url: refused: it has a backslash"):
+    with pytest.raises(ValueError, match=r"rawInput\.url: refused: it has a backslash"):
         question_of({"question": "Sign in", "url": "https://evil.example\\@good.example/login"})
-    with pytest.raises(ValueError, match="rawInput.url: must be a string"):
+    with pytest.raises(ValueError, match=r"rawInput\.url: must be a string"):
         question_of({"question": "Sign in", "url": 7})

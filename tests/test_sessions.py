@@ -68,13 +68,13 @@ async def test_a_flood_by_the_token_alone_never_fills_its_proxy_runs_or_hooks_bu
             await claim(db, "q", "default", OTHER, "tok")
         await inbox.submit(_sub("q", key=f"{ORIGIN}:1"), 1.0, 60, "tok", caps=caps)
     for n, sid in enumerate(["p1", "p1", "p2"]):  # the proxy run's own requests: posted all the same
-        rec, created = await inbox.submit(_sub(sid, f"c{n}", key=f"{ORIGIN}:{n + 1}"), 1.0, 60, "tok", caps=caps)
+        _, created = await inbox.submit(_sub(sid, f"c{n}", key=f"{ORIGIN}:{n + 1}"), 1.0, 60, "tok", caps=caps)
         assert created
     with pytest.raises(TooManyPending, match="requests of its ACP proxy run") as e:  # and capped on their own
         await inbox.submit(_sub("p2", "c9", key=f"{ORIGIN}:9"), 1.0, 60, "tok", caps=caps)
     assert e.value.token is None
     for n in range(3):  # a hook the daemon holds: a budget of its own too
-        rec, created = await inbox.submit(_sub(f"h{n}", key=f"hook-{n}"), 1.0, 60, "tok", caps=caps, held_by="d1")
+        _, created = await inbox.submit(_sub(f"h{n}", key=f"hook-{n}"), 1.0, 60, "tok", caps=caps, held_by="d1")
         assert created
     with pytest.raises(TooManyPending, match="held hooks"):
         await inbox.submit(_sub("h9", key="hook-9"), 1.0, 60, "tok", caps=caps, held_by="d1")

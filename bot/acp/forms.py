@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from bot.util.linkhost import BadLink, link_host
+from bot.util.linkhost import refusal
 
 AskKind = Literal["single", "multi", "text", "number", "integer", "boolean", "url"]
 DECLINE = "decline"  # bot.events.kinds.DECLINE: the option id of a question's last option
@@ -161,12 +161,8 @@ def url_form(message: str, url: str) -> Form:
     """A URL-mode elicitation as one question: the agent's message and the link; ``1`` done, or decline.
     Only an ``https``/``http`` link whose host every common reading agrees on is posted (:class:`BadForm`
     otherwise, saying why)."""
-    if not isinstance(url, str):
-        raise BadForm("url: not a link")
-    try:
-        link_host(url)
-    except BadLink as e:
-        raise BadForm(f"url: refused: {e}") from None
+    if (why := refusal(url)) is not None:
+        raise BadForm(f"url: {why}")
     said = message.strip() or "Open the link."
     done = Choice("done", "Done", "I opened the link and finished there")
     return Form((Ask("url", "url", said, "Open a link", (done,), url=url),))

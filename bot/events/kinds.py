@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from bot.util.linkhost import BadLink, link_host
+from bot.util.linkhost import refusal
 
 DECLINE = "decline"
 """The option id of a question's last option: the person will not answer (the whole form is declined)."""
@@ -95,13 +95,8 @@ def question_of(raw_input: Any) -> Question:
             if isinstance(c, Mapping) and isinstance(c.get("label"), str) and isinstance(c.get("description"), str):
                 described[c["label"]] = c["description"]
     url = raw_input.get("url")
-    if url is not None:
-        if not isinstance(url, str):
-            raise ValueError("toolCall.rawInput.url: must be a string")
-        try:
-            link_host(url)
-        except BadLink as e:
-            raise ValueError(f"toolCall.rawInput.url: refused: {e}") from None
+    if url is not None and (why := refusal(url)) is not None:
+        raise ValueError(f"toolCall.rawInput.url: {why}")
     return Question(text=text, header=header, multi=multi, free_text=free, descriptions=described,
                     answer_type=answer_type, url=url or "")
 

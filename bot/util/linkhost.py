@@ -88,6 +88,17 @@ def link_host(url: str) -> LinkHost:
     return LinkHost(host, written)
 
 
+def refusal(url: object) -> str | None:
+    """Why a link is refused (``"refused: ..."``, ``"must be a string"``), or None when it may be shown."""
+    if not isinstance(url, str):
+        return "must be a string"
+    try:
+        link_host(url)
+    except BadLink as e:
+        return f"refused: {e}"
+    return None
+
+
 def shown_host(h: LinkHost) -> str:
     """How a prompt names the host: the ASCII name, and for a look-alike the letters the link shows too."""
     if not h.lookalike:
