@@ -152,8 +152,8 @@ async def test_url_mode(station: Any, tmp_path: Path, sid: str) -> None:
         await r.agent_sends(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "elicitation/create", "params": params}))
         (p,) = await wait_prompts(station, sid, 1)
         body = p["content"]["body"]
-        assert "https://auth.example.com/login?state=abc" in body and "Host: auth.example.com" in body
-        assert body.startswith("Question: Host: auth.example.com")
+        assert body.startswith("Question: Sign in to continue\nHost: auth.example.com\n"
+                               "Link: https://auth.example.com/login?state=abc\n"), body
         await answer(station, p, "1")
         assert (await r.agent_reply(3))["result"] == {"action": "accept"}
     finally:

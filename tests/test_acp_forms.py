@@ -88,15 +88,20 @@ def test_records_and_url() -> None:
     assert forms.answered({"state": "expired", "outcome": {"option_id": "decline"}}).option_id is None
     f = forms.url_form("Sign in", "https://auth.example.com/x?y=1")
     (a,) = f.asks
-    assert "https://auth.example.com/x?y=1" in a.text and "Host: auth.example.com" in a.text
+    assert a.text == "Sign in" and a.url == "https://auth.example.com/x?y=1"  # the daemon shows link and host
     assert [c.value for c in a.choices] == ["done"] and not a.free_text
+    body = forms.question_body(a, session_id="s", tool_call_id="t", index=1, count=1)
+    assert body["toolCall"]["rawInput"]["url"] == "https://auth.example.com/x?y=1"
 
 
-def test_url_host_shows_look_alikes() -> None:
-    assert forms.shown_host("https://xn--pple-43d.com/x") == "xn--pple-43d.com"
-    assert forms.shown_host("https://\u0430pple.com/login") == "xn--pple-43d.com"  # a Cyrillic a
-    assert forms.shown_host("https://google.com@evil.example/") == "evil.example"
-    assert forms.shown_host("not a url") == "?"
+def test_url_mode_refuses_a_link_read_otherwise_by_a_browser() -> None:
+    for bad in ("https://evil.example\\@good.example/login", "https://good.example@evil.example/",
+                "https://good.example\t.evil.example/", "https://0x7f.1/", "https://good%2eexample/",
+                "https:evil.example"):
+        with pytest.raises(forms.BadForm, match="refused"):
+            forms.url_form("Sign in", bad)
+    (a,) = forms.url_form("Sign in", "https://\u0430pple.com/login").asks  # a Cyrillic a: kept, shown marked
+    assert a.url == "https://\u0430pple.com/login"
 
 
 def test_url_mode_posts_web_links_only() -> None:

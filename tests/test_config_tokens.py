@@ -28,6 +28,9 @@ def test_named_tokens_with_secret_or_secret_env() -> None:
     assert got == [("laptop", "agent", S1), ("alice-cli", "decider", S2)]
     assert S1 not in repr(cfg) and S2 not in repr(cfg)
     assert cfg.api.token is None
+    owned = parse_config({**MIN, "api": {"tokens": [{**api["tokens"][1], "user": "@alice:example.org"}]}},
+                         env={"ALICE": S2})
+    assert owned.api.tokens[0].user == "@alice:example.org"
 
 
 @pytest.mark.parametrize(
@@ -47,6 +50,11 @@ def test_named_tokens_with_secret_or_secret_env() -> None:
          "api.tokens.1.secret: the same secret"),
         ([{"name": "a", "role": "agent", "secret": 1234567890123456789}], {}, "api.tokens.0.secret: expected a string"),
         ([{"name": "a", "role": "agent", "secret": S1, "extra": 1}], {}, "api.tokens.0.extra: unknown key"),
+        ([{"name": "a", "role": "decider", "secret": S1, "user": "alice"}], {}, "api.tokens.0.user: must be a Matrix"),
+        ([{"name": "a", "role": "decider", "secret": S1, "user": "@alice"}], {}, "api.tokens.0.user: must be a Matrix"),
+        ([{"name": "a", "role": "decider", "secret": S1, "user": "@al ice:x"}], {}, "api.tokens.0.user: must be"),
+        ([{"name": "a", "role": "decider", "secret": S1, "user": 7}], {}, "api.tokens.0.user: expected a string"),
+        ([{"name": "a", "role": "agent", "secret": S1, "user": "@alice:x"}], {}, "api.tokens.0: user: only a decider"),
     ],
 )
 def test_token_errors_name_the_key_and_hide_the_secret(tokens: list[Any], env: dict[str, str], start: str) -> None:

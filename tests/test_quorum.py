@@ -10,7 +10,7 @@ import pytest
 from bot.events.states import Via
 from bot.inbox import ledger
 from bot.inbox.db import create
-from bot.inbox.quorum import progress, tally
+from bot.inbox.quorum import NotCounted, progress, tally
 from bot.inbox.record import EXPIRED
 from bot.inbox.rules import RuleError, decide, parse_rules
 from bot.inbox.store import Inbox
@@ -25,16 +25,32 @@ def test_tally() -> None:
     one = tally(2, None, [], OPTIONS, "allow_always", A, Via.MATRIX, 1.0)
     assert one.kind == "counted" and one.given == [{"by": A, "at": 1.0, "option_id": "allow_always"}]
     assert tally(2, None, one.given, OPTIONS, "allow_once", A, Via.REACTION, 2.0).kind == "again"
-    done = tally(2, None, one.given, OPTIONS, "allow_always", "api:ci", Via.API, 3.0)
-    assert (done.kind, done.option_id, done.by) == ("settle", "allow_always", [A, "api:ci"])
+    done = tally(2, None, one.given, OPTIONS, "allow_always", B, Via.MATRIX, 3.0)
+    assert (done.kind, done.option_id, done.by) == ("settle", "allow_always", [A, B])
     narrow = tally(2, None, one.given, OPTIONS, "allow_once", B, Via.MATRIX, 3.0)
     assert narrow.option_id == "allow_once"  # one approver's "always" never widens the other's "once"
     no = tally(2, None, one.given, OPTIONS, "reject_once", B, Via.MATRIX, 3.0)
     assert (no.kind, no.option_id, no.by) == ("settle", "reject_once", [B])
     assert tally(2, [A, B], [], OPTIONS, "allow_once", C, Via.MATRIX, 1.0).kind == "refused"
     assert tally(2, [A, B], [], OPTIONS, "reject_once", C, Via.MATRIX, 1.0).kind == "refused"
-    assert tally(2, [A, B], [], OPTIONS, "allow_once", "api:ci", Via.API, 1.0).kind == "counted"
     assert progress(2, one.given) == f"Needs 2 approvals: 1 of 2: {A}"
+
+
+def test_a_token_counts_as_its_person_and_one_of_nobody_never_counts() -> None:
+    one = tally(2, [A, B], [], OPTIONS, "allow_once", A, Via.MATRIX, 1.0)
+    again = tally(2, [A, B], one.given, OPTIONS, "allow_once", "api:alice-cli", Via.API, 2.0, person=A)
+    assert again.kind == "again"  # alice's own token: alice again, whichever way she answers
+    first = tally(2, [A, B], [], OPTIONS, "allow_once", "api:alice-cli", Via.API, 1.0, person=A)
+    assert first.given == [{"by": A, "at": 1.0, "option_id": "allow_once", "token": "api:alice-cli"}]
+    assert tally(2, [A, B], first.given, OPTIONS, "allow_once", A, Via.MATRIX, 2.0).kind == "again"
+    nobody = tally(2, None, [], OPTIONS, "allow_once", "api:ci", Via.API, 1.0)
+    assert nobody.kind == "refused" and "belongs to no person" in nobody.reason
+    assert tally(2, None, one.given, OPTIONS, "allow_once", "api:ci", Via.API, 1.0).kind == "refused"
+    rejected = tally(2, None, one.given, OPTIONS, "reject_once", "api:ci", Via.API, 1.0)
+    assert (rejected.kind, rejected.by) == ("settle", ["api:ci"])  # a reject still rejects: the safe side
+    carols = tally(2, [A, B], [], OPTIONS, "reject_once", "api:carol-cli", Via.API, 1.0, person=C)
+    assert carols.kind == "refused" and "not one of the people" in carols.reason
+    assert tally(2, None, [], OPTIONS, "allow_once", "api:x", Via.MATRIX, 1.0).kind == "counted"  # a room sender
 
 
 def test_ask_rules() -> None:
@@ -81,12 +97,17 @@ async def test_two_approvers_settle_it_and_the_ledger_names_both(inbox: Inbox) -
     assert stored is not None and stored.to_api()["approvals"] == {
         "needed": 2, "given": [{"by": A, "at": "1970-01-01T00:00:02.000Z"}]}
     assert [r.id for r in await inbox.needing_progress()] == []  # not posted yet: no prompt to edit
-    done = await inbox.settle(rid, option_id="allow_always", by="api:ci", via=Via.API, feedback=None, now=4.0)
+    with pytest.raises(NotCounted, match="belongs to no person"):  # a token of nobody's: refused, nothing kept
+        await inbox.settle(rid, option_id="allow_once", by="api:ci", via=Via.API, feedback=None, now=3.5)
+    with pytest.raises(NotCounted):
+        await inbox.settle(rid, option_id="allow_once", by="api:ci", via=Via.API, feedback=None, now=3.5)
+    done = await inbox.settle(rid, option_id="allow_always", by="api:bob-cli", via=Via.API, feedback=None, now=4.0,
+                              person=B)
     assert done is not None and done.state == "resolved" and done.outcome is not None
-    assert done.outcome.option_id == "allow_once" and done.outcome.answered_by == "api:ci"
-    assert [a["by"] for a in done.approvals] == [A, "api:ci"]
+    assert done.outcome.option_id == "allow_once" and done.outcome.answered_by == "api:bob-cli"
+    assert [a["by"] for a in done.approvals] == [A, B]
     (e,) = await _entries(inbox)
-    assert e["answered_by"] == [A, "api:ci"] and e["option_id"] == "allow_once"
+    assert e["answered_by"] == [A, B] and e["option_id"] == "allow_once"
 
 
 async def test_one_reject_rejects_and_rules_and_timeouts_are_no_approvals(inbox: Inbox) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,13 @@ import pytest
 from bot.demo.homeserver import Homeserver
 from tests.agents.raw import RawRun, permission_line
 from tests.support.human import content, rel
-from tests.support.station import OwnStation, request_body
+from tests.support.station import DECIDER_TOKEN, OwnStation, request_body
 from tests.test_hooks_e2e import finish, hook_input, start_hook
 
 pytestmark = pytest.mark.e2e
 PUSH = "git push --force origin main"
+ALICE_OWN = ("alice-own", "test-alice-own-token-1d9e44")  # a decider token that belongs to alice
+CAROL_OWN = ("carol-own", "test-carol-own-token-6a3b27")  # and one of carol's, who may not answer
 
 
 class QuorumStation(OwnStation):
@@ -29,6 +32,9 @@ class QuorumStation(OwnStation):
         self.extra_config = (
             '[[rules]]\nmatch = { command = "git push --force*" }\ndecision = "ask"\napprovals = 2\n'
             f'answerers = {{ users = ["{self.alice.user_id}", "{self.bob.user_id}"] }}\n'
+        ) + "".join(
+            f'\n[[api.tokens]]\nname = "{name}"\nrole = "decider"\nsecret = "{secret}"\nuser = "{who}"\n'
+            for (name, secret), who in ((ALICE_OWN, self.alice.user_id), (CAROL_OWN, self.carol.user_id))
         )
         await self.start_all()
         await self.bob.follow()
@@ -104,13 +110,68 @@ async def test_someone_not_among_its_answerers_changes_nothing(st: QuorumStation
     assert await st.notice_after(mark, contains="not on the list")
     code, now = await st.ahttp("GET", f"/permissions/{rec['id']}")
     assert now["state"] == "pending"
-    code, _ = await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"})  # api:api.token counts
-    assert code == 200
+    code, got = await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"}, token=CAROL_OWN[1])
+    assert code == 403 and got["error"] == "not_counted" and "not one of the people" in got["reason"], got
     code, now = await st.ahttp("GET", f"/permissions/{rec['id']}")
-    assert now["state"] == "pending" and [g["by"] for g in now["approvals"]["given"]] == ["api:api.token"]
+    assert now["state"] == "pending" and now["approvals"]["given"] == []
     await st.alice.text("1", reply_to=prompt["event_id"])
+    await st.bob.text("1", reply_to=prompt["event_id"])
     done = await st.record(rec["id"], wait=20)
     assert done["state"] == "resolved"
+
+
+async def _approve_with(st: QuorumStation, rid: str, secret: str) -> subprocess.CompletedProcess[str]:
+    """``permission-bot permissions approve`` with the decider token ``secret``."""
+    return await asyncio.to_thread(st.cli, "permissions", "approve", rid, env={"PERMISSION_BOT_TOKEN": secret})
+
+
+async def test_one_person_by_room_and_by_her_own_token_is_one_approval(st: QuorumStation, sid: str) -> None:
+    code, rec = await st.ahttp("POST", "/permissions", request_body(sid, command=PUSH))
+    assert code == 201
+    prompt = await st.prompt_for(sid)
+    assert prompt
+    await st.alice.text("1", reply_to=prompt["event_id"])
+    await _progress(st, prompt["event_id"], f"1 of 2: {st.alice.user_id}")
+    r = await _approve_with(st, rec["id"], ALICE_OWN[1])  # alice again, through her own token
+    assert r.returncode == 0, r.stderr
+    code, now = await st.ahttp("GET", f"/permissions/{rec['id']}?wait=1")
+    assert now["state"] == "pending" and [g["by"] for g in now["approvals"]["given"]] == [st.alice.user_id], now
+    await st.bob.text("1", reply_to=prompt["event_id"])  # the lead: the second person settles it
+    done = await st.record(rec["id"], wait=20)
+    assert done["state"] == "resolved"
+    assert [g["by"] for g in done["approvals"]["given"]] == [st.alice.user_id, st.bob.user_id]
+
+
+async def test_decider_tokens_of_nobody_never_settle_a_quorum(st: QuorumStation, sid: str) -> None:
+    code, rec = await st.ahttp("POST", "/permissions", request_body(sid, command=PUSH))
+    assert code == 201
+    assert await st.prompt_for(sid)
+    for secret in (DECIDER_TOKEN[1], st.token):  # a named decider token and the old api.token: no person
+        code, got = await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"}, token=secret)
+        assert code == 403 and got["error"] == "not_counted" and "belongs to no person" in got["reason"], got
+    r = await _approve_with(st, rec["id"], DECIDER_TOKEN[1])
+    assert r.returncode != 0 and "403" in r.stderr + r.stdout, (r.stdout, r.stderr)
+    code, now = await st.ahttp("GET", f"/permissions/{rec['id']}?wait=1")
+    assert now["state"] == "pending" and now["approvals"]["given"] == [], now
+    code, got = await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "deny"}, token=DECIDER_TOKEN[1])
+    assert code == 200 and got["state"] == "resolved" and got["outcome"]["option_id"].startswith("reject"), got
+
+
+async def test_alices_token_and_the_lead_in_the_room_settle_it(st: QuorumStation, sid: str) -> None:
+    code, rec = await st.ahttp("POST", "/permissions", request_body(sid, command=PUSH))
+    assert code == 201
+    prompt = await st.prompt_for(sid)
+    assert prompt
+    r = await _approve_with(st, rec["id"], ALICE_OWN[1])
+    assert r.returncode == 0, r.stderr
+    await _progress(st, prompt["event_id"], f"1 of 2: {st.alice.user_id}")
+    await st.bob.text("1", reply_to=prompt["event_id"])
+    done = await st.record(rec["id"], wait=20)
+    assert done["state"] == "resolved" and [g["by"] for g in done["approvals"]["given"]] == [
+        st.alice.user_id, st.bob.user_id]
+    out = await asyncio.to_thread(st.cli, "audit", "export", "--config", str(st.config_path))
+    entry = [json.loads(x) for x in out.stdout.splitlines() if json.loads(x)["request_id"] == rec["id"]]
+    assert len(entry) == 1 and entry[0]["answered_by"] == [st.alice.user_id, st.bob.user_id]
 
 
 async def test_through_the_acp_proxy_approved_by_two_and_rejected_by_one(

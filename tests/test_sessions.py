@@ -51,6 +51,35 @@ async def test_caps_per_token_and_per_session(inbox: Inbox) -> None:
     assert created and rec.id == "s4:1"
 
 
+async def test_a_flood_by_the_token_alone_never_fills_its_proxy_runs_or_hooks_budget(inbox: Inbox) -> None:
+    caps = PendingCaps(per_token=3, per_session=2)
+    for n in range(3):  # the token alone (a model that read it): its own budget, full
+        await inbox.submit(_sub(f"junk{n}"), 1.0, 60, "tok", caps=caps)
+    with pytest.raises(TooManyPending, match="max_pending_per_token = 3") as e:
+        await inbox.submit(_sub("junk9"), 1.0, 60, "tok", caps=caps)
+    assert e.value.token == "tok"
+    with pytest.raises(TooManyPending):  # a key of a run that claimed no session proves nothing
+        await inbox.submit(_sub("unclaimed", key=f"{ORIGIN}:1"), 1.0, 60, "tok", caps=caps)
+    for sid in ("p1", "p2"):
+        async with inbox.transaction() as db:
+            await claim(db, sid, "default", ORIGIN, "tok")
+    with pytest.raises(TooManyPending):  # the run's key in a session another run claimed: the token alone
+        async with inbox.transaction() as db:
+            await claim(db, "q", "default", OTHER, "tok")
+        await inbox.submit(_sub("q", key=f"{ORIGIN}:1"), 1.0, 60, "tok", caps=caps)
+    for n, sid in enumerate(["p1", "p1", "p2"]):  # the proxy run's own requests: posted all the same
+        _, created = await inbox.submit(_sub(sid, f"c{n}", key=f"{ORIGIN}:{n + 1}"), 1.0, 60, "tok", caps=caps)
+        assert created
+    with pytest.raises(TooManyPending, match="requests of its ACP proxy run") as e:  # and capped on their own
+        await inbox.submit(_sub("p2", "c9", key=f"{ORIGIN}:9"), 1.0, 60, "tok", caps=caps)
+    assert e.value.token is None
+    for n in range(3):  # a hook the daemon holds: a budget of its own too
+        _, created = await inbox.submit(_sub(f"h{n}", key=f"hook-{n}"), 1.0, 60, "tok", caps=caps, held_by="d1")
+        assert created
+    with pytest.raises(TooManyPending, match="held hooks"):
+        await inbox.submit(_sub("h9", key="hook-9"), 1.0, 60, "tok", caps=caps, held_by="d1")
+
+
 async def test_a_proxy_claims_a_session_once_and_before_any_hook(inbox: Inbox) -> None:
     async with inbox.transaction() as db:
         await claim(db, "s", "default", ORIGIN, "laptop")

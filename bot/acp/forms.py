@@ -15,7 +15,9 @@ Each question is submitted as a daemon request of the kind ``question`` (:mod:`b
 ``rawInput`` carries the question (the property's ``description``, else its ``title``), its header (the
 ``title`` when both are given), whether several choices or free text are taken, and where it stands in the
 form (``form: {index, count}``); its options are the choices (``optionId`` = the value the agent gets) and one
-``reject_once`` option, decline. URL mode is one question: the link in full with its host, ``1`` done.
+``reject_once`` option, decline. URL mode is one question: the agent's message, with the link in ``rawInput.url``
+(the daemon shows it and its host on lines of its own), ``1`` done; a link whose host a browser could read
+otherwise than shown is refused (:func:`bot.util.linkhost.link_host`, the daemon's reading too).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
-from urllib.parse import urlsplit
+
+from bot.util.linkhost import refusal
 
 AskKind = Literal["single", "multi", "text", "number", "integer", "boolean", "url"]
 DECLINE = "decline"  # bot.events.kinds.DECLINE: the option id of a question's last option
@@ -154,32 +157,15 @@ def form_of(schema: Any) -> Form:
     return Form(tuple(asks.values()), tuple(skipped))
 
 
-def shown_host(url: str) -> str:
-    """The host a link leads to, as ASCII (a look-alike Unicode name shows as its ``xn--`` form)."""
-    try:
-        host = urlsplit(url).hostname or "?"
-    except ValueError:
-        return "?"
-    try:
-        return ".".join(p.encode("idna").decode("ascii") if not p.isascii() else p for p in host.split("."))
-    except UnicodeError:
-        return host.encode("ascii", "backslashreplace").decode()
-
-
 def url_form(message: str, url: str) -> Form:
-    """A URL-mode elicitation as one question: the link in full and its host; ``1`` done, or decline.
-    Only an ``https``/``http`` link with a host is posted (:class:`BadForm` otherwise)."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        raise BadForm("url: not a link") from None
-    if parts.scheme.lower() not in ("https", "http") or not parts.hostname:
-        raise BadForm("url: only an https or http link with a host is posted in the room")
-    host = shown_host(url)
+    """A URL-mode elicitation as one question: the agent's message and the link; ``1`` done, or decline.
+    Only an ``https``/``http`` link whose host every common reading agrees on is posted (:class:`BadForm`
+    otherwise, saying why)."""
+    if (why := refusal(url)) is not None:
+        raise BadForm(f"url: {why}")
     said = message.strip() or "Open the link."
-    text = f"Host: {host}\nLink: {url}\nThe agent says: {said}"  # ours first: the agent's words cannot precede
-    done = Choice("done", "Done", f"I opened the link on {host} and finished there")
-    return Form((Ask("url", "url", text, f"Open a link on {host}", (done,), url=url),))
+    done = Choice("done", "Done", "I opened the link and finished there")
+    return Form((Ask("url", "url", said, "Open a link", (done,), url=url),))
 
 
 def question_body(
@@ -195,6 +181,7 @@ def question_body(
         "options": [{"label": c.label, **({"description": c.description} if c.description else {})}
                     for c in ask.choices],
         "form": {"index": index, "count": count},
+        **({"url": ask.url} if ask.url else {}),
     }
     options = [{"optionId": c.value, "name": c.label, "kind": CHOOSE} for c in ask.choices]
     options.append({"optionId": DECLINE, "name": "Decline", "kind": "reject_once"})

@@ -24,6 +24,7 @@ from bot.events._util import unicode_problem
 from bot.inbox import pages
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.decisions import NoFittingOption
+from bot.inbox.quorum import NotCounted
 from bot.inbox.record import Record
 from bot.inbox.sessions import SessionClaimed, SessionInOtherRoom, TooManyPending
 from bot.inbox.submission import KeyConflict, SubmissionError
@@ -212,8 +213,11 @@ async def decide(request: web.Request) -> web.Response:
         rec = await request.app[DAEMON].decide(
             rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=who.answered_by, via="api",
             rooms=reach(request, who).rooms,  # a caller's other rooms' requests are unknown to it
-            answer=answer,
+            answer=answer, person=who.user,  # a quorum counts the token's person, never the token
         )
+    except NotCounted as e:
+        log.warning("api_approval_not_counted", request_id=rid, token=who.name, reason=str(e))
+        return error(403, "not_counted", str(e))
     except NotFound:
         return error(404, "not_found", f"no pending request {rid!r} (unknown or already resolved)")
     except NoFittingOption as e:

@@ -28,6 +28,7 @@ class Caller:
     name: str
     roles: frozenset[str]
     rooms: frozenset[str] | None = None  # a decider's rooms ([[api.tokens]] rooms); None: every room
+    user: str | None = None  # the person the token belongs to ([[api.tokens]] user); None: nobody
 
     @property
     def answered_by(self) -> str:
@@ -58,7 +59,7 @@ class Tokens:
     @classmethod
     def from_config(cls, api: ApiConfig) -> Tokens:
         entries = [
-            (Caller(t.name, frozenset({t.role}), None if t.rooms is None else frozenset(t.rooms)), t.secret)
+            (Caller(t.name, frozenset({t.role}), None if t.rooms is None else frozenset(t.rooms), t.user), t.secret)
             for t in api.tokens if t.secret
         ]
         if api.token:

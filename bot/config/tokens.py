@@ -1,6 +1,8 @@
 """[[api.tokens]]: named API tokens with a role, and their secrets from the environment.
 
-Errors name the key and never a secret's value.
+A decider token may belong to a person (``user = "@alice:example.org"``): the one mapping of a token to a
+person. Its decisions are that person's where people are counted (a quorum's approvals, bot.inbox.quorum);
+a token that belongs to nobody never counts as a person. Errors name the key and never a secret's value.
 """
 
 from __future__ import annotations
@@ -29,12 +31,20 @@ class ApiTokenConfig(BaseModel):
     secret: str | None = Field(default=None, repr=False)
     secret_env: str | None = None
     rooms: list[str] | None = None  # a decider's rooms ([[rooms]] names, "default"); None: every room
+    user: str | None = None  # the person a decider token belongs to (a Matrix user id); None: nobody
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
         if not is_safe_id(v):
             raise ValueError(f"{SAFE_ID_RULE} (records show it as api:NAME)")
+        return v
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str | None) -> str | None:
+        if v is not None and not is_user_id(v):
+            raise ValueError("must be a Matrix user id (@name:server), the person the token belongs to")
         return v
 
     @field_validator("secret")
@@ -48,7 +58,16 @@ class ApiTokenConfig(BaseModel):
     def _has_secret(self) -> ApiTokenConfig:
         if self.secret is None:
             raise ValueError("secret or secret_env = \"VAR\" is required")
+        if self.user is not None and self.role != "decider":
+            raise ValueError("user: only a decider token belongs to a person (an agent token decides nothing)")
         return self
+
+
+def is_user_id(v: str) -> bool:
+    """Whether ``v`` looks like a Matrix user id: ``@localpart:server``, printable, no blank, at most 255."""
+    local, sep, server = v[1:].partition(":")
+    return (v.startswith("@") and bool(sep) and bool(local) and bool(server) and len(v) <= 255
+            and v.isprintable() and not any(c.isspace() for c in v))
 
 
 def fill_secrets_from_env(data: dict[str, Any], env: dict[str, str]) -> None:

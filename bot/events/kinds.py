@@ -11,7 +11,8 @@ A request's ``kind`` is decided from its facts alone, once, when it is submitted
 A question's ``rawInput`` is ``{"question", "header"?, "multiSelect"?, "freeText"?, "options": [{"label",
 "description"?}], "answerType"?}`` (Claude Code's ``AskUserQuestion`` question object, plus ``freeText``:
 whether an answer may be the person's own words, absent means yes, as Claude Code takes any text; and
-``answerType``: ``number`` or ``integer`` when the words must be one). Its ACP options are the
+``answerType``: ``number`` or ``integer`` when the words must be one; ``url``: a link to open, an ACP URL-mode
+elicitation, whose host the prompt shows by :func:`bot.util.linkhost.link_host`). Its ACP options are the
 choices (``optionId`` = the value the agent gets, ``name`` = the label, any kind but the reject ones), in the
 agent's order, and one ``reject_once`` option: decline.
 """
@@ -22,6 +23,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+from bot.util.linkhost import refusal
 
 DECLINE = "decline"
 """The option id of a question's last option: the person will not answer (the whole form is declined)."""
@@ -61,6 +64,7 @@ class Question:
     free_text: bool
     descriptions: Mapping[str, str]  # label -> the choice's description
     answer_type: str = "text"  # free text that must be a "number" or an "integer" (an ACP form's field)
+    url: str = ""  # a link to open (URL mode): the prompt shows it and its host on lines of the bot's own
 
 
 def question_of(raw_input: Any) -> Question:
@@ -90,8 +94,11 @@ def question_of(raw_input: Any) -> Question:
         for c in choices:
             if isinstance(c, Mapping) and isinstance(c.get("label"), str) and isinstance(c.get("description"), str):
                 described[c["label"]] = c["description"]
+    url = raw_input.get("url")
+    if url is not None and (why := refusal(url)) is not None:
+        raise ValueError(f"toolCall.rawInput.url: {why}")
     return Question(text=text, header=header, multi=multi, free_text=free, descriptions=described,
-                    answer_type=answer_type)
+                    answer_type=answer_type, url=url or "")
 
 
 def as_number(text: str, answer_type: str) -> float | int | None:

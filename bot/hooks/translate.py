@@ -10,14 +10,12 @@ entry covers the repeat (FACTS.md: an ``addRules`` rule or ``setMode acceptEdits
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
-import re
-import urllib.parse
 from typing import Any
 
 from bot.hooks.asks import PLAN_TOOL, QUESTION_TOOL, plan_options, question_submissions
 from bot.hooks.models import Cli, HookInput
+from bot.util.linkhost import BadLink, link_host
 from bot.util.words import clip
 
 ALLOW_ONCE = "allow_once"
@@ -77,37 +75,18 @@ def mcp_parts(tool_name: str) -> tuple[str, str] | None:
     return (server, tool) if sep and server and tool else None
 
 
-_LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
-_PLAIN_HOST = re.compile(rf"{_LABEL}(?:\.{_LABEL})*", re.ASCII)
-_NUMERIC = re.compile(r"(?:0x[0-9a-f]*|[0-9]+)", re.ASCII)
-
-
 def url_host(url: str) -> str | None:
     """The host an http(s) URL fetches, or None when it cannot be told for sure.
 
-    The fetcher parses URLs as WHATWG says (Node's ``URL``), not as :mod:`urllib` does: there a ``\\`` is a
-    ``/``, tabs and line breaks vanish, a user name before ``@`` is dropped, ``%2e`` and full-width letters
-    in the host are decoded and ``0x7f.1`` is an IPv4 address. So only plain URLs count: ASCII with no
-    ``\\``, blank or control character, no ``@`` or ``%`` before the path, a host of letters, digits, dots
-    and hyphens (an IPv4 address written the usual way).
+    The fetcher parses URLs as WHATWG says (Node's ``URL``): the host is :func:`bot.util.linkhost.link_host`'s
+    (the one reading every prompt's host comes from), and a link it refuses, one written with non-ASCII
+    letters (a rule names the host as written) or an IPv6 address gets None.
     """
-    if not url.isascii() or "\\" in url or any(c <= " " or c == "\x7f" for c in url):
-        return None
     try:
-        parts = urllib.parse.urlsplit(url)
-        host = parts.hostname
-    except ValueError:
+        found = link_host(url)
+    except BadLink:
         return None
-    if parts.scheme not in ("http", "https") or not host or any(c in parts.netloc for c in "@%"):
-        return None
-    if not _PLAIN_HOST.fullmatch(host):
-        return None
-    if _NUMERIC.fullmatch(host.rsplit(".", 1)[-1]):  # WHATWG reads it as an IPv4 address
-        try:
-            return host if str(ipaddress.IPv4Address(host)) == host else None
-        except ValueError:
-            return None
-    return host
+    return None if found.lookalike or found.host.startswith("[") else found.host
 
 
 def describe(inp: HookInput) -> tuple[str, str, list[dict[str, Any]], list[dict[str, Any]]]:

@@ -18,18 +18,24 @@ class Approvals(InboxBase):
     """Quorum tallies, progress edits, escalation marks."""
 
     async def _tally(
-        self, db: Connection, request_id: str, option_id: str, by: str, via: Via, now: float
+        self, db: Connection, request_id: str, option_id: str, by: str, via: Via, now: float,
+        person: str | None = None,
     ) -> Record | tuple[str, list[str]] | None:
         """A person's answer to a quorum request (bot.inbox.quorum), inside the settlement's transaction:
         the record, still pending (an approval counted, the same person again, not one of its answerers);
-        (option, approvers) when it settles now; None when it is no quorum request (or not pending)."""
+        (option, approvers) when it settles now; None when it is no quorum request (or not pending).
+        Through the API (``person``: whom the token belongs to) a refused answer raises
+        :class:`bot.inbox.quorum.NotCounted`, so the caller hears why."""
         lock = " FOR UPDATE" if db.dialect.is_postgres else ""  # approvals on two daemons take turns
         row = await db.fetchrow(f"SELECT * FROM requests WHERE id=$1 AND state=$2{lock}", request_id, PENDING)
         if row is None or int(row["approvals_needed"] or 0) <= 1:
             return None
         rec = row_to_record(row)
         approvers = None if rec.approvers is None else [*rec.approvers, *(rec.escalated_to or [])]
-        step = quorum.tally(rec.approvals_needed, approvers, rec.approvals, rec.options, option_id, by, via, now)
+        step = quorum.tally(
+            rec.approvals_needed, approvers, rec.approvals, rec.options, option_id, by, via, now, person)
+        if step.kind == "refused" and via == Via.API:
+            raise quorum.NotCounted(f"request {request_id!r} {step.reason}")
         if step.kind == "settle" and len(step.given) == len(rec.approvals):  # a reject: the approvals stay
             return str(step.option_id), step.by
         if step.kind in ("counted", "settle"):

@@ -41,7 +41,8 @@ class Requests(Approvals):
         request over them raises :class:`bot.inbox.sessions.TooManyPending`.
         ``held_by``: the holder id of the daemon a hook waits on for it (bot.inbox.holds)."""
         async with self._tx() as db:
-            rec, created = await self.insert(db, sub, now, timeout, submitted_by, room=room, caps=caps)
+            rec, created = await self.insert(
+                db, sub, now, timeout, submitted_by, room=room, caps=caps, held=held_by is not None)
             if created and hold_post:
                 await self.hold_post(db, rec.id)
             if created and held_by is not None:
@@ -54,7 +55,7 @@ class Requests(Approvals):
 
     async def insert(
         self, db: Connection, sub: Submission, now: float, timeout: float, submitted_by: str | None = None,
-        *, room: str = "default", caps: PendingCaps | None = None,
+        *, room: str = "default", caps: PendingCaps | None = None, held: bool = False,
     ) -> tuple[Record, bool]:
         """``submit``'s work inside an open transaction: (record, created); nothing emitted.
 
@@ -71,7 +72,7 @@ class Requests(Approvals):
                     raise KeyConflict(why)
                 return rec, False
         if caps is not None:
-            await check_caps(db, caps, sub.session_id, submitted_by)
+            await check_caps(db, caps, sub.session_id, submitted_by, key=sub.key, held=held)
         seq = await next_seq(db, sub.session_id, room)
         revision = 1 + int(await db.fetchval(
             "SELECT COUNT(*) FROM requests WHERE session_id=$1 AND tool_call_id=$2", sub.session_id, sub.tool_call_id
@@ -127,6 +128,7 @@ class Requests(Approvals):
         ledger_by: Sequence[str] | None = None,
         answers: dict[str, str] | None = None,
         chosen: list[str] | None = None,
+        person: str | None = None,
     ) -> Record | None:
         """Leave ``pending`` once. Returns the settled record, or None when it was not pending.
 
@@ -136,7 +138,8 @@ class Requests(Approvals):
         The settlement is appended to the ledger in the same transaction (``ledger_by``: who it names, when
         ``by`` does not say it all: ``rule:N``, every approver of a quorum).
         ``answers`` (a question's: its text -> the answer as given) and ``chosen`` (the option ids picked)
-        are stored with the outcome.
+        are stored with the outcome. ``person``: through the API, whom the deciding token belongs to (a
+        quorum counts that person; :class:`bot.inbox.quorum.NotCounted` when it may not count).
         """
         if state is None:
             state = RESOLVED if option_id is not None else CANCELLED
@@ -146,7 +149,7 @@ class Requests(Approvals):
             if event_id is not None:
                 await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES ($1, $2)", event_id, float(now))
             if option_id is not None and via in PERSON_VIAS:
-                step = await self._tally(db, request_id, option_id, by, via, now)
+                step = await self._tally(db, request_id, option_id, by, via, now, person)
                 if isinstance(step, Record):  # an approval counted (or not one to count): still pending
                     counted = step
                 elif step is not None:  # enough approvals, or a reject: settled naming every approver

@@ -1,5 +1,6 @@
 """Sessions (table ``seq``): which room a session belongs to, which ACP proxy run claimed it, and the caps
-on pending requests per agent token and per session.
+on pending requests per agent token (one budget for what the token submits alone, one for its claiming proxy
+run's requests, one for its held hooks: :func:`check_caps`) and per session.
 
 A session id is one namespace across rooms, and a request id is ``{session_id}:{request_seq}`` (the
 contract), so a session belongs to exactly one room: the room of its first request (or of the proxy
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bot.inbox.db import Connection, Database
+from bot.inbox.session_rules import origin_of
 from bot.inbox.submission import KeyConflict
 
 HOOK_KEY_PREFIX = "hook-"  # the key of every request a hook submits (bot.api.hook_hold)
@@ -70,13 +72,41 @@ async def check_room(db: Connection, session_id: str, room: str) -> None:
         raise SessionInOtherRoom(OTHER_ROOM)
 
 
-async def check_caps(db: Connection, caps: PendingCaps, session_id: str, token: str | None) -> None:
-    """:class:`TooManyPending` when the agent token ``token`` or the session holds its cap of pending
-    requests already (each count one range of a partial index of the pending requests)."""
+_ALONE = (  # a token's pending requests that came with no front door's proof: the token alone
+    "SELECT COUNT(*) FROM requests r LEFT JOIN seq s ON s.session_id=r.session_id"
+    " WHERE r.submitted_by=$1 AND r.state='pending' AND r.held_by IS NULL"
+    " AND NOT COALESCE(s.proxy_token=r.submitted_by AND r.key LIKE s.proxy_origin || ':%', FALSE)"
+)
+_OF_RUN = "SELECT COUNT(*) FROM requests WHERE submitted_by=$1 AND state='pending' AND key LIKE $2"
+_HELD = "SELECT COUNT(*) FROM requests WHERE submitted_by=$1 AND state='pending' AND held_by IS NOT NULL"
+
+
+async def check_caps(
+    db: Connection, caps: PendingCaps, session_id: str, token: str | None, *, key: str | None = None,
+    held: bool = False,
+) -> None:
+    """:class:`TooManyPending` when the session, or the budget of the agent token ``token`` this request
+    counts against, holds its cap of pending requests already.
+
+    A token has one budget for what it submits alone (a plain ``POST /permissions``) and one apiece for
+    what comes with a front door's own proof: the requests of the ACP proxy run that claimed the session
+    (a key of that run's secret, by the claiming token) and the hooks the daemon holds (a request lives
+    only while its hook's connection does). Each is capped at ``per_token``, and every session at
+    ``per_session``; so a flood the token submits alone never blocks its proxy or its hooks."""
     if token is not None:
-        n = int(await db.fetchval(
-            "SELECT COUNT(*) FROM requests WHERE submitted_by=$1 AND state='pending'", token) or 0)
+        run = origin_of(key)
+        claim = await proxy_of(db, session_id) if run is not None else None
+        if held:
+            n, what = int(await db.fetchval(_HELD, token) or 0), "held hooks"
+        elif claim is not None and claim == ProxyClaim(str(run), token):
+            n, what = int(await db.fetchval(_OF_RUN, token, f"{run}:%") or 0), "requests of its ACP proxy run"
+        else:
+            n, what = int(await db.fetchval(_ALONE, token) or 0), ""
         if n >= caps.per_token:
+            if what:
+                raise TooManyPending(
+                    f"token {token!r} has {n} pending {what}, the most one may have "
+                    f"(api.max_pending_per_token = {caps.per_token}); retry once some are answered")
             raise TooManyPending(
                 f"token {token!r} has {n} pending requests, the most one agent token may have "
                 f"(api.max_pending_per_token = {caps.per_token}); retry once some are answered", token)

@@ -1,9 +1,11 @@
 """A question or a plan -> the prompt's prose, HTML and preview (bot.events.kinds). Pure.
 
 A **question** shows the question, its topic (the agent's header), who asks, whether several choices may be
-given, then its choices numbered from 1 in the agent's order with their descriptions beside them, and
-decline last. A **plan** shows the plan itself: rendered from Markdown in the HTML (:mod:`bot.prompts.markdown`,
-inside a block quote), and as text behind a gutter in the body, then the agent's options by meaning.
+given (a link to open, URL mode: the host a browser opens it on and the link, each on a line of the bot's
+own, :func:`bot.util.linkhost.link_host`), then its choices numbered from 1 in the agent's order with their
+descriptions beside them, and decline last. A **plan** shows the plan itself: rendered from Markdown in the
+HTML (:mod:`bot.prompts.markdown`, inside a block quote), and as text behind a gutter in the body, then the
+agent's options by meaning.
 
 As everywhere, agent text never starts a line of the body: it follows a bot prefix (``Question:``, ``2.``) or
 the gutter (``│ ``), and prose has its mentions defanged. A plan too long for one event is cut at a line with a
@@ -20,6 +22,7 @@ from bot.events.kinds import Question
 from bot.prompts.markdown import render
 from bot.prompts.message import GUTTER
 from bot.prompts.text import code_line, defang, esc, prose, prose_cut, valid, visible
+from bot.util.linkhost import link_host, shown_host
 
 QUESTION_HINT = (
     "Reply with a number or a choice's name (several, if allowed: 1, 3), or reply to this message with your "
@@ -68,6 +71,14 @@ def question(
     lines = [f"Question: {text}"]
     html = [f"<p><strong>Question:</strong> {esc(text)}</p>"]
     fields: list[str] = []
+    descriptions = dict(q.descriptions)
+    if q.url:  # the bot's own lines: the agent's words stay on the Question line (prose is one line)
+        host = prose(shown_host(link_host(q.url)), 400)  # question_of refused a link it cannot read
+        link = code_line(q.url, 2000)[0]
+        lines += [f"Host: {host}", f"Link: {link}"]
+        fields += [f"<b>Host:</b> {esc(host)}", f"<b>Link:</b> <code>{esc(link)}</code>"]
+        items += [{"type": "field", "label": "Host", "value": host}, {"type": "field", "label": "Link", "value": link}]
+        descriptions = {label: f"I opened the link on {host} and finished there" for _, label in labels[:-1]}
     if q.header.strip():
         topic = prose(q.header, 200)
         lines.append(f"Topic: {topic}")
@@ -91,7 +102,7 @@ def question(
         name = prose(label, 100 if short else 200) or prose(oid, 100) or f"choice {n}"
         if n == len(labels):  # the decline option
             name = DECLINE_LABEL
-        desc = q.descriptions.get(label, "") if n < len(labels) else ""
+        desc = descriptions.get(label, "") if n < len(labels) else ""
         shown_desc = prose(desc, 80 if short else 300) if desc.strip() else ""
         lines.append(f"{n}. {name}" + (f": {shown_desc}" if shown_desc else ""))
         entries.append(f"<li><b>{esc(name)}</b>" + (f": <em>{esc(shown_desc)}</em>" if shown_desc else "") + "</li>")

@@ -178,9 +178,12 @@ class Daemon:
         via: str = "api",
         rooms: Collection[str] | None = None,
         answer: str | None = None,
+        person: str | None = None,
     ) -> Record:
         """Settle from the HTTP API. NotFound when unknown, no longer pending, or (``rooms``: the
-        decider's rooms) in another room; NoFittingOption. ``answer``: a question's (decision ``answer``)."""
+        decider's rooms) in another room; NoFittingOption; NotCounted (a quorum's approval by a token that
+        is no person, or not an answerer's). ``answer``: a question's (decision ``answer``); ``person``: whom
+        the deciding token belongs to."""
         rec = await self.inbox.get(request_id)
         if rec is None or not rec.pending or (rooms is not None and rec.room not in rooms):
             raise NotFound(request_id)
@@ -189,7 +192,7 @@ class Daemon:
         chosen = plan.option_id
         settled = await self.inbox.settle(
             request_id, option_id=chosen, by=by, via=how, feedback=feedback, now=self.now(),
-            answers=plan.answers, chosen=plan.chosen,
+            answers=plan.answers, chosen=plan.chosen, person=person,
         )
         if settled is None:
             raise NotFound(request_id)

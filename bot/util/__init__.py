@@ -11,5 +11,6 @@ or JSON lines, and its masking, the ACP proxy's too), ``liblogs`` (library recor
 ``statedir`` (the state folder 0700, files 0600, fixed at every start), ``discovery``
 (how a client, the CLI, the proxy or a hook, finds the daemon and its token: flags, environment,
 default; never a token on argv), ``hide`` (clients' tokens out of an agent's view of /proc), ``words``
-(``clip()``, the one text trimmer).
+(``clip()``, the one text trimmer), ``linkhost`` (the host a person opens from a link, read as a browser
+reads it, WHATWG by ada-url; links any common reading disagrees on refused).
 """
