@@ -345,8 +345,9 @@ async def test_a_refused_devices_fake_prompt_still_makes_a_plain_answer_ask(xs: 
 async def test_a_stolen_password_cannot_make_an_answerers_first_identity(xs: XSStation, sid: str) -> None:
     """Issue 32, item 1. bob (an answerer) has no identity; the bot saw his device without one, and refused
     its answer. With his password only, an attacker logs in a js-sdk device, uploads bob's *first* identity
-    (no password asked: MSC3967), which signs that device, and answers: refused with one notice, until an
-    operator runs `e2ee accept-identity`."""
+    (no password asked: MSC3967), signed by that new device and signing it, and answers: refused with one
+    notice (the device that signed the identity is not one the bot saw before it), until an operator runs
+    `e2ee accept-identity`."""
     bob = xs.bob.user_id
     rec, prompt = await _submit(xs, sid)
     mark = int(time.time() * 1000) - 2000
@@ -355,18 +356,22 @@ async def test_a_stolen_password_cannot_make_an_answerers_first_identity(xs: XSS
     while not any("event_from_unverified_device" in ln and ev in ln for ln in xs.log_text().splitlines()):
         assert time.monotonic() < deadline, "bob's answer was never refused"
         await asyncio.sleep(0.2)
-    assert xs.kv(f"matrix.identity.{bob}") == {"master": None, "seen_without": True}
-    await xs.js.call("login", name="thief", hs=xs.hs.url, user=bob, password=xs.bob.password, cross_sign=True,
-                     isolation="signed")
-    first = key_of(xs.keys(bob)["master_keys"][bob])
+    known = {xs.bob.device_id: xs.bob.ed25519}  # the devices the bot saw him with: his nio device
+    assert xs.kv(f"matrix.identity.{bob}") == {"master": None, "seen_without": True, "devices": known}
+    thief = await xs.js.call("login", name="thief", hs=xs.hs.url, user=bob, password=xs.bob.password,
+                             cross_sign=True, isolation="signed")
+    q = xs.keys(bob)
+    first = key_of(q["master_keys"][bob])
     assert first, "the attacker's first identity was not published"
+    # signed by the attacker's new device (as any client makes it), which the bot had not seen before
+    assert f"ed25519:{thief['device_id']}" in q["master_keys"][bob]["signatures"][bob]
     for answer in ("1", "2"):
         await xs.js.call("send", name="thief", room=xs.room_id, body=answer, reply_to=prompt["event_id"])
     told = await xs.js_notice("appeared", mark)
     body = content(told)["body"]
     assert body.startswith(f"{bob}: ") and f"e2ee accept-identity {bob}" in body and fingerprint(first) in body
     assert (await _state(xs, rec["id"], wait=2))["state"] == "pending", "the attacker's answer settled it"
-    assert xs.kv(f"matrix.identity.{bob}")["master"] is None  # nothing pinned on sight
+    assert xs.kv(f"matrix.identity.{bob}") == {"master": None, "seen_without": True, "devices": known}  # not pinned
     assert xs.log_text().count("event_from_appeared_identity") >= 2
     again = await xs.js.call("wait_event", name="alice", room=xs.room_id, body="appeared", sender=xs.bot_id,
                              after=mark, timeout=1)

@@ -48,11 +48,13 @@ async def test_saved_state_is_read_through_the_inbox_without_writing(tmp_path: P
     await inbox.set_json(PIN_KEY + "@alice:x", {"master": "KEY"})
     await inbox.set_kv(PIN_KEY + "@bad:x", "not json")
     await inbox.set_json(PIN_KEY + "@bob:x", {"master": None, "seen_without": True})
+    await inbox.set_json(PIN_KEY + "@dan:x", {"master": None, "seen_without": True, "devices": {"D": "ed"}})
     await inbox.close()
     before = {p.name: p.stat().st_mtime_ns for p in cfg.state_dir.iterdir()}
     saved = await asyncio.to_thread(read_saved, cfg)
     assert saved.session == {"user_id": "@bot:x", "device_id": "DEV", "access_token": "tok"}
-    assert saved.pins == {"@alice:x": "KEY", "@bob:x": ""}  # bob: seen without an identity
+    assert saved.pins == {"@alice:x": "KEY", "@bob:x": "", "@dan:x": ""}  # bob, dan: seen without an identity
+    assert saved.known == {"@bob:x": {}, "@dan:x": {"D": "ed"}}  # the devices recorded then (bob: before they were)
     assert {p.name: p.stat().st_mtime_ns for p in cfg.state_dir.iterdir() if p.name in before} == before
 
 

@@ -63,10 +63,14 @@ class SigningKey:
         return out
 
 
-def verify(obj: Mapping[str, Any], user_id: str, public: str) -> bool:
-    """Does ``obj`` carry a valid signature by ``user_id``'s Ed25519 key ``public``?"""
+def verify(obj: Mapping[str, Any], user_id: str, public: str, key_id: str | None = None) -> bool:
+    """Does ``obj`` carry a valid signature by ``user_id``'s Ed25519 key ``public``?
+
+    ``key_id``: the name the signature is under (a device signs as ``ed25519:DEVICE_ID``); by default
+    ``ed25519:`` + the public key, as cross-signing keys sign."""
     sigs = obj.get("signatures")
-    sig = sigs.get(user_id, {}).get(f"ed25519:{public}") if isinstance(sigs, Mapping) else None
+    mine = sigs.get(user_id) if isinstance(sigs, Mapping) else None
+    sig = mine.get(key_id or f"ed25519:{public}") if isinstance(mine, Mapping) else None
     if not isinstance(sig, str):
         return False
     try:

@@ -6,6 +6,8 @@
 //              count (how many such events this device holds)}
 //   send {name, room, body, reply_to?, extra?} -> {event_id}   (extra: more content fields, e.g. a structured answer)
 //   reset_identity {name}   (a new master key, as "reset cryptographic identity" in Element)
+//   bootstrap_cross_signing {name} -> {master}   (the account's first identity, made by this device, as Element
+//              does right after a first login)
 //   setup_secret_storage {name} -> {recovery_key}   (cross-signing + secret storage, as Element's set-up)
 //   stop {name}
 import * as readline from "node:readline";
@@ -103,6 +105,12 @@ async function resetIdentity(m) {
   return { master: id };
 }
 
+async function bootstrapCrossSigning(m) {
+  const crypto = devices.get(m.name).client.getCrypto();
+  await crypto.bootstrapCrossSigning({ authUploadDeviceSigningKeys: passwordAuth(devices.get(m.name)) });
+  return { master: await crypto.getCrossSigningKeyId() };
+}
+
 async function setupSecretStorage(m) {
   const dev = devices.get(m.name);
   const crypto = dev.client.getCrypto();
@@ -114,6 +122,7 @@ async function setupSecretStorage(m) {
 }
 
 const handlers = { login, wait_event: waitEvent, send, reset_identity: resetIdentity,
+  bootstrap_cross_signing: bootstrapCrossSigning,
   setup_secret_storage: setupSecretStorage,
   stop: async (m) => { devices.get(m.name)?.client.stopClient(); devices.delete(m.name); return {}; } };
 

@@ -14,6 +14,7 @@ from bot.config import Config
 from bot.matrix.cross_signing import identity_path, load_identity
 from bot.matrix.crypto import fingerprint
 from bot.matrix.errors import MatrixFatal
+from bot.matrix.identities import vouching_device
 from bot.matrix.signing import Identity, device_signed_by, key_of
 
 
@@ -111,8 +112,13 @@ def _check_pins(cfg: Config, saved: Saved, login: Login, rep: Report) -> None:
     for user, master in sorted(pinned.items()):
         now = key_of(published.get(user))
         if not master:  # seen with devices but no identity: one that appears is refused until accepted
+            signer = vouching_device(user, published.get(user), saved.known.get(user, {}))
             if now is None:
-                rep.ok(f"pinned identity: {user} has none yet (one that appears must be accepted)")
+                rep.ok(f"pinned identity: {user} has none yet (one that appears must be accepted, unless a device "
+                       "of theirs the bot saw signs it)")
+            elif signer:
+                rep.ok(f"pinned identity: {user} published an identity ({fingerprint(now)}) signed by their device "
+                       f"{signer}, which the bot saw before it; pinned at the daemon's next key query")
             else:
                 rep.warn(f"pinned identity: {user} published an identity ({fingerprint(now)}) after the bot saw them "
                          "without one; their answers are refused",

@@ -27,6 +27,7 @@ class Saved:
     session: dict[str, str] | None = None
     crypto: Any = None
     pins: dict[str, str] = field(default_factory=dict)  # user -> pinned master key ("": seen without one)
+    known: dict[str, dict[str, str]] = field(default_factory=dict)  # seen without one: user -> devices recorded
     database: bool = False  # the state is in PostgreSQL ([state] database): the device is the database's copy
     identity: bytes | None = None  # PostgreSQL: cross_signing.json from the database's copy of the device
 
@@ -58,10 +59,13 @@ async def _read(cfg: Config) -> Saved:
     finally:
         await inbox.close()
     pins: dict[str, str] = {}
+    known: dict[str, dict[str, str]] = {}
     for k, v in pinned.items():
-        master, seen_without = read_pin(_json(v))
-        if master or seen_without:
-            pins[k[len(PIN_KEY):]] = master or ""
+        pin = read_pin(_json(v))
+        if pin.master or pin.seen_without:
+            pins[k[len(PIN_KEY):]] = pin.master or ""
+        if pin.seen_without:
+            known[k[len(PIN_KEY):]] = pin.devices
     ok = isinstance(session, dict) and session.get("user_id") == cfg.matrix.user_id and session.get("access_token")
     saved = {k: str(session.get(k) or "") for k in ("user_id", "device_id", "access_token")} if ok else None
     identity = None
@@ -71,7 +75,7 @@ async def _read(cfg: Config) -> Saved:
             identity = read_member(blob, CROSS_SIGNING_FILE)
         except VaultError:
             identity = None
-    return Saved(saved, crypto, pins, database=url is not None, identity=identity)
+    return Saved(saved, crypto, pins, known, database=url is not None, identity=identity)
 
 
 def read_saved(cfg: Config) -> Saved:
