@@ -1,4 +1,4 @@
-"""Sending into the station room: messages, reactions and redactions, with deterministic txn ids.
+"""Sending into the station room: messages, reactions, redactions and state events, with deterministic txn ids.
 
 Into an encrypted room an event is encrypted (reactions too) for the devices the trust policy
 allows. Sends wait for the first sync, which tells whether the room is encrypted. What failed last is
@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nio import ErrorResponse, RoomSendResponse
+from nio import ErrorResponse, RoomPutStateResponse, RoomSendResponse
 
 from bot.matrix.e2ee import E2EE
 from bot.matrix.errors import SendFailed
@@ -69,6 +69,27 @@ class Sender:
     def _failed(self, why: str) -> None:
         self.send_errors += 1
         self.send_failing = why
+
+    async def put_state(self, event_type: str, content: dict[str, Any], state_key: str = "") -> str:
+        """Set a state event (never encrypted; setting the same content again makes no new event); its event
+        id, or SendFailed (``code`` ``M_FORBIDDEN``: the bot lacks the power for it)."""
+        await self._guard()
+        try:
+            await self._wait_synced()
+            if self.refusal.refused:
+                raise SendFailed("the station room is encrypted and [matrix] encryption = false: the bot posts "
+                                 "nothing there")
+            r = await self.st.client.room_put_state(self.st.room_id, event_type, content, state_key=state_key)
+        except SendFailed as e:
+            self._failed(str(e))
+            raise
+        except Exception as e:
+            self._failed(describe(e))
+            raise SendFailed(describe(e)) from None
+        if isinstance(r, RoomPutStateResponse):
+            return str(r.event_id)
+        code = str(getattr(r, "status_code", "") or "")
+        raise SendFailed(f"{code}: {getattr(r, 'message', r)}", code)
 
     async def redact(self, event_id: str, txn: str, reason: str | None = None) -> None:
         """Redact one of the bot's own events in the station room (redactions are never encrypted)."""
