@@ -176,7 +176,7 @@ async def test_twenty_prompts_waiting_make_one_page_that_rings(st: EscalationSta
     got = await asyncio.gather(*(st.ahttp("POST", "/permissions", request_body(f"{sid}{i}"), token=AGENT_TOKEN[1])
                                  for i in range(20)))
     assert all(code == 201 and rec["room"] == "batch" for code, rec in got), got
-    prompts = [await st.prompt_for(f"{sid}{i}", human=st.dave) for i in range(20)]
+    prompts = [await st.prompt_for(f"{sid}{i}", human=st.oscar) for i in range(20)]
     assert all(prompts)
     links = [urllib.parse.quote(p["event_id"], safe="$:") for p in prompts if p]
     page = await st.oscar.wait(lambda e: _is_page(st, e, st.oscar.user_id), BATCH_AFTER + 30)
