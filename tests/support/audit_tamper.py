@@ -1,6 +1,7 @@
 """A running station's state copied and its ledger edited by hand, then ``audit verify`` run on the copy:
-the three kinds of tampering of issue 37 (an entry changed, deleted, the chain recomputed from some point
-on) and the last entries deleted. Shared by the plain and the encrypted room's ledger tests."""
+the three kinds of tampering (an entry changed, deleted, the chain recomputed from some point on) and the
+last entries deleted; a room's checkpoints redacted by a moderator. Shared by the plain and the encrypted
+room's ledger tests."""
 
 from __future__ import annotations
 
@@ -8,14 +9,51 @@ import asyncio
 import json
 import shutil
 import sqlite3
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from bot.events.ledger import seal
+from bot.demo.homeserver import Homeserver, http
+from bot.events.checkpoints import CHECKPOINT_TYPE
+from bot.events.ledger import CHECKPOINT_KEY, seal
 from tests.support.station import Station
 
 Edit = Callable[[sqlite3.Connection], None]
+
+
+def grant_checkpoints(hs: Homeserver, token: str, room_id: str) -> None:
+    """The room's power levels let anyone set the checkpoint state event (the least a bot needs for it)."""
+    url = f"{hs.url}/_matrix/client/v3/rooms/{quote(room_id)}/state/m.room.power_levels/"
+    pl = http("GET", url, token=token)
+    pl.setdefault("events", {})[CHECKPOINT_TYPE] = 0
+    http("PUT", url, pl, token=token)
+
+
+def is_checkpoint(e: dict[str, Any], bot: str, seq: int = 0) -> bool:
+    """The bot's checkpoint state event of ``seq`` or later."""
+    c = e.get("content") or {}
+    return bool(e.get("sender") == bot and e.get("type") == CHECKPOINT_TYPE and e.get("state_key") == ""
+                and isinstance(c.get("seq"), int) and c["seq"] >= seq)
+
+
+def redact_checkpoints(hs: Homeserver, token: str, room_id: str, bot: str) -> int:
+    """A moderator redacts every checkpoint of the bot in the room (state events and older notices alike);
+    how many."""
+    base, n, token_from = f"{hs.url}/_matrix/client/v3/rooms/{quote(room_id)}", 0, ""
+    while True:
+        page = http("GET", f"{base}/messages?dir=b&limit=500" + (f"&from={quote(token_from)}" if token_from else ""),
+                    token=token)
+        for e in page.get("chunk") or []:
+            c = e.get("content") or {}
+            if e.get("sender") == bot and ((e.get("type") == CHECKPOINT_TYPE and c) or CHECKPOINT_KEY in c):
+                http("PUT", f"{base}/redact/{quote(e['event_id'])}/{uuid.uuid4().hex}", {"reason": "tidy"},
+                     token=token)
+                n += 1
+        if not page.get("chunk") or page.get("end") in (None, token_from):
+            return n
+        token_from = page["end"]
 
 
 def copy_state(st: Station, where: Path, *, config: str | None = None) -> tuple[Path, Path]:
