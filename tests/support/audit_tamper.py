@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from bot.demo.homeserver import Homeserver, http
 from bot.events.checkpoints import CHECKPOINT_TYPE
-from bot.events.ledger import CHECKPOINT_KEY, seal
+from bot.events.ledger import CHECKPOINT_KEY, ZERO, seal
 from tests.support.station import Station
 
 Edit = Callable[[sqlite3.Connection], None]
@@ -78,6 +78,18 @@ def _entry(db: sqlite3.Connection, seq: int) -> dict[str, Any]:
     return dict(json.loads(db.execute("SELECT entry FROM ledger WHERE seq=?", (seq,)).fetchone()[0]))
 
 
+def rechained(entries: list[dict[str, Any]], prev: str) -> list[dict[str, Any]]:
+    """``entries`` (consecutive, from the one to change on) with the first's answer rewritten and every hash
+    made anew after ``prev``: a chain consistent in itself."""
+    out = []
+    for i, e in enumerate(entries):
+        e = dict(e, answered_by=["@mallory:example.org"]) if i == 0 else dict(e)
+        e = seal(e, int(e["seq"]), prev)
+        prev = e["hash"]
+        out.append(e)
+    return out
+
+
 def edits(k: int, head: int) -> dict[str, Edit]:
     """The edits, at entry ``k`` of a chain whose last entry is ``head``."""
 
@@ -90,15 +102,10 @@ def edits(k: int, head: int) -> dict[str, Edit]:
         db.execute("DELETE FROM ledger WHERE seq=?", (k,))
 
     def recompute(db: sqlite3.Connection) -> None:  # changed, and every hash from there on made anew
-        prev = _entry(db, k - 1)["hash"]
-        for seq in range(k, head + 1):
-            e = _entry(db, seq)
-            if seq == k:
-                e["answered_by"] = ["@mallory:example.org"]
-            e = seal(e, seq, prev)
-            prev = e["hash"]
-            db.execute("UPDATE ledger SET entry=?, hash=? WHERE seq=?", (json.dumps(e), prev, seq))
-        db.execute("UPDATE ledger_head SET hash=? WHERE id=1", (prev,))
+        prev = _entry(db, k - 1)["hash"] if k > 1 else ZERO
+        for e in rechained([_entry(db, seq) for seq in range(k, head + 1)], prev):
+            db.execute("UPDATE ledger SET entry=?, hash=? WHERE seq=?", (json.dumps(e), e["hash"], e["seq"]))
+        db.execute("UPDATE ledger_head SET hash=? WHERE id=1", (e["hash"],))
 
     def truncate(db: sqlite3.Connection) -> None:  # the last entries removed, the head set back
         db.execute("DELETE FROM ledger WHERE seq>=?", (k,))
