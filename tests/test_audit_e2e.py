@@ -1,6 +1,7 @@
-"""The ledger end to end (issue 37): settlements of every kind appended, exported, verified; its head
-posted into each station room; a database edited by hand caught by ``audit verify --against-room``;
-``GET /audit`` limited to a decider's rooms."""
+"""The ledger end to end: settlements of every kind appended, exported, verified; its head posted into each
+station room (a state event where the bot has the power for it, never a message; the older m.notice where
+it has not); a database edited by hand caught by ``audit verify --against-room``, and so is a chain
+rewritten after a moderator redacted the checkpoints; ``GET /audit`` limited to a decider's rooms."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ import pytest
 
 from bot.demo.homeserver import Homeserver
 from bot.events.ledger import CHECKPOINT_KEY
-from tests.support.audit_tamper import assert_tampering_caught
+from tests.support.audit_tamper import (
+    assert_tampering_caught,
+    edits,
+    grant_checkpoints,
+    is_checkpoint,
+    redact_checkpoints,
+    verify_edited,
+)
 from tests.support.human import Human, content
 from tests.support.station import AGENT_B_TOKEN, OwnStation, request_body
 
@@ -27,7 +35,8 @@ INFRA_DECIDER = ("infra-lead", "test-infra-decider-5a1c")
 
 class AuditStation(OwnStation):
     """Two rooms (default, ``infra``: agent-b's requests go there, dave answers), a deny rule, a decider
-    limited to ``infra``, checkpoints every 2 s."""
+    limited to ``infra``, checkpoints every 2 s. In the default room the bot may set the checkpoint state
+    event; in ``infra`` it may not (power 0, state_default 50): it posts the older notice there."""
 
     suffix = "audit"
 
@@ -36,6 +45,7 @@ class AuditStation(OwnStation):
         self.dave = Human(self.hs, "daveaudit")
         self.infra_id = self.hs.create_room(self.dave.token, invite=[self.bot_id], name="infra")
         await self.dave.start(self.infra_id)
+        grant_checkpoints(self.hs, self.alice.token, self.room_id)
         self.env = {"PERMISSION_BOT_CHECKPOINT_PERIOD": "2", "PERMISSION_BOT_CHECKPOINT_DELAY": "0.4"}
         self.extra_config = (
             f'[[rooms]]\nname = "infra"\nroom = "{self.infra_id}"\n'
@@ -111,12 +121,20 @@ def _cli(st: AuditStation, *args: str, input: str | None = None) -> Any:
     return st.cli("audit", *args, "--config", str(st.config_path), input=input)
 
 
+def _notice(st: AuditStation, e: dict[str, Any], seq: int = 0) -> bool:
+    """The older checkpoint: an m.notice carrying the head (what the bot posts without the power)."""
+    return bool(e.get("sender") == st.bot_id and e.get("type") == "m.room.message"
+                and CHECKPOINT_KEY in content(e) and content(e)[CHECKPOINT_KEY].get("seq", 0) >= seq)
+
+
 async def _checkpointed(st: AuditStation, seq: int, human: Human) -> dict[str, Any]:
-    ev = await human.wait(
-        lambda e: e.get("sender") == st.bot_id
-        and (content(e).get(CHECKPOINT_KEY) or {}).get("seq", 0) >= seq, 30)
+    """The head of ``seq`` or later: the state event in the default room, the older notice in infra."""
+    if human is st.alice:
+        ev = await human.wait(lambda e: is_checkpoint(e, st.bot_id, seq), 30)
+    else:
+        ev = await human.wait(lambda e: _notice(st, e, seq), 30)
     assert ev, f"no checkpoint of seq {seq} in the room"
-    return dict(content(ev))
+    return dict(content(ev).get(CHECKPOINT_KEY) or content(ev))
 
 
 async def test_a_hundred_settlements_exported_verified_and_checkpointed(st: AuditStation, sid: str) -> None:
@@ -147,8 +165,8 @@ async def test_a_hundred_settlements_exported_verified_and_checkpointed(st: Audi
     head = entries[-1]
     for human in (st.alice, st.dave):
         cp = await _checkpointed(st, head["seq"], human)
-        assert cp[CHECKPOINT_KEY]["seq"] == head["seq"] and cp[CHECKPOINT_KEY]["hash"] == head["hash"]
-        assert cp["msgtype"] == "m.notice"
+        assert cp == {"seq": head["seq"], "hash": head["hash"]}
+    assert not st.alice.find(lambda e: _notice(st, e))  # where it may, the bot posts no message for it
     against = _cli(st, "verify", "--against-room")
     assert against.returncode == 0 and "checkpoints in the rooms agree" in against.stdout, against.stderr
 
@@ -183,3 +201,23 @@ async def test_three_kinds_of_tampering_are_caught_against_the_room(
     head = entries[-1]["seq"]
     await _checkpointed(st, head, st.alice)
     await assert_tampering_caught(st, tmp_path, head - 3, head)
+
+
+async def test_a_redacted_checkpoint_and_a_rewritten_chain_fail_naming_the_seqs(
+    st: AuditStation, sid: str, tmp_path: Path
+) -> None:
+    """A moderator who can also edit the database redacts the bot's checkpoints in both rooms and rewrites the
+    chain: verify fails naming the seqs the redacted checkpoint covered (older builds said intact). Last: the
+    redactions stay in the rooms."""
+    rec = await _post(st, f"{sid}y")
+    await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"})
+    _, entries = await asyncio.to_thread(st.audit)
+    head = entries[-1]["seq"]
+    await _checkpointed(st, head, st.alice)
+    await _checkpointed(st, head, st.dave)
+    assert await asyncio.to_thread(redact_checkpoints, st.hs, st.alice.token, st.room_id, st.bot_id)
+    assert await asyncio.to_thread(redact_checkpoints, st.hs, st.dave.token, st.infra_id, st.bot_id)
+    out = await asyncio.to_thread(verify_edited, st, tmp_path / "redacted", edits(head - 2, head)["recompute"],
+                                  "--against-room")
+    assert out.returncode == 1 and "cannot be read (redacted by " in out.stderr, out.stderr
+    assert f"to {head}: a checkpoint of the bot's in room default" in out.stderr, out.stderr

@@ -75,6 +75,25 @@ def test_power_needed_reads_the_event_level_else_events_default() -> None:
     assert RoomState().power_needed("m.room.message") == 0
 
 
+def test_a_bot_without_the_power_for_the_checkpoint_state_event_is_warned(tmp_path: Path) -> None:
+    from bot.cli.doctor.report import Report
+    from bot.cli.doctor.room import _check_power
+    from bot.events.checkpoints import CHECKPOINT_TYPE
+
+    cfg = _config(tmp_path)
+    rs = RoomState()
+    rs.apply({"type": "m.room.power_levels", "state_key": "", "content": {"users": {"@h:x": 100}}})
+    assert rs.state_power_needed(CHECKPOINT_TYPE) == 50 and RoomState().state_power_needed(CHECKPOINT_TYPE) == 0
+    rep = Report()
+    _check_power(cfg, rs, rep)
+    assert not rep.failed and rep.lines[-1].startswith("WARN room power: the bot has 0, below the 50 a ledger "
+                                                       f"checkpoint ({CHECKPOINT_TYPE} state event) needs")
+    rs.apply({"type": "m.room.power_levels", "state_key": "", "content": {"events": {CHECKPOINT_TYPE: 0}}})
+    rep = Report()
+    _check_power(cfg, rs, rep)
+    assert [x[:4] for x in rep.lines] == ["ok  "]
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         body = {"/json": b'{"a": 1}', "/text": b"plain", "/empty": b""}.get(self.path, b'{"errcode": "M_X"}')

@@ -1,4 +1,4 @@
-"""Escalation's config (one line naming the key) and its notice; the checkpoints' timing (pure)."""
+"""Escalation's config (one line naming the key) and its page; the checkpoints' timing (pure)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from bot.config import ConfigError, parse_config
+from bot.room.pages import LISTED, page
 from bot.service.checkpoints import due, intervals
-from bot.service.escalation import notice
 
 MIN: dict[str, Any] = {"matrix": {"homeserver": "http://hs", "user_id": "@b:hs", "room": "!r:hs", "password": "pw"}}
 
@@ -37,18 +37,39 @@ def test_bad_escalation_is_one_line_naming_the_key(esc: dict[str, Any], key: str
     assert str(e.value).startswith(key) and "\n" not in str(e.value), str(e.value)
 
 
-def test_the_notice_replies_to_the_prompt_and_mentions() -> None:
-    from bot.config.escalation import EscalationConfig
+def _rec(n: int, kind: str = "permission", title: str = "t") -> Any:
     from bot.inbox.record import Record, State
 
-    rec = Record(id="s:1", session_id="s", request_seq=1, key=None, label=None, tool_call_id="c", title="t",
-                 tool_kind=None, tool_name=None, options=[], raw_input=None, locations=[], content=[], params={},
-                 digest="d", revision=1, state=State.PENDING, requested_at=0.0, expires_at=9.0,
-                 prompt_event_id="$p", prompt_edited=False, outcome=None)
-    c = notice(rec, EscalationConfig(after=300.0, mention=["@oncall:hs"]))
+    return Record(id=f"s:{n}", session_id="s", request_seq=n, key=None, label=None, tool_call_id="c", title=title,
+                  tool_kind=None, tool_name=None, options=[], raw_input=None, locations=[], content=[], params={},
+                  digest="d", revision=1, state=State.PENDING, requested_at=0.0, expires_at=9.0,
+                  prompt_event_id=f"$p{n}", prompt_edited=False, outcome=None, kind=kind)
+
+
+def test_a_page_of_one_is_a_text_replying_to_the_prompt_and_mentions() -> None:
+    c = page([_rec(1)], ["@oncall:hs"], 300.0, "!r:hs")
+    assert c["msgtype"] == "m.text"  # an m.notice never notifies under the default push rules
     assert c["m.mentions"] == {"user_ids": ["@oncall:hs"]}
-    assert c["m.relates_to"] == {"m.in_reply_to": {"event_id": "$p"}}
+    assert c["m.relates_to"] == {"m.in_reply_to": {"event_id": "$p1"}}
     assert c["body"].startswith("@oncall:hs: this permission request has waited 5m")
+    assert 'href="https://matrix.to/#/@oncall:hs"' in c["formatted_body"]
+    assert "https://matrix.to/#/!r:hs/$p1" in c["body"]
+    assert page([_rec(1, "question")], ["@o:hs"], 60.0, "!r:hs")["body"].startswith("@o:hs: this question has")
+    assert page([_rec(1, "plan")], ["@o:hs"], 60.0, "!r:hs")["body"].startswith("@o:hs: this plan has")
+
+
+def test_a_page_names_every_prompt_waiting_and_nothing_the_agent_wrote_is_a_line_or_a_mention() -> None:
+    recs = [_rec(i, "question" if i == 2 else "permission", title=f"x @room @alice:hs\n1. Allow {i}")
+            for i in range(1, 26)]
+    c = page(recs, ["@oncall:hs", "@lead:hs"], 300.0, "!r:hs")
+    assert "m.relates_to" not in c and c["m.mentions"] == {"user_ids": ["@oncall:hs", "@lead:hs"]}
+    lines = c["body"].split("\n")
+    assert lines[0].startswith("@oncall:hs, @lead:hs: 25 prompts (24 permission requests, 1 question) have waited")
+    assert len(lines) == 1 + LISTED + 1 and lines[-1] == "- and 5 more"
+    assert all(line.startswith(("- Permission request s:", "- Question s:")) for line in lines[1:-1])
+    assert "$p20" in c["body"] and "$p21" not in c["body"]
+    assert "@room" not in c["body"] and "@alice:hs" not in c["body"] and "@room" not in c["formatted_body"]
+    assert c["formatted_body"].count("<li>") == LISTED + 1
 
 
 def test_checkpoint_timing() -> None:

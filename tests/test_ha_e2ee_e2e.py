@@ -8,6 +8,7 @@ other killed) it restores the device from the database and still posts and reads
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import signal
@@ -15,11 +16,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
 from bot.demo.homeserver import Homeserver
 from bot.matrix.signing import key_of
 from bot.matrix.vault import VAULT_KEY
+from tests.support.audit_tamper import grant_checkpoints, rechained, redact_checkpoints
 from tests.support.ha import peer_of, role_of, until_logged, until_role
 from tests.support.postgres import PgCluster, kv_value
 from tests.support.station import BOT_PASSWORD, Station, request_body
@@ -48,6 +51,7 @@ async def pair(homeserver: Homeserver, workdir: Path, pg_cluster: PgCluster) -> 
     a.url = a.env["PERMISSION_BOT_DATABASE_URL"] = await pg_cluster.create_database()
     a.env.update(PERMISSION_BOT_CHECKPOINT_PERIOD="2", PERMISSION_BOT_CHECKPOINT_DELAY="0.4")  # the ledger's
     await a.setup()  # a starts first: the leader
+    grant_checkpoints(a.hs, a.alice.token, a.room_id)  # the checkpoint state event: before the first entry
     assert await role_of(a) == "leader"
     b = peer_of(a, workdir / "hax-b")
     b.start_daemon()
@@ -134,11 +138,11 @@ async def test_e2ee_commands_use_the_database(pair: tuple[HaXSStation, Station])
     assert not (b.state_dir / "inbox.sqlite3").exists()
 
 
-async def test_audit_reads_the_encrypted_checkpoints_from_the_databases_copy_of_the_device(
+async def test_audit_reads_the_checkpoints_of_an_encrypted_room_on_postgresql(
     pair: tuple[HaXSStation, Station],
 ) -> None:
-    """``audit verify --against-room`` on PostgreSQL: the encrypted checkpoints decrypted with the sessions in
-    the database's copy of the device (the folder the command runs from holds none of it)."""
+    """``audit verify --against-room`` on PostgreSQL: the checkpoints are state events, read with the saved
+    session alone (the folder the command runs from holds nothing of the device)."""
     a, b = pair
     for _ in range(100):  # the two settlements of the take-over test, checkpointed by the new leader
         if ((await a.pg_kv("ledger.checkpoint.default")) or {}).get("seq", 0) >= 2:
@@ -151,14 +155,32 @@ async def test_audit_reads_the_encrypted_checkpoints_from_the_databases_copy_of_
     folder.mkdir(exist_ok=True)
     cfg = folder / "config.toml"
     cfg.write_text(b.config_text().replace(str(b.state_dir), str(folder / "state")))
-    r = None
-    for _ in range(30):  # the database's copy follows the leader's store at its next sync: moments later
-        r = await asyncio.to_thread(b.cli, "audit", "verify", "--against-room", "--config", str(cfg), env=env)
-        if r.returncode == 0:
-            break
-        await asyncio.sleep(1)
-    assert r is not None and r.returncode == 0 and "checkpoints in the rooms agree" in r.stdout, r
+    r = await asyncio.to_thread(b.cli, "audit", "verify", "--against-room", "--config", str(cfg), env=env)
+    assert r.returncode == 0 and "checkpoints in the rooms agree" in r.stdout, r
     assert " 0 checkpoints" not in r.stdout and not (folder / "state").exists()
+
+
+async def test_a_redacted_checkpoint_and_a_rewritten_chain_fail_on_postgresql(
+    pair: tuple[HaXSStation, Station],
+) -> None:
+    """A moderator who can also edit the database redacts the checkpoints and rewrites the chain in place:
+    verify names the seqs the redacted checkpoints covered (exit 1). After the read above: checkpoints exist."""
+    a, b = pair
+    assert await asyncio.to_thread(redact_checkpoints, a.hs, a.alice.token, a.room_id, a.bot_id)
+    conn = await asyncpg.connect(a.url)
+    try:
+        rows = [json.loads(r["entry"]) for r in await conn.fetch("SELECT entry FROM ledger ORDER BY seq")]
+        k = max(1, len(rows) - 1)
+        for e in rechained(rows[k - 1:], rows[k - 2]["hash"] if k > 1 else "0" * 64):
+            await conn.execute("UPDATE ledger SET entry=$1, hash=$2 WHERE seq=$3", json.dumps(e), e["hash"], e["seq"])
+        await conn.execute("UPDATE ledger_head SET hash=$1 WHERE id=1", e["hash"])
+    finally:
+        await conn.close()
+    folder = a.dir / "audit-here"
+    env = {"PERMISSION_BOT_DATABASE_URL": a.url}
+    r = await asyncio.to_thread(b.cli, "audit", "verify", "--against-room", "--config", str(folder / "config.toml"),
+                                env=env)
+    assert r.returncode == 1 and "cannot be read (redacted by" in r.stderr and "seqs 1 to " in r.stderr, r
 
 
 async def test_reset_identity_on_postgresql_reaches_every_daemon(pair: tuple[HaXSStation, Station]) -> None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from bot.config import Config
+    from bot.events.checkpoints import Seen
     from bot.events.ledger import Checker
     from bot.inbox.store import Inbox
 
@@ -121,15 +122,37 @@ def _summary(checker: Checker) -> str:
 async def verify(cfg: Config | None, file: str | None, against_room: bool, out: TextIO, partial: bool = False) -> int:
 
     from bot.events.ledger import Checker, against_checkpoints
-    from bot.inbox import ledger
 
-    checkpoints: list[tuple[str, int, str]] = []
+    rooms: dict[str, list[Seen]] = {}
     if against_room:
         assert cfg is not None
         from bot.cli.audit_room import read_checkpoints
 
-        checkpoints = await read_checkpoints(cfg)
+        rooms = await read_checkpoints(cfg)
+    checkpoints = [(name, s[0], s[1]) for name, seen in rooms.items() for s in seen if isinstance(s, tuple)]
     checker = Checker(from_start=not partial, partial=partial, wanted={seq for _, seq, _ in checkpoints})
+    bad = await _feed(cfg, file, checker)
+    if bad is not None:
+        return bad
+    problem = checker.problem or (against_checkpoints(checker, checkpoints) or _unread(rooms, checker)
+                                  if against_room else None)
+    if problem is not None:
+        if file is not None and not partial and ": missing (the next" in problem:
+            problem += "; if FILE is an export --since or --room, check it with --partial"
+        return _fail(f"verify: {problem}", EXIT_BAD)
+    if against_room:
+        agree = len([c for c in checkpoints if not partial or c[1] in checker.hashes])
+        agreed = "1 checkpoint in the rooms agrees" if agree == 1 else f"{agree} checkpoints in the rooms agree"
+        print(f"{_summary(checker)}; {agreed}", file=out)
+    else:
+        print(_summary(checker), file=out)
+    return 0
+
+
+async def _feed(cfg: Config | None, file: str | None, checker: Checker) -> int | None:
+    """Feed the configured ledger, or FILE, to ``checker``; an exit code when FILE is not JSON lines."""
+    from bot.inbox import ledger
+
     inbox = await _opened(cfg) if file is None and cfg is not None else None
     try:
         if inbox is not None:
@@ -148,18 +171,22 @@ async def verify(cfg: Config | None, file: str | None, against_room: bool, out: 
     finally:
         if inbox is not None:
             await inbox.close()
-    problem = checker.problem or (against_checkpoints(checker, checkpoints) if against_room else None)
-    if problem is not None:
-        if file is not None and not partial and ": missing (the next" in problem:
-            problem += "; if FILE is an export --since or --room, check it with --partial"
-        return _fail(f"verify: {problem}", EXIT_BAD)
-    if against_room:
-        agree = len([c for c in checkpoints if not partial or c[1] in checker.hashes])
-        rooms = f"; {agree} checkpoints in the rooms agree"
-    else:
-        rooms = ""
-    print(_summary(checker) + rooms, file=out)
-    return 0
+    return None
+
+
+def _unread(rooms: dict[str, list[Seen]], checker: Checker) -> str | None:
+    """A checkpoint of the bot's that cannot be read (redacted), naming the seqs it covered; a room holding
+    no readable checkpoint while the ledger has entries; else None."""
+    from bot.events.checkpoints import describe, gaps
+
+    for name, seen in rooms.items():
+        for gap in gaps(name, seen):
+            return describe(gap, checker.last_seq)
+        if checker.count and not checker.partial and not any(isinstance(s, tuple) for s in seen):
+            return (f"room {name} holds no checkpoint of the bot's that can be read (the ledger has "
+                    f"{checker.count} entries; one is posted within a minute of an entry: wait and run again; "
+                    "an encrypted m.notice checkpoint of an older build is not read)")
+    return None
 
 
 def run(args: argparse.Namespace) -> int:

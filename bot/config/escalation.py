@@ -1,5 +1,6 @@
 """[escalation] (and ``[[rooms]] escalation = {...}``): a prompt unanswered for ``after`` is escalated once:
-a notice replying to it mentions ``mention``, who may answer it from then on (bot.service.escalation)."""
+``mention`` are paged (one ``m.text`` per room per window naming the prompts due) and may answer it from then
+on (bot.service.escalation)."""
 
 from __future__ import annotations
 

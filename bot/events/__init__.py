@@ -8,7 +8,9 @@ checks the same by the packaged JSON Schema (bot/schemas/dev.agentpod.permission
 Parts: ``models`` (the pydantic models), ``validate`` (``validate_content``, answers from content),
 ``schema`` (the JSON Schema and its checker), ``timestamps`` (strict RFC 3339, ``iso_ms`` for the wire),
 ``states`` (the ``State`` and ``Via`` StrEnums: the words a state or a settlement path may be, shared by
-record, store, prompts, answers and API; ``VIA_WORDS``: a via as people read it).
+record, store, prompts, answers and API; ``VIA_WORDS``: a via as people read it), ``ledger`` (the ledger's
+chain), ``checkpoints`` (its checkpoints read back from a room: the state event, the older notice, a
+redacted one as a gap naming the seqs it covered).
 """
 
 from bot.events.models import (

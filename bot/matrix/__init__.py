@@ -13,7 +13,5 @@ room and its settings), ``station_room`` (one station room's parts: trust, encry
 per ``[[rooms]]`` entry and the default room, over the one client and sync), ``notices`` (the bot's
 m.notice chatter, threaded under the prompt it concerns), ``store`` (nio's crypto store without its
 write on every sync), ``vault`` (PostgreSQL: the device's crypto store and cross-signing keys packed
-into the key/value store, restored before the store opens), ``own_keys`` (the bot's own Megolm sessions
-read from a copy of its crypto store: ``audit verify --against-room`` in encrypted rooms), ``txn`` (txn ids),
-``errors``.
+into the key/value store, restored before the store opens), ``txn`` (txn ids), ``errors``.
 """

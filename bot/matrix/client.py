@@ -204,6 +204,12 @@ class Matrix:
         """Send into the station room named ``room`` with ``txn``; returns the event id or raises SendFailed."""
         return await self._room(room).send(content, txn, event_type)
 
+    async def put_state(
+        self, event_type: str, content: dict[str, Any], state_key: str = "", *, room: str = "default"
+    ) -> str:
+        """Set a state event in the station room named ``room`` (never encrypted); its event id, or SendFailed."""
+        return await self._room(room).put_state(event_type, content, state_key)
+
     async def redact(self, event_id: str, txn: str, reason: str | None = None, *, room: str = "default") -> None:
         """Redact one of the bot's own events in the station room ``room`` (redactions are never encrypted)."""
         await self._room(room).redact(event_id, txn, reason)

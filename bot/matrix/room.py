@@ -69,6 +69,15 @@ class RoomState:
         default = self.power_levels.get("events_default", 0)
         return default if isinstance(default, int) and not isinstance(default, bool) else 0
 
+    def state_power_needed(self, event_type: str) -> int:
+        """The power level needed to set a state event of ``event_type`` (its own level, else state_default:
+        50 when the room has power levels without it, 0 before any)."""
+        events = self.power_levels.get("events")
+        if isinstance(events, Mapping) and isinstance(events.get(event_type), int):
+            return int(events[event_type])
+        default = self.power_levels.get("state_default", 50 if self.power_levels else 0)
+        return default if isinstance(default, int) and not isinstance(default, bool) else 50
+
 
 def may_answer(user_id: str, *, users: list[str], min_power_level: int | None, room: RoomState) -> bool:
     """Fail closed: listed users, or room members at or above ``min_power_level`` when set."""

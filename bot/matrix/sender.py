@@ -1,4 +1,4 @@
-"""Sending into the station room: messages, reactions and redactions, with deterministic txn ids.
+"""Sending into the station room: messages, reactions, redactions and state events, with deterministic txn ids.
 
 Into an encrypted room an event is encrypted (reactions too) for the devices the trust policy
 allows. Sends wait for the first sync, which tells whether the room is encrypted. What failed last is
@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from nio import ErrorResponse, RoomSendResponse
+from nio import ErrorResponse, RoomPutStateResponse, RoomSendResponse
 
 from bot.matrix.e2ee import E2EE
 from bot.matrix.errors import SendFailed
@@ -41,6 +41,26 @@ class Sender:
 
     async def send(self, content: dict[str, Any], txn: str, event_type: str = "m.room.message") -> str:
         """Send into the station room with ``txn``; returns the event id or raises SendFailed."""
+
+        async def go() -> Any:
+            if self.e2ee.encrypting():
+                return await self.e2ee.send(event_type, content, txn)
+            return await self.st.client.room_send(self.st.room_id, event_type, content, tx_id=txn)
+
+        return await self._sent(go, RoomSendResponse)
+
+    async def put_state(self, event_type: str, content: dict[str, Any], state_key: str = "") -> str:
+        """Set a state event (never encrypted; setting the same content again makes no new event); its event
+        id, or SendFailed (``code`` ``M_FORBIDDEN``: the bot lacks the power for it)."""
+        return await self._sent(
+            lambda: self.st.client.room_put_state(self.st.room_id, event_type, content, state_key=state_key),
+            RoomPutStateResponse,
+        )
+
+    async def _sent(
+        self, go: Callable[[], Awaitable[Any]], ok: type[RoomSendResponse] | type[RoomPutStateResponse]
+    ) -> str:
+        """Run one send once the room is known; the event id of an ``ok`` response, else SendFailed."""
         await self._guard()
         try:
             await self._wait_synced()
@@ -48,17 +68,14 @@ class Sender:
                 raise SendFailed(
                     "the station room is encrypted and [matrix] encryption = false: the bot posts nothing there"
                 )
-            if self.e2ee.encrypting():
-                r = await self.e2ee.send(event_type, content, txn)
-            else:
-                r = await self.st.client.room_send(self.st.room_id, event_type, content, tx_id=txn)
+            r = await go()
         except SendFailed as e:
             self._failed(str(e))
             raise
         except Exception as e:
             self._failed(describe(e))
             raise SendFailed(describe(e)) from None
-        if isinstance(r, RoomSendResponse):
+        if isinstance(r, ok):
             self.send_failing = None
             return str(r.event_id)
         code = str(getattr(r, "status_code", "") or "")

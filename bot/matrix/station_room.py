@@ -86,6 +86,10 @@ class StationRoom:
         """Send into this room with ``txn``; the event id, or SendFailed."""
         return await self.sender.send(content, txn, event_type)
 
+    async def put_state(self, event_type: str, content: dict[str, Any], state_key: str = "") -> str:
+        """Set a state event in this room (never encrypted); its event id, or SendFailed."""
+        return await self.sender.put_state(event_type, content, state_key)
+
     async def redact(self, event_id: str, txn: str, reason: str | None = None) -> None:
         """Redact one of the bot's own events in this room."""
         await self.sender.redact(event_id, txn, reason)

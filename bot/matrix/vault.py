@@ -45,11 +45,9 @@ def device_files(user_id: str, device_id: str) -> list[str]:
     return [f"{base}.db", *(base + s for s in TRUST_SUFFIXES), CROSS_SIGNING_FILE]
 
 
-def store_image(path: Path, read_only: bool = False) -> bytes:
-    """A consistent copy of the SQLite file at ``path`` (the backup API, then the in-memory image); with
-    ``read_only`` the file is opened read-only (a running daemon's writes wait at most for the copy)."""
-    src = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=10) if read_only \
-        else sqlite3.connect(path, timeout=10)
+def store_image(path: Path) -> bytes:
+    """A consistent copy of the SQLite file at ``path`` (the backup API, then the in-memory image)."""
+    src = sqlite3.connect(path, timeout=10)
     mem = sqlite3.connect(":memory:")
     try:
         src.backup(mem)

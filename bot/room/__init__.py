@@ -9,6 +9,7 @@ settled edit fit one event), ``event_size`` (an event's size against 64 KiB, Meg
 prompts still pending, taken back once settled; background work behind the outbox's foreground),
 ``quiet`` (when the room is quiet enough for the bot's own events; ``EditPacer``: held edits at most
 3 s; pure), ``answers`` (one room event: timeline mark, classify, look up, bind, check the sender,
-settle, notice), ``targets`` (a record as the answer cores see it: pure), ``timing``
+settle, notice), ``targets`` (a record as the answer cores see it: pure), ``pages`` (the escalation page: one ``m.text``
+mentioning who is paged and naming the prompts waiting; pure), ``timing``
 (``request_timing``: one log event per request with the time between its stages; bench/latency.py reads it).
 """

@@ -1,10 +1,15 @@
 """The ledger's head posted into each station room (CONTRACT.md, "Approvals an organisation relies on").
 
-An ``m.notice`` whose content carries ``"dev.permission-bot.ledger.checkpoint": {"seq": N, "hash": H}``:
-within ``delay`` (60 s) of an entry when none was posted in that room in the last ``period`` (10 minutes),
-else when those minutes end. The leader alone runs it (a task of the Matrix side); what each room was last
-sent is kept in the inbox (``kv``), so a restart or a take-over goes on from there. The homeserver then holds
-copies of the head that whoever can edit the database cannot rewrite: ``audit verify --against-room``.
+A state event of type ``dev.permission-bot.ledger.checkpoint`` (state key ``""``, content ``{"seq": N, "hash":
+H}``): clients show no message for it and it is never encrypted, yet the room's history keeps every one. Within
+``delay`` (60 s) of an entry when none was posted in that room in the last ``period`` (10 minutes), else when
+those minutes end. A state event needs the power the room's ``state_default`` (50 by default) or its own
+level asks; a bot refused it (``M_FORBIDDEN``) posts the checkpoint as the older builds did, an ``m.notice``
+carrying ``{"dev.permission-bot.ledger.checkpoint": {...}}`` (shown as a message, encrypted in an encrypted
+room: verify cannot read it there), and says so in a warning (``ledger_checkpoint_as_notice``) with the fix.
+The leader alone runs it (a task of the Matrix side); what each room was last sent is kept in the inbox
+(``kv``), so a restart or a take-over goes on from there. The homeserver then holds copies of the head
+that whoever can edit the database cannot rewrite: ``audit verify --against-room``.
 
 ``PERMISSION_BOT_CHECKPOINT_PERIOD`` and ``PERMISSION_BOT_CHECKPOINT_DELAY`` (seconds) change the two
 intervals, for tests and benches (not a config key: the contract fixes them).
@@ -19,10 +24,11 @@ from typing import Any
 
 import structlog
 
+from bot.events.checkpoints import CHECKPOINT_TYPE, state_content
 from bot.events.ledger import CHECKPOINT_KEY
 from bot.inbox import ledger
 from bot.inbox.store import Inbox
-from bot.matrix.client import Matrix
+from bot.matrix.client import Matrix, SendFailed
 from bot.matrix.txn import txn_id
 from bot.service.ticking import tick_loop
 
@@ -50,7 +56,12 @@ def due(last_at: float, first_new_at: float, period: float, delay: float) -> flo
     return max(first_new_at + delay / 2, last_at + period if last_at else 0.0)
 
 
+FIX = (f"give the bot the power to send {CHECKPOINT_TYPE} state events: raise its power level to the room's "
+       f"state_default (50 by default), or set events.{CHECKPOINT_TYPE} in the room's power levels to its level")
+
+
 def content(seq: int, h: str) -> dict[str, Any]:
+    """The older builds' checkpoint: an ``m.notice`` (what a bot without the power for the state event posts)."""
     return {
         "msgtype": "m.notice",
         "body": f"Ledger checkpoint: entry {seq}, hash {h}",
@@ -68,6 +79,7 @@ class Checkpoints:
         self.inbox, self.matrix, self.now = inbox, matrix, now
         self.period, self.delay = intervals(os.environ if env is None else env)
         self.wake = asyncio.Event()
+        self.warned: set[str] = set()  # rooms whose refusal of the state event was logged as a warning
 
     def on_change(self, kind: str, rec: object) -> None:
         if kind in ("resolved", "amended"):
@@ -87,10 +99,23 @@ class Checkpoints:
             if now < when:
                 wait = min(wait, when - now)
                 continue
-            await self.matrix.send(content(seq, h), txn_id("cp", name, str(seq), h), room=name)
+            await self._post(name, seq, h)
             await self.inbox.set_json(KV + name, {"seq": seq, "at": now})
             log.info("ledger_checkpoint_posted", room=name, seq=seq)
         return max(0.05, wait)
+
+    async def _post(self, room: str, seq: int, h: str) -> None:
+        """The state event; the older builds' notice when the room refuses the bot that."""
+        try:
+            await self.matrix.put_state(CHECKPOINT_TYPE, state_content(seq, h), room=room)
+            return
+        except SendFailed as e:
+            if e.code != "M_FORBIDDEN":
+                raise
+            (log.info if room in self.warned else log.warning)(
+                "ledger_checkpoint_as_notice", room=room, seq=seq, error=str(e)[:200], fix=FIX)
+            self.warned.add(room)
+        await self.matrix.send(content(seq, h), txn_id("cp", room, str(seq), h), room=room)
 
     async def run(self, stop: asyncio.Event) -> None:
         await tick_loop(self.tick, self.wake, stop, "ledger_checkpoint_failed")

@@ -1,6 +1,7 @@
 """A running station's state copied and its ledger edited by hand, then ``audit verify`` run on the copy:
-the three kinds of tampering of issue 37 (an entry changed, deleted, the chain recomputed from some point
-on) and the last entries deleted. Shared by the plain and the encrypted room's ledger tests."""
+the three kinds of tampering (an entry changed, deleted, the chain recomputed from some point on) and the
+last entries deleted; a room's checkpoints redacted by a moderator. Shared by the plain and the encrypted
+room's ledger tests."""
 
 from __future__ import annotations
 
@@ -8,14 +9,51 @@ import asyncio
 import json
 import shutil
 import sqlite3
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from bot.events.ledger import seal
+from bot.demo.homeserver import Homeserver, http
+from bot.events.checkpoints import CHECKPOINT_TYPE
+from bot.events.ledger import CHECKPOINT_KEY, ZERO, seal
 from tests.support.station import Station
 
 Edit = Callable[[sqlite3.Connection], None]
+
+
+def grant_checkpoints(hs: Homeserver, token: str, room_id: str) -> None:
+    """The room's power levels let anyone set the checkpoint state event (the least a bot needs for it)."""
+    url = f"{hs.url}/_matrix/client/v3/rooms/{quote(room_id)}/state/m.room.power_levels/"
+    pl = http("GET", url, token=token)
+    pl.setdefault("events", {})[CHECKPOINT_TYPE] = 0
+    http("PUT", url, pl, token=token)
+
+
+def is_checkpoint(e: dict[str, Any], bot: str, seq: int = 0) -> bool:
+    """The bot's checkpoint state event of ``seq`` or later."""
+    c = e.get("content") or {}
+    return bool(e.get("sender") == bot and e.get("type") == CHECKPOINT_TYPE and e.get("state_key") == ""
+                and isinstance(c.get("seq"), int) and c["seq"] >= seq)
+
+
+def redact_checkpoints(hs: Homeserver, token: str, room_id: str, bot: str) -> int:
+    """A moderator redacts every checkpoint of the bot in the room (state events and older notices alike);
+    how many."""
+    base, n, token_from = f"{hs.url}/_matrix/client/v3/rooms/{quote(room_id)}", 0, ""
+    while True:
+        page = http("GET", f"{base}/messages?dir=b&limit=500" + (f"&from={quote(token_from)}" if token_from else ""),
+                    token=token)
+        for e in page.get("chunk") or []:
+            c = e.get("content") or {}
+            if e.get("sender") == bot and ((e.get("type") == CHECKPOINT_TYPE and c) or CHECKPOINT_KEY in c):
+                http("PUT", f"{base}/redact/{quote(e['event_id'])}/{uuid.uuid4().hex}", {"reason": "tidy"},
+                     token=token)
+                n += 1
+        if not page.get("chunk") or page.get("end") in (None, token_from):
+            return n
+        token_from = page["end"]
 
 
 def copy_state(st: Station, where: Path, *, config: str | None = None) -> tuple[Path, Path]:
@@ -40,6 +78,18 @@ def _entry(db: sqlite3.Connection, seq: int) -> dict[str, Any]:
     return dict(json.loads(db.execute("SELECT entry FROM ledger WHERE seq=?", (seq,)).fetchone()[0]))
 
 
+def rechained(entries: list[dict[str, Any]], prev: str) -> list[dict[str, Any]]:
+    """``entries`` (consecutive, from the one to change on) with the first's answer rewritten and every hash
+    made anew after ``prev``: a chain consistent in itself."""
+    out = []
+    for i, e in enumerate(entries):
+        e = dict(e, answered_by=["@mallory:example.org"]) if i == 0 else dict(e)
+        e = seal(e, int(e["seq"]), prev)
+        prev = e["hash"]
+        out.append(e)
+    return out
+
+
 def edits(k: int, head: int) -> dict[str, Edit]:
     """The edits, at entry ``k`` of a chain whose last entry is ``head``."""
 
@@ -52,15 +102,10 @@ def edits(k: int, head: int) -> dict[str, Edit]:
         db.execute("DELETE FROM ledger WHERE seq=?", (k,))
 
     def recompute(db: sqlite3.Connection) -> None:  # changed, and every hash from there on made anew
-        prev = _entry(db, k - 1)["hash"]
-        for seq in range(k, head + 1):
-            e = _entry(db, seq)
-            if seq == k:
-                e["answered_by"] = ["@mallory:example.org"]
-            e = seal(e, seq, prev)
-            prev = e["hash"]
-            db.execute("UPDATE ledger SET entry=?, hash=? WHERE seq=?", (json.dumps(e), prev, seq))
-        db.execute("UPDATE ledger_head SET hash=? WHERE id=1", (prev,))
+        prev = _entry(db, k - 1)["hash"] if k > 1 else ZERO
+        for e in rechained([_entry(db, seq) for seq in range(k, head + 1)], prev):
+            db.execute("UPDATE ledger SET entry=?, hash=? WHERE seq=?", (json.dumps(e), e["hash"], e["seq"]))
+        db.execute("UPDATE ledger_head SET hash=? WHERE id=1", (e["hash"],))
 
     def truncate(db: sqlite3.Connection) -> None:  # the last entries removed, the head set back
         db.execute("DELETE FROM ledger WHERE seq>=?", (k,))

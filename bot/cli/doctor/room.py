@@ -9,6 +9,7 @@ from typing import Any
 from bot.cli.doctor.homeserver import C, Login, call, why
 from bot.cli.doctor.report import Report
 from bot.config import Config
+from bot.events.checkpoints import CHECKPOINT_TYPE
 from bot.matrix.room import INFINITE, RoomState
 from bot.util.jsonhttp import quote
 
@@ -84,6 +85,14 @@ def _check_power(cfg: Config, rs: RoomState, rep: Report) -> None:
         )
     else:
         rep.ok(f"room power: the bot has {level(have)}; it needs {what}")
+    state = rs.state_power_needed(CHECKPOINT_TYPE)
+    if have < state:
+        rep.warn(
+            f"room power: the bot has {level(have)}, below the {state} a ledger checkpoint ({CHECKPOINT_TYPE} state "
+            "event) needs: it posts them as m.notice messages instead (unreadable to audit verify when encrypted)",
+            f"raise {bot}'s power level to {state}, or set events.{CHECKPOINT_TYPE} to {level(have)} in the "
+            "room's power levels",
+        )
 
 
 def check_room(cfg: Config, login: Login, rep: Report) -> Room | None:
