@@ -27,10 +27,13 @@ HINT = "the homeserver rate-limits the bot's account: prompts and answered edits
 class RateGate:
     """Which send goes when, under the homeserver's message limit."""
 
-    def __init__(self, now: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, now: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+        bucket: Bucket | None = None,
+    ) -> None:
         self.now = now
         self.wall = wall
-        self.bucket = Bucket()
+        self.bucket = bucket or Bucket()
         self._seq = itertools.count()
         self._wake: dict[int, asyncio.Event] = {}
         self._timer: asyncio.TimerHandle | None = None
