@@ -215,6 +215,11 @@ class Matrix:
         """Is the homeserver rate-limiting the bot's account now (a refusal seen, the limit not over)."""
         return self.gate.limited
 
+    @property
+    def rate_refusals(self) -> int:
+        """Sends the homeserver refused for rate, so far."""
+        return self.gate.refusals
+
     def spare_send(self, what: str) -> bool:
         """May an optional send (``what``: a keycap seed) be spent now; else it is counted as left out."""
         if self.gate.spare():
