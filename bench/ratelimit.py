@@ -166,6 +166,7 @@ async def main() -> None:
         await st.setup()
         clock = Clock(st)
         print(f"Synapse {'unlimited' if a.unlimited else 'with the default rc_message (0.2/s, burst 10)'}")
+        await asyncio.sleep(10)  # the bot's join was one of its account's events: its token back first
         await burst(st, clock, a.burst)
         await asyncio.sleep(a.refill)
         await steady(st, clock, a.minutes, a.every, a.answer_after)

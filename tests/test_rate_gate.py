@@ -51,6 +51,18 @@ def test_prompts_and_edits_by_request_order_background_last() -> None:
     assert b.pick(5.0 + 5 * (1 + rate.RESERVE)) is bg
 
 
+def test_an_optional_send_waits_like_background_and_is_spared_only_with_the_reserve() -> None:
+    b = Bucket()
+    b.refused(0.0, 0.0)
+    opt, p = _w(rate.OPTIONAL, 0.0, 0), _w(PROMPT, 9.0, 1)
+    b.waiting += [opt, p]
+    assert b.pick(0.0) is p and not b.spare(0.0)
+    b.take(p, 0.0)
+    assert b.pick(5.0) is None and not b.spare(5.0)
+    b.waiting.remove(opt)
+    assert b.spare(5.0 * (2 + rate.RESERVE))
+
+
 def test_an_edit_leaves_the_last_token_to_a_prompt_for_a_while() -> None:
     b = Bucket()
     b.refused(0.0, 0.0)  # one token

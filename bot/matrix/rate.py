@@ -8,8 +8,9 @@ wait for its tokens, the ones a person waits for first:
 - ``PROMPT`` and ``EDIT`` (a new prompt, the edit that shows an answer) by the order their requests came;
 - an ``EDIT`` leaves the last token to a prompt that may come, for ``EDIT_HOLD`` seconds at most (at a pace
   right at the limit a drained bucket never refills: the prompts would stay a token late for good);
-- ``BACKGROUND`` (keycap seeds and their clean-up, notices, decorations) only while ``RESERVE`` tokens stay
-  for the others, or, with nothing else waiting, after ``BACKGROUND_MAX_WAIT``.
+- ``BACKGROUND`` (keycap clean-up, notices, decorations) only while ``RESERVE`` tokens stay for the others,
+  or, with nothing else waiting, after ``BACKGROUND_MAX_WAIT``; ``OPTIONAL`` (a keycap seed) the same, but
+  its sender leaves it out rather than keep it waiting (:meth:`Bucket.spare`).
 
 The limit ends once the bucket is full again with nothing waiting (an admin may have exempted the account:
 the next refusal starts it again). :class:`Episode` is what one limit cost, for the log and ``/healthz``.
@@ -25,7 +26,8 @@ RESERVE = 5.0  # tokens a background send leaves to prompts and edits
 EDIT_HOLD = 6.0  # seconds an edit leaves the last token to the next prompt, at most
 BACKGROUND_MAX_WAIT = 60.0  # seconds a background send waits for the reserve, at most
 PROMPT, EDIT, BACKGROUND = "prompt", "edit", "background"
-KINDS = (PROMPT, EDIT, BACKGROUND)
+OPTIONAL = "optional"  # background that is left out rather than kept waiting (a keycap seed)
+KINDS = (PROMPT, EDIT, BACKGROUND, OPTIONAL)
 REMEDY = (
     "an admin can exempt the bot's account: POST /_synapse/admin/v1/users/<bot user id>/override_ratelimit "
     'with {"messages_per_second": 0, "burst_count": 0}, or raise the homeserver\'s rc_message'
@@ -106,8 +108,8 @@ class Bucket:
 
     def _need(self, w: Waiting, now: float) -> float:
         """Tokens the bucket must hold for ``w`` to go now."""
-        if w.kind == BACKGROUND:
-            alone = all(o.kind == BACKGROUND for o in self.waiting)
+        if w.kind in (BACKGROUND, OPTIONAL):
+            alone = all(o.kind in (BACKGROUND, OPTIONAL) for o in self.waiting)
             return 1.0 if alone and now - w.since >= BACKGROUND_MAX_WAIT else 1.0 + RESERVE
         if w.kind == EDIT and now - w.since < EDIT_HOLD:
             return 2.0
@@ -115,7 +117,7 @@ class Bucket:
 
     @staticmethod
     def _rank(w: Waiting) -> tuple[int, float, int]:
-        return (1 if w.kind == BACKGROUND else 0, w.order, w.seq)
+        return (1 if w.kind in (BACKGROUND, OPTIONAL) else 0, w.order, w.seq)
 
     def pick(self, now: float) -> Waiting | None:
         """The waiting send that may go now (first by rank among those the bucket allows); None: none yet."""
@@ -135,7 +137,7 @@ class Bucket:
             out.append((self._need(w, now) - level) / self.rate)
             if w.kind == EDIT:
                 out.append(w.since + EDIT_HOLD - now)
-            if w.kind == BACKGROUND:
+            if w.kind in (BACKGROUND, OPTIONAL):
                 out.append(w.since + BACKGROUND_MAX_WAIT - now)
         return max(0.01, min(x for x in out if x > 0) if any(x > 0 for x in out) else 0.01)
 

@@ -18,9 +18,9 @@ from nio import ErrorResponse, RoomSendResponse
 from bot.matrix.e2ee import E2EE
 from bot.matrix.errors import SendFailed
 from bot.matrix.gate import RateGate
-from bot.matrix.rate import BACKGROUND
+from bot.matrix.rate import BACKGROUND, OPTIONAL
 from bot.matrix.refusal import Refusal
-from bot.matrix.retry import describe, retry_after
+from bot.matrix.retry import LIMITED, describe, retry_after
 from bot.matrix.station import Station
 
 FIRST_SYNC_WAIT = 60.0  # sends wait this long for the first sync (room state, encryption) before failing
@@ -50,10 +50,13 @@ class Sender:
     ) -> str:
         """Send into the station room with ``txn``; returns the event id or raises SendFailed. ``kind`` and
         ``order`` (its request's arrival) place it among the sends waiting while the homeserver limits the
-        bot (bot/matrix/gate.py); a refusal for rate sends it again in its place."""
+        bot (bot/matrix/gate.py); a refusal for rate sends it again in its place, except an OPTIONAL one: that
+        is left out (SendFailed, ``rate_limited``) whenever it would have to wait."""
         await self._guard()
         refused = 0
         while True:
+            if kind == OPTIONAL and not self.gate.spare():
+                raise SendFailed("left out: the homeserver rate-limits the bot", LIMITED[0])
             r = await self._send_once(content, txn, event_type, kind, order)
             wait = retry_after(r)
             if wait is None:

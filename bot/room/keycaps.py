@@ -22,7 +22,8 @@ import structlog
 
 from bot import answers
 from bot.inbox.store import Inbox
-from bot.matrix.client import Matrix, txn_id
+from bot.matrix import rate
+from bot.matrix.client import Matrix, SendFailed, txn_id
 from bot.prompts.options import by_meaning
 from bot.room.quiet import Quiet
 from bot.util.aio import sleep_unless_stopped, wait_any
@@ -141,15 +142,22 @@ class Keycaps:
                     return 10.0
                 if not await self._still_pending(rec.id):
                     break
-                ev = await self.matrix.send(
-                    {
-                        "m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key},
-                        "m.mentions": {},
-                    },
-                    txn_id("r", self.install_id, rec.id, str(i)),
-                    "m.reaction",
-                    room=rec.room,
-                )
+                try:
+                    ev = await self.matrix.send(
+                        {
+                            "m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key},
+                            "m.mentions": {},
+                        },
+                        txn_id("r", self.install_id, rec.id, str(i)),
+                        "m.reaction",
+                        room=rec.room,
+                        kind=rate.OPTIONAL,
+                    )
+                except SendFailed as e:
+                    if not e.rate_limited:
+                        raise
+                    log.info("keycaps_skipped", request_id=rec.id, reason="rate_limited")
+                    break
                 await self.inbox.add_reaction(rec.id, key, ev)
             await self.inbox.mark_seeded(rec.id)
             self.settled(rec.id)  # it may have been answered meanwhile (the clean-up checks)
