@@ -2,9 +2,7 @@
 taken back to the inbox.
 
 Parts: ``outbox`` (post / settle / pace / seed / clear workers, a back-off per record; a 413 gets a
-short fallback prompt or edit; prompts and edits carry their request's place for bot/matrix/gate.py, which
-orders the sends while the homeserver rate-limits the bot),
-``posts`` (a record -> the prompt as posted and its settled edit, and
+short fallback prompt or edit), ``posts`` (a record -> the prompt as posted and its settled edit, and
 their short fallbacks; completeness remembered for answers), ``event_size`` (will a prompt and its
 worst-case settled edit fit 64 KiB, Megolm growth too; pure), ``keycaps`` (keycap reactions under
 prompts still pending, taken back once settled; background work behind the outbox's foreground),
