@@ -162,3 +162,42 @@ def test_a_rooms_entry_advice_names_its_own_keys() -> None:
         "FAIL [infra] room: the alias #x:hs does not resolve (404 M_NOT_FOUND) -> fix rooms.1.room",
         "FAIL [infra] answerers: @nobody:hs does not exist (404) -> fix rooms.1.answerers.users",
     ]
+
+
+@pytest.mark.parametrize(
+    ("admin", "daemon", "expect"),
+    [
+        ((200, {}), (0, None), "WARN rate limit: @bot:x has no override_ratelimit"),
+        ((200, {"messages_per_second": 0, "burst_count": 0}), (0, None), "ok   rate limit: @bot:x is exempt"),
+        ((200, {"messages_per_second": 1, "burst_count": 5}), (0, None), "WARN rate limit: @bot:x has its own limit"),
+        ((403, {"errcode": "M_FORBIDDEN"}), (200, {"rate_limit": {"limited": True, "now": {"refusals": 2}}}),
+         "WARN rate limit: the running daemon is rate-limited by the homeserver now (2 refusals"),
+        ((403, {"errcode": "M_FORBIDDEN"}), (200, {"rate_limit": {"limited": False, "limits": 1, "refusals": 4}}),
+         "WARN rate limit: the running daemon was rate-limited 1 time(s)"),
+        ((403, {"errcode": "M_FORBIDDEN"}), (200, {"rate_limit": {"limited": False, "refusals": 0}}),
+         "ok   rate limit: the running daemon has not been refused for rate"),
+        ((404, {"errcode": "M_UNRECOGNIZED"}), (0, None), "ok   rate limit: not measured"),
+    ],
+)
+def test_doctor_says_what_it_can_tell_of_the_rate_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, admin: tuple[int, object], daemon: tuple[int, object],
+    expect: str,
+) -> None:
+    from bot.cli.doctor import ratelimit
+    from bot.cli.doctor.homeserver import Login
+    from bot.cli.doctor.report import Report
+
+    asked: list[str] = []
+
+    def call(cfg: Config, method: str, path: str, body: object = None, token: str | None = None) -> object:
+        asked.append(path)
+        return admin
+
+    monkeypatch.setattr(ratelimit, "call", call)
+    monkeypatch.setattr(ratelimit, "daemon_health", lambda cfg: daemon)
+    rep = Report()
+    ratelimit.check_rate_limit(_config(tmp_path), Login("tok", temporary=False), rep)
+    assert asked == ["/_synapse/admin/v1/users/%40bot%3Ax/override_ratelimit"]
+    assert len(rep.lines) == 1 and rep.lines[0].startswith(expect), rep.lines
+    if not expect.startswith("ok   rate limit: @bot:x is exempt") and "has not been" not in expect:
+        assert "override_ratelimit" in rep.lines[0]

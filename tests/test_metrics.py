@@ -52,7 +52,7 @@ async def test_inbox_listener_counts_and_pending_is_read_from_the_inbox(tmp_path
 
 async def test_two_daemons_keep_separate_registries_and_components_export_their_own_figures() -> None:
     a, b = Metrics(), Metrics()
-    matrix = SimpleNamespace(sync_lag=0.25, connected=True, send_errors=2)
+    matrix = SimpleNamespace(sync_lag=0.25, connected=True, send_errors=2, rate_limited=True, rate_refusals=7)
     hooks = SimpleNamespace(delivered=5, failed=1)
     export_figures(a, matrix, hooks)
     a.submissions.inc()
@@ -62,6 +62,8 @@ async def test_two_daemons_keep_separate_registries_and_components_export_their_
     assert got_a[("permission_bot_sync_lag_seconds", ())] == 0.25
     assert got_a[("permission_bot_matrix_connected", ())] == 1
     assert got_a[("permission_bot_send_errors_total", ())] == 2
+    assert got_a[("permission_bot_rate_limited", ())] == 1
+    assert got_a[("permission_bot_rate_limit_refusals_total", ())] == 7
     assert got_a[("permission_bot_webhook_delivered_total", ())] == 5
     assert got_a[("permission_bot_webhook_failed_total", ())] == 1
     assert ("permission_bot_webhook_failed_total", ()) not in got_b

@@ -241,3 +241,35 @@ async def test_sends_in_flight_never_exceed_the_send_concurrency(rig: Any) -> No
         await inbox.settle(rid, option_id="allow_once", by="api:ops", via="api", feedback=None, now=time.time())
     await _until(lambda: matrix.kinds().count("edit") == 40)
     assert 1 < most <= SEND_CONCURRENCY, most
+
+
+@pytest.mark.parametrize("limited", [True, False])
+async def test_under_a_rate_limit_a_backlog_is_posted_in_the_order_it_came(tmp_path: Path, limited: bool) -> None:
+    """40 requests at once, sends slow enough to leave more than backlog.BACKLOG waiting: while the homeserver
+    rate-limits the bot, oldest first throughout; without a limit the newest go early (the backlog's rule)."""
+    inbox = Inbox(tmp_path / "inbox.sqlite3")
+    await inbox.open()
+    matrix = FakeMatrix(latency=0.05)
+    matrix.rate_limited = limited
+    stop = asyncio.Event()
+
+    async def reprocess(_source: dict[str, Any]) -> None:
+        return None
+
+    box = Outbox(inbox, matrix, Metrics(), PromptsConfig(seed_reactions=False), stop, time.time,  # type: ignore[arg-type]
+                 reprocess)
+    ids = await _submit(inbox, "s", 40)  # all waiting before the poster starts: a backlog
+    inbox.listen(box.on_change)
+    tasks = box.tasks()
+    try:
+        await _until(lambda: matrix.kinds().count("post") == 40, timeout=30)
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await inbox.close()
+    by_txn = {txn_id("p", inbox.install_id, rid): n for n, rid in enumerate(ids)}
+    order = [by_txn[t] for k, t in matrix.sent if k == "post"]
+    if limited:
+        assert order == list(range(40)), order
+    else:
+        assert order != list(range(40)) and order.index(39) < 20, order

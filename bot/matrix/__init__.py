@@ -5,7 +5,10 @@ restore, re-login, crypto store, cross-signing), ``sender`` (sends and redaction
 send_failing), ``sync`` (its own sync loop; a failing batch is fetched again), ``backfill`` (a limited
 timeline's gap), ``sync_filter`` (the station-room filter: made once, its id kept in the inbox kv
 ``matrix.sync_filter``, made again when the server no longer knows it), ``retry`` (what is
-transient, ``retry()``, ``MatrixBackoff``), ``key_upload`` (shielded upload), ``e2ee`` / ``trust`` /
+transient, ``retry()``, ``MatrixBackoff``, ``retry_after`` of a refusal for rate), ``rate`` (the homeserver's
+message limit as the bot counts it, and which waiting send goes next: pure), ``gate`` (every send's turn under
+that limit, one gate for the account; the log lines and ``/healthz`` figures of a limit),
+``key_upload`` (shielded upload), ``e2ee`` / ``trust`` /
 ``undecryptable`` / ``refusal`` (encrypted rooms), ``crypto``, ``identities``, ``signing``,
 ``cross_signing`` (the bot's identity: published, imported from secret storage, devices signed) over
 ``secret_storage`` (the SSSS crypto, pure), ``room`` (power levels, who may answer), ``station`` (the

@@ -33,6 +33,8 @@ from bot.config import MatrixConfig
 from bot.matrix import key_upload
 from bot.matrix.e2ee import UNREACHABLE_RETRY
 from bot.matrix.errors import MatrixFatal, SendFailed
+from bot.matrix.gate import RateGate
+from bot.matrix.rate import BACKGROUND
 from bot.matrix.refusal import REFUSAL_KEY
 from bot.matrix.room import RoomState
 from bot.matrix.sender import FIRST_SYNC_WAIT
@@ -89,7 +91,7 @@ class Matrix:
             store_path=store_path,
             config=AsyncClientConfig(
                 max_timeouts=1,
-                max_limit_exceeded=3,
+                max_limit_exceeded=0,  # a refusal for rate comes back at once: the sender's gate orders the retries
                 request_timeout=60,
                 encryption_enabled=cfg.encryption and ENCRYPTION_ENABLED,
                 store_sync_tokens=False,  # our own loop keeps next_batch in the inbox
@@ -97,11 +99,12 @@ class Matrix:
             ),
         )
         synced, lock = asyncio.Event(), asyncio.Lock()
+        self.gate = RateGate()  # the homeserver limits the account: one gate for every room's sends
         self.rooms: dict[str, StationRoom] = {}
         for name, ref in [("default", cfg.room), *(rooms or [])]:
             refused = refused_for(name) if refused_for is not None else on_refused
             self.rooms[name] = StationRoom(
-                name, self.client, cfg.model_copy(update={"room": ref}), kv, synced=synced, lock=lock,
+                name, self.client, cfg.model_copy(update={"room": ref}), kv, synced=synced, lock=lock, gate=self.gate,
                 on_refused=refused,
             )
         default = self.rooms["default"]  # the parts of [matrix] room, as before there were more
@@ -199,10 +202,30 @@ class Matrix:
 
     # -- sending (sender.py) ---------------------------------------------------
     async def send(
-        self, content: dict[str, Any], txn: str, event_type: str = "m.room.message", *, room: str = "default"
+        self, content: dict[str, Any], txn: str, event_type: str = "m.room.message", *, room: str = "default",
+        kind: str = BACKGROUND, order: float | None = None,
     ) -> str:
-        """Send into the station room named ``room`` with ``txn``; returns the event id or raises SendFailed."""
-        return await self._room(room).send(content, txn, event_type)
+        """Send into the station room named ``room`` with ``txn``; returns the event id or raises SendFailed.
+        ``kind`` (bot.matrix.rate: PROMPT, EDIT, BACKGROUND) and ``order`` (its request's arrival) place it while
+        the homeserver rate-limits the bot (bot/matrix/gate.py)."""
+        return await self._room(room).send(content, txn, event_type, kind=kind, order=order)
+
+    @property
+    def rate_limited(self) -> bool:
+        """Is the homeserver rate-limiting the bot's account now (a refusal seen, the limit not over)."""
+        return self.gate.limited
+
+    @property
+    def rate_refusals(self) -> int:
+        """Sends the homeserver refused for rate, so far."""
+        return self.gate.refusals
+
+    def spare_send(self, what: str) -> bool:
+        """May an optional send (``what``: a keycap seed) be spent now; else it is counted as left out."""
+        if self.gate.spare():
+            return True
+        self.gate.skipped(what)
+        return False
 
     async def put_state(
         self, event_type: str, content: dict[str, Any], state_key: str = "", *, room: str = "default"

@@ -19,6 +19,11 @@ class SendFailed(Exception):
         """The event is over the homeserver's size limit: sending it again can never work."""
         return self.code in ("M_TOO_LARGE", "413")
 
+    @property
+    def rate_limited(self) -> bool:
+        """Refused for rate (or left out by the bot's own count of the homeserver's limit)."""
+        return self.code in ("M_LIMIT_EXCEEDED", "429")
+
 
 REVOKED = ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN")
 

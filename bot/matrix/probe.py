@@ -17,13 +17,12 @@ import aiohttp
 import structlog
 
 from bot.matrix.errors import MatrixFatal
-from bot.matrix.retry import retry
+from bot.matrix.retry import retry, retry_after
 from bot.util.plainhttp import speaks_plain_http
 
 log = structlog.get_logger("matrix")
 
 TIMEOUT = 10.0
-LIMITED = ("M_LIMIT_EXCEEDED", "429")
 
 
 def why(r: Any) -> str:
@@ -92,10 +91,17 @@ async def rate_limited(during: str, seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-async def login(call: Callable[[], Awaitable[Any]]) -> Any:
-    """nio's login until it is not rate-limited (each wait one ``matrix_rate_limited`` line)."""
+async def until_allowed(during: str, call: Callable[[], Awaitable[Any]]) -> Any:
+    """A nio call until it is not rate-limited (each wait one ``matrix_rate_limited`` line): the client leaves
+    429s to its callers (bot/matrix/client.py)."""
     while True:
-        r = await retry("login", call)
-        if str(getattr(r, "status_code", "")) not in LIMITED:
+        r = await retry(during, call)
+        wait = retry_after(r)
+        if wait is None:
             return r
-        await rate_limited("login", (getattr(r, "retry_after_ms", None) or 5000) / 1000)
+        await rate_limited(during, wait)
+
+
+async def login(call: Callable[[], Awaitable[Any]]) -> Any:
+    """nio's login until it is not rate-limited."""
+    return await until_allowed("login", call)

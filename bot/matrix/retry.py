@@ -1,7 +1,8 @@
 """The Matrix side's retries: what counts as transient, and its pace on :mod:`bot.util.backoff`.
 
 Transient: the network (``OSError``, ``TimeoutError``, ``aiohttp.ClientError``, told by
-type) and, where a caller says so, the local disk. Back-off (:class:`MatrixBackoff`) doubles
+type) and, where a caller says so, the local disk; a refusal for rate (429 ``M_LIMIT_EXCEEDED``) is told by
+:func:`retry_after`. Back-off (:class:`MatrixBackoff`) doubles
 from 0.5 s to 30 s, with ±20 % jitter, and resets after a success.
 """
 
@@ -22,6 +23,7 @@ log = structlog.get_logger("matrix")
 NETWORK_ERRORS: tuple[type[BaseException], ...] = (OSError, TimeoutError, aiohttp.ClientError)
 STORAGE_ERRORS: tuple[type[BaseException], ...] = STATE_ERRORS  # SQLite or PostgreSQL: bot.inbox.db.errors
 
+LIMITED = ("M_LIMIT_EXCEEDED", "429")  # a homeserver's refusal for rate
 FIRST_DELAY = 0.5
 MAX_DELAY = 30.0
 
@@ -30,6 +32,15 @@ def describe(e: BaseException) -> str:
     """``ServerDisconnectedError: Server disconnected`` (the type alone when the text is empty)."""
     text = str(e)
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def retry_after(r: Any) -> float | None:
+    """Seconds until the homeserver allows the next try, when nio's answer ``r`` is a refusal for rate (its
+    ``retry_after_ms``, else 5 s); None when it is not one."""
+    if str(getattr(r, "status_code", "")) not in LIMITED:
+        return None
+    ms = getattr(r, "retry_after_ms", None)
+    return ms / 1000 if isinstance(ms, int | float) and ms > 0 else 5.0
 
 
 class MatrixBackoff(Backoff):

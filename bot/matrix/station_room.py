@@ -16,7 +16,10 @@ from nio import AsyncClient, JoinError, RoomResolveAliasResponse
 from bot.config import MatrixConfig
 from bot.matrix.e2ee import E2EE
 from bot.matrix.errors import MatrixFatal
+from bot.matrix.gate import RateGate
 from bot.matrix.notices import Notices
+from bot.matrix.probe import until_allowed
+from bot.matrix.rate import BACKGROUND
 from bot.matrix.refusal import Refusal
 from bot.matrix.retry import retry
 from bot.matrix.sender import Sender
@@ -32,7 +35,7 @@ class StationRoom:
 
     def __init__(
         self, name: str, client: AsyncClient, cfg: MatrixConfig, kv: KeyValue, *,
-        synced: asyncio.Event, lock: asyncio.Lock, on_refused: EventHandler | None = None,
+        synced: asyncio.Event, lock: asyncio.Lock, gate: RateGate, on_refused: EventHandler | None = None,
     ) -> None:
         """``cfg``: the [matrix] table with ``room`` this room's id or alias."""
         self.name = name
@@ -42,7 +45,7 @@ class StationRoom:
         self.e2ee = E2EE(self.station, self.trust, lock)
         self.undecryptable = Undecryptable(self.station, self.trust, self.notices.post)
         self.refusal = Refusal(self.station)
-        self.sender = Sender(self.station, self.e2ee, self.refusal, synced)
+        self.sender = Sender(self.station, self.e2ee, self.refusal, synced, gate)
         self.joined = True  # False after the bot left or was removed from the room
         self.handler: EventHandler | None = None  # its events, in timeline order (set by the sync's caller)
 
@@ -69,7 +72,7 @@ class StationRoom:
     async def join(self) -> str:
         """Resolve the room and join it (accepting its invite)."""
         room = await self.resolve()
-        r = await retry("join", lambda: self.station.client.join(room))
+        r = await until_allowed("join", lambda: self.station.client.join(room))
         if isinstance(r, JoinError):
             raise MatrixFatal(
                 f"{self._key}: cannot join {room} ({r.status_code}: {r.message}); "
@@ -82,9 +85,12 @@ class StationRoom:
     def _key(self) -> str:
         return "matrix.room" if self.name == "default" else f"rooms.{self.name}.room"
 
-    async def send(self, content: dict[str, Any], txn: str, event_type: str = "m.room.message") -> str:
-        """Send into this room with ``txn``; the event id, or SendFailed."""
-        return await self.sender.send(content, txn, event_type)
+    async def send(
+        self, content: dict[str, Any], txn: str, event_type: str = "m.room.message", *,
+        kind: str = BACKGROUND, order: float | None = None,
+    ) -> str:
+        """Send into this room with ``txn``; the event id, or SendFailed (``kind``, ``order``: see Sender.send)."""
+        return await self.sender.send(content, txn, event_type, kind=kind, order=order)
 
     async def put_state(self, event_type: str, content: dict[str, Any], state_key: str = "") -> str:
         """Set a state event in this room (never encrypted); its event id, or SendFailed."""

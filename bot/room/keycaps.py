@@ -3,7 +3,8 @@
 Only the two answers most given are seeded on a permission prompt (:func:`seeded`: allow once and the
 option that denies; a question's choices all are): every seed is an event each member's client downloads.
 Once the prompt settles they stay (its edit shows the outcome); ``prompts.clear_reactions`` takes them back
-(a redaction each).
+(a redaction each). While the homeserver rate-limits the bot and its count leaves no reserve, a prompt gets
+none (``keycaps_skipped``): its text says how to answer, and a reply by number works without them.
 
 Background work: each reaction waits until no prompt or urgent edit is being sent
 (the outbox's ``foreground_idle``) and the room is quiet (bot/room/quiet.py), so a burst
@@ -17,12 +18,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
+import structlog
+
 from bot import answers
 from bot.inbox.store import Inbox
-from bot.matrix.client import Matrix, txn_id
+from bot.matrix import rate
+from bot.matrix.client import Matrix, SendFailed, txn_id
 from bot.prompts.options import by_meaning
 from bot.room.quiet import Quiet
 from bot.util.aio import sleep_unless_stopped, wait_any
+
+log = structlog.get_logger("outbox")
 
 SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot seeds keycap reactions
 SWEEP = 30.0  # seconds between clean-ups that look at every seeded reaction (the others look up settled ids)
@@ -122,6 +128,10 @@ class Keycaps:
             return 3600.0
         cutoff = self.now() - SEED_DELAY
         for rec in await self.inbox.needing_seed(posted_before=cutoff, limit=8):
+            if not self.matrix.spare_send("keycap_seed"):  # rate-limited: a reply by number needs none
+                await self.inbox.mark_seeded(rec.id)
+                log.info("keycaps_skipped", request_id=rec.id, reason="rate_limited")
+                continue
             have = {k for k, _e, _r in await self.inbox.reactions(rec.id)}
             kinds = [str(o.get("kind")) if isinstance(o, Mapping) else "" for o in by_meaning(rec.options)]
             for i in seeded(kinds):
@@ -132,15 +142,22 @@ class Keycaps:
                     return 10.0
                 if not await self._still_pending(rec.id):
                     break
-                ev = await self.matrix.send(
-                    {
-                        "m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key},
-                        "m.mentions": {},
-                    },
-                    txn_id("r", self.install_id, rec.id, str(i)),
-                    "m.reaction",
-                    room=rec.room,
-                )
+                try:
+                    ev = await self.matrix.send(
+                        {
+                            "m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key},
+                            "m.mentions": {},
+                        },
+                        txn_id("r", self.install_id, rec.id, str(i)),
+                        "m.reaction",
+                        room=rec.room,
+                        kind=rate.OPTIONAL,
+                    )
+                except SendFailed as e:
+                    if not e.rate_limited:
+                        raise
+                    log.info("keycaps_skipped", request_id=rec.id, reason="rate_limited")
+                    break
                 await self.inbox.add_reaction(rec.id, key, ev)
             await self.inbox.mark_seeded(rec.id)
             self.settled(rec.id)  # it may have been answered meanwhile (the clean-up checks)

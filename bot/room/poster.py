@@ -1,4 +1,5 @@
-"""The outbox's poster: prompts not in the room yet, sent as send slots free, in bot/room/backlog.py's order.
+"""The outbox's poster: prompts not in the room yet, sent as send slots free, in bot/room/backlog.py's order
+(in the order they came while the homeserver rate-limits the bot: a few a minute, none may jump the line).
 
 A mixin of :class:`bot.room.outbox.Outbox` (which owns the attributes declared here): one worker step,
 ``_post_step``, keeps up to SEND_CONCURRENCY sends in flight (the slots are shared with the urgent edits) and
@@ -19,6 +20,7 @@ from bot.events.states import Via
 from bot.inbox.posting import HOLD_LAPSE
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
+from bot.matrix import rate
 from bot.matrix.client import Matrix, SendFailed, txn_id
 from bot.room import backlog
 from bot.room.keycaps import Keycaps
@@ -38,6 +40,7 @@ from bot.util.backoff import KeyedBackoff
 log = structlog.get_logger("outbox")
 
 EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits due that nothing else shows
+TURN = {"p": rate.PROMPT, "e": rate.EDIT}  # a prompt's and an edit's place among the sends a limit holds
 
 
 def settled_by_rule(rec: Record) -> bool:
@@ -124,7 +127,8 @@ class Poster:
         return self.retries.next_in(self.now(), 10.0)
 
     async def _to_post(self, flying: Collection[str]) -> list[Record]:
-        """The prompts to send next, in backlog.order (two reads from the ends of the requests_unposted index)."""
+        """The prompts to send next, in backlog.order (two reads from the ends of the requests_unposted index);
+        oldest first while the homeserver rate-limits the bot."""
         extra = self.retries.waiting() + len(flying)
         held = self.now() - HOLD_LAPSE
 
@@ -133,7 +137,7 @@ class Poster:
 
         oldest = ready(await self.inbox.needing_post(limit=backlog.BACKLOG + 1 + extra, held_before=held))
         newest: list[Record] = []
-        if len(oldest) > backlog.BACKLOG:
+        if len(oldest) > backlog.BACKLOG and not self.matrix.rate_limited:  # limited: in the order they came
             newest = ready(await self.inbox.needing_post(limit=backlog.NEWEST + extra, held_before=held, newest=True))
         return backlog.order(oldest, newest)
 
@@ -149,14 +153,17 @@ class Poster:
     ) -> str:
         """Send ``content`` (txn ``kind``); one the homeserver refuses as too large goes as ``short(rec)`` (txn
         ``kind`` + "s"), logged as ``event``. Returns the event id."""
+        turn, order = TURN[kind], rec.requested_at  # its place while the homeserver rate-limits the bot
         try:
-            return await self.matrix.send(content, txn_id(kind, self.install_id, rec.id, *parts), room=rec.room)
+            return await self.matrix.send(
+                content, txn_id(kind, self.install_id, rec.id, *parts), room=rec.room, kind=turn, order=order
+            )
         except SendFailed as e:
             if not e.too_large:
                 raise
             log.warning(event, request_id=rec.id, fallback=fallback)
             short_txn = txn_id(kind + "s", self.install_id, rec.id, *parts)
-            return await self.matrix.send(short(rec), short_txn, room=rec.room)
+            return await self.matrix.send(short(rec), short_txn, room=rec.room, kind=turn, order=order)
 
     async def _post_one(
         self, rec: Record, flying: dict[str, asyncio.Task[None]], freed: asyncio.Event, errors: list[BaseException]

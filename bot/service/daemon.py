@@ -128,7 +128,7 @@ class Daemon:
         m = self.matrix
         facts = health.Facts(
             ready=self.ready, joined=m.syncer.joined, last_sync_ok=m.last_sync_ok, ready_at=self.ready_at,
-            sync_timeout=self.cfg.matrix.sync_timeout, send_failing=m.send_failing,
+            sync_timeout=self.cfg.matrix.sync_timeout, send_failing=m.send_failing, rate_limit=m.gate.status(),
         )
         out = health.body(facts, self.now(), m.connected, self.harnesses.health(), role=self.leadership.role,
                           database=self.inbox.database.unreachable)

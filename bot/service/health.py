@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 UNHEALTHY_HARNESS = ("unreachable", "token_refused", "misconfigured")
@@ -19,6 +19,7 @@ class Facts:
     ready_at: float  # wall time the daemon became ready (0: not yet)
     sync_timeout: float
     send_failing: str | None  # why the last send failed, until one succeeds
+    rate_limit: Mapping[str, Any] = field(default_factory=dict)  # bot.matrix.gate.RateGate.status()
 
 
 def reasons(f: Facts, now: float) -> list[str]:
@@ -33,7 +34,22 @@ def reasons(f: Facts, now: float) -> list[str]:
         out.append(f"not synced for {now - since:.0f} s (more than 2 x the sync timeout)")
     if f.send_failing:
         out.append(f"sends failing: {f.send_failing[:200]}")
+    if reason := rate_limit_reason(f.rate_limit):
+        out.append(reason)
     return out
+
+
+def rate_limit_reason(status: Mapping[str, Any]) -> str | None:
+    """While the homeserver rate-limits the bot's account: what it costs so far and what fixes it."""
+    if not status.get("limited"):
+        return None
+    now = status.get("now") or {}
+    return (
+        f"the homeserver rate-limits the bot's account ({now.get('refusals', 0)} refusals, "
+        f"{now.get('sends_delayed', 0)} sends delayed up to {now.get('delay_max_s', 0)} s, for "
+        f"{now.get('seconds', 0)} s): prompts and answered edits go first, keycaps wait or are left out; "
+        f"{status.get('remedy', '')}"
+    )
 
 
 def harness_reasons(harnesses: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -62,7 +78,8 @@ def body(
     is not misled); ``live`` stays true while the process serves (liveness).
     ``harnesses`` (each watcher's health, listed when there are any) adds a reason per unhealthy one.
     ``role``: ``leader`` runs the Matrix side; a ``standby`` serves the API only, so it has no Matrix reasons.
-    ``database``: (since, why) while the state's database is unreachable (any role)."""
+    ``database``: (since, why) while the state's database is unreachable (any role). ``rate_limit`` (the
+    leader's): the homeserver's refusals for rate seen, the figures of the limit now or the last one, the remedy."""
     why = database_reasons(database, now)
     why += (reasons(f, now) + harness_reasons(harnesses)) if role == "leader" else []
     out: dict[str, object] = {
@@ -74,6 +91,8 @@ def body(
         "matrix_ready": f.ready,
         "matrix_connected": connected,
     }
+    if role == "leader" and f.rate_limit:
+        out["rate_limit"] = dict(f.rate_limit)
     if harnesses:
         out["harnesses"] = list(harnesses)
     return out

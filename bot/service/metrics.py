@@ -108,6 +108,10 @@ class MatrixFigures(Protocol):
     def connected(self) -> bool: ...
     @property
     def send_errors(self) -> int: ...
+    @property
+    def rate_limited(self) -> bool: ...
+    @property
+    def rate_refusals(self) -> int: ...
 
 
 class WebhookFigures(Protocol):
@@ -124,5 +128,9 @@ def export_figures(metrics: Metrics, matrix: MatrixFigures, webhooks: WebhookFig
     metrics.read("sync_lag_seconds", "Duration of the last completed /sync round trip.", lambda: matrix.sync_lag)
     metrics.read("matrix_connected", "1 when the last sync succeeded.", lambda: 1 if matrix.connected else 0)
     metrics.read("send_errors", "Failed sends to the homeserver.", lambda: matrix.send_errors, "counter")
+    metrics.read("rate_limited", "1 while the homeserver rate-limits the bot's account.",
+                 lambda: 1 if matrix.rate_limited else 0)
+    metrics.read("rate_limit_refusals", "Sends the homeserver refused for rate (429).", lambda: matrix.rate_refusals,
+                 "counter")
     metrics.read("webhook_delivered", "Webhook deliveries answered 2xx.", lambda: webhooks.delivered, "counter")
     metrics.read("webhook_failed", "Webhook deliveries given up or dropped.", lambda: webhooks.failed, "counter")

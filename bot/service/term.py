@@ -39,6 +39,14 @@ class CurrentMatrix:
     def send_errors(self) -> int:
         return self.current().send_errors
 
+    @property
+    def rate_limited(self) -> bool:
+        return self.current().rate_limited
+
+    @property
+    def rate_refusals(self) -> int:
+        return self.current().rate_refusals
+
 
 async def discard(matrix: Matrix) -> None:
     """Close an old term's Matrix side: its HTTP session (nothing in flight survives) and nio's store."""

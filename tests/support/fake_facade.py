@@ -35,8 +35,14 @@ class FakeMatrix:
         self._n = 0
         self._room = asyncio.Lock()
 
+    rate_limited = False
+
+    def spare_send(self, what: str) -> bool:
+        return True
+
     async def send(
-        self, content: dict[str, Any], txn: str, event_type: str = "m.room.message", *, room: str = "default"
+        self, content: dict[str, Any], txn: str, event_type: str = "m.room.message", *, room: str = "default",
+        kind: str = "background", order: float | None = None,
     ) -> str:
         async with self._room:
             await asyncio.sleep(self.latency)

@@ -2,14 +2,16 @@
 
 Checks, in order: the config, the state folder, encryption support (and the bot's device), the
 homeserver, the login, the bot's cross-signing identity and pinned identities, the room (joined or
-invited, power levels, encryption), the answerers, the API listen address and the watched harnesses.
+invited, power levels, encryption), the answerers, the homeserver's message limit on the bot's account, the
+API listen address and the watched harnesses.
 One line per check: ``ok   ...``, ``WARN ...`` or ``FAIL ... -> what to do``; exit 0 when nothing
 failed, 1 otherwise. Uses the daemon's saved session when there is one (no new device); else logs in
 with the password and logs that device out again. Secrets are never printed.
 
 Modules: report (the printer), state (the inbox read-only), config (config, state folder, API
 address), homeserver (reachable, login), e2ee, room, answerers, rooms ([[rooms]]: each
-room checked as the default one); harnesses in bot/harness/check.py.
+room checked as the default one), ratelimit (exempt or limited, as far as can be told); harnesses in
+bot/harness/check.py.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from bot.cli.doctor.answerers import check_answerers
 from bot.cli.doctor.config import check_config, check_listen, check_state
 from bot.cli.doctor.e2ee import check_cross_signing, check_encryption_support
 from bot.cli.doctor.homeserver import Login, check_homeserver, check_login, logout
+from bot.cli.doctor.ratelimit import check_rate_limit
 from bot.cli.doctor.report import Report
 from bot.cli.doctor.room import Room, check_room
 from bot.cli.doctor.rooms import check_rooms
@@ -53,6 +56,7 @@ def run(config_path: str) -> int:
                 rep.warn("room: not checked (no working login)")
         check_answerers(cfg, login, room, rep)
         check_rooms(cfg, login, rep)  # every [[rooms]] entry the same way, its lines marked with its name
+        check_rate_limit(cfg, login, rep)
     except Unreachable as e:
         rep.fail(f"homeserver: stopped answering ({e})", "check the homeserver and run doctor again")
     finally:

@@ -66,6 +66,17 @@ def _bind(host: str, port: int) -> OSError | None:
     return None
 
 
+def daemon_health(cfg: Config) -> tuple[int, object]:
+    """``GET /healthz`` of whatever serves ``api.listen`` (a running daemon, it is hoped): (status, body);
+    (0, None) when nothing answers."""
+    probe = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(cfg.api.host, cfg.api.host)
+    netloc = f"[{probe}]" if ":" in probe else probe
+    try:
+        return call("GET", f"http://{netloc}:{cfg.api.port}/healthz", timeout=10.0)
+    except Unreachable:
+        return 0, None
+
+
 def check_listen(cfg: Config, rep: Report, container: bool | None = None) -> None:
     """Can the daemon bind ``api.listen``; all interfaces warn, except in a container (:func:`in_container`)."""
     host, port = cfg.api.host, cfg.api.port
@@ -74,12 +85,7 @@ def check_listen(cfg: Config, rep: Report, container: bool | None = None) -> Non
     if err is None:
         rep.ok(f"api: {cfg.api.listen} is free for the daemon to bind")
     elif err.errno == errno.EADDRINUSE:
-        probe = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
-        netloc = f"[{probe}]" if ":" in probe else probe
-        try:
-            status, body = call("GET", f"http://{netloc}:{port}/healthz", timeout=10.0)
-        except Unreachable:
-            status, body = 0, None
+        status, body = daemon_health(cfg)
         if status == 200 and isinstance(body, dict) and (body.get("live") is True or body.get("ok") is True):
             state = "connected to Matrix" if body.get("matrix_ready") else "not ready yet"
             rep.ok(f"api: {cfg.api.listen} is served by a running permission-bot daemon ({state})")

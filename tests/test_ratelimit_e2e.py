@@ -1,0 +1,85 @@
+"""The bot on a homeserver as most run it: Synapse's default message limit on the bot's account.
+
+A burst of 15 requests: the prompts go first and in the order the requests came (no keycap before the last
+prompt), an answer settles at once (the agent never waits for the homeserver) and its edit is not left behind
+the burst; ``/healthz``, the log and ``doctor`` say the account is rate-limited and what fixes it. No timing is
+asserted but the order of events; the waits are generous (the limit's floor for 15 prompts is 25 s).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from bot.room.outbox import SEND_CONCURRENCY
+from tests.support.human import content
+from tests.support.limited import limited_station
+from tests.support.station import Station, request_body
+from tests.test_doctor import doctor, line
+
+pytestmark = pytest.mark.e2e
+
+BURST = 15
+
+
+@pytest.fixture(scope="module")
+async def limited(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Station]:
+    async with limited_station(tmp_path_factory.mktemp("ratelimit")) as st:
+        yield st
+
+
+def _log_lines(path: Path, event: str) -> list[str]:
+    return [x for x in path.read_text(errors="replace").splitlines() if event in x]
+
+
+async def test_burst_prompts_first_in_order_and_the_operator_told(limited: Station, sid: str) -> None:
+    st, alice = limited, limited.alice
+    start = alice.mark()
+    recs = []
+    for i in range(BURST):
+        status, rec = await st.ahttp("POST", "/permissions", request_body(sid, tool_call_id=f"call_{i}"))
+        assert status == 201, rec
+        recs.append(rec)
+    seqs = [r["request_seq"] for r in recs]
+
+    first = await st.prompt_for(sid, seq=seqs[0], timeout=60)
+    assert first, "no first prompt"
+    await alice.text("1", reply_to=first["event_id"])
+    status, got = await st.ahttp("GET", f"/permissions/{recs[0]['id']}?wait=60")
+    assert status == 200 and got["state"] == "resolved", got
+    decided_at = alice.mark()  # settling waited for no send: the burst is still being posted
+
+    last = await st.prompt_for(sid, seq=seqs[-1], timeout=300)
+    assert last, "the burst's last prompt never came"
+    timeline = alice.events[start:]
+    prompts = [content(e)["request_seq"] for e in timeline if st.is_prompt(e) and content(e).get("session_id") == sid]
+    assert sorted(prompts) == seqs, prompts
+    where = {seq: at for at, seq in enumerate(prompts)}
+    assert all(abs(where[s] - k) < SEND_CONCURRENCY for k, s in enumerate(seqs)), prompts  # the first ones race
+    assert prompts[-5:] == seqs[-5:], prompts  # under the limit one at a time: the order they came
+    last_at = next(i for i, e in enumerate(timeline) if e["event_id"] == last["event_id"])
+    assert decided_at - start <= last_at, "the answer was settled only after the whole burst was posted"
+
+    before_last = timeline[:last_at]
+    bot_reactions = [e for e in before_last if e.get("sender") == st.bot_id and e.get("type") == "m.reaction"]
+    assert not bot_reactions, "a keycap went before a prompt"
+    edit = await st.edit_of(first["event_id"], timeout=120)
+    assert edit, "the answered prompt was never edited"
+    edit_at = next(i for i, e in enumerate(alice.events[start:]) if e["event_id"] == edit["event_id"])
+    assert edit_at < last_at, "the answered prompt's edit waited behind the whole burst"
+
+    status, health = await st.ahttp("GET", "/healthz")
+    limit = health["rate_limit"]
+    assert limit["refusals"] >= 1 and limit["limits"] >= 1, health
+    assert "override_ratelimit" in limit["remedy"]
+    if limit["limited"]:  # the limit lasts until the bucket is full again (50 s without sends)
+        assert health["status"] == "degraded"
+        assert any("rate-limits the bot's account" in r and "override_ratelimit" in r for r in health["reasons"])
+    started = _log_lines(st.log_path, "matrix_rate_limited_started")
+    assert len(started) == 1 and "override_ratelimit" in started[0], started
+
+    _, lines, out = await asyncio.to_thread(doctor, st.config_path)
+    assert "override_ratelimit" in line(lines, "WARN rate limit: the running daemon", "rate-limited"), out
