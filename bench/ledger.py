@@ -31,7 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.events.ledger import ZERO, line, seal  # noqa: E402
+from bot.events.states import Via  # noqa: E402
 from bot.inbox import ledger  # noqa: E402
+from bot.inbox.record import Settlement  # noqa: E402
 from bot.inbox.store import Inbox  # noqa: E402
 from bot.inbox.submission import parse_submission  # noqa: E402
 from tests.support.station import exe_path, request_body  # noqa: E402
@@ -53,7 +55,7 @@ async def settle_block(inbox: Inbox, n: int, tag: str) -> float:
     recs = [(await inbox.submit(parse_submission(request_body(f"{tag}-{i}")), 1.0, 600))[0] for i in range(n)]
     t0 = time.perf_counter()
     for r in recs:
-        await inbox.settle(r.id, option_id="allow_once", by="@a:x", via="matrix", feedback=None, now=2.0)  # type: ignore[arg-type]
+        await inbox.settle(r.id, Settlement("allow_once", "@a:x", Via.MATRIX, 2.0))
     return (time.perf_counter() - t0) * 1000 / n
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from bot.api.hook_hold import KEY_PREFIX
 from bot.events.states import State, Via
-from bot.inbox.record import Record
+from bot.inbox.record import Record, Settlement
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.room import backlog
@@ -59,14 +59,14 @@ async def test_needing_post_reads_either_end(inbox: Inbox) -> None:
 
 async def test_set_prompt_event_says_whether_it_is_still_pending(inbox: Inbox) -> None:
     a, b = await submit(inbox, "a", 1.0), await submit(inbox, "b", 2.0)
-    await inbox.settle(b.id, option_id=None, by="api:x", via=Via.CANCEL, feedback=None, now=3.0)
+    await inbox.settle(b.id, Settlement(option_id=None, by="api:x", via=Via.CANCEL, now=3.0))
     assert await inbox.set_prompt_event(a.id, "$a", 4.0) is True
     assert await inbox.set_prompt_event(b.id, "$b", 4.0) is False  # settled while its prompt was on its way
 
 
 async def test_a_prompt_posted_settled_is_its_own_edit(inbox: Inbox) -> None:
     a = await submit(inbox, "a", 1.0)
-    await inbox.settle(a.id, option_id="allow_once", by="rule", via=Via.RULE, feedback=None, now=2.0)
+    await inbox.settle(a.id, Settlement(option_id="allow_once", by="rule", via=Via.RULE, now=2.0))
     await inbox.set_posted_settled(a.id, "$a", 3.0)
     got = await inbox.get(a.id)
     assert got is not None and got.prompt_event_id == "$a" and got.prompt_edited
@@ -77,7 +77,7 @@ async def test_a_prompt_posted_settled_is_its_own_edit(inbox: Inbox) -> None:
 async def test_expiry_and_seeding_read_their_own_requests(inbox: Inbox) -> None:
     a, b = await submit(inbox, "a", 1.0), await submit(inbox, "b", 2.0)  # expire at 601 and 602
     assert await inbox.next_expiry() == 601.0 and [r.id for r in await inbox.due(601.5)] == [a.id]
-    await inbox.settle(a.id, option_id=None, by="x", via=Via.CANCEL, feedback=None, now=3.0)
+    await inbox.settle(a.id, Settlement(option_id=None, by="x", via=Via.CANCEL, now=3.0))
     assert await inbox.next_expiry() == 602.0 and await inbox.due(601.5) == []
     assert await inbox.needing_seed(posted_before=10.0) == [] and await inbox.next_seed_due() is None
     await inbox.set_prompt_event(b.id, "$b", 5.0)
@@ -92,7 +92,7 @@ async def test_keycaps_to_clear_by_the_settled_ids(inbox: Inbox) -> None:
     for r in (a, b, c):
         await inbox.add_reaction(r.id, "1", f"$r{r.id}")
     for r in (a, b):
-        await inbox.settle(r.id, option_id=None, by="x", via=Via.CANCEL, feedback=None, now=5.0)
+        await inbox.settle(r.id, Settlement(option_id=None, by="x", via=Via.CANCEL, now=5.0))
     assert await inbox.reactions_to_clear(request_ids=[a.id, c.id]) == [(a.id, "1", f"$r{a.id}")]
     assert await inbox.reactions_to_clear(request_ids=[]) == []
     assert sorted(await inbox.reactions_to_clear()) == [(a.id, "1", f"$r{a.id}"), (b.id, "1", f"$r{b.id}")]
@@ -103,7 +103,7 @@ async def test_pending_hook_requests_and_a_sessions_pending(inbox: Inbox) -> Non
     await submit(inbox, "h", 2.0, key="proxy-1")
     other = await submit(inbox, "o", 3.0)
     gone = await submit(inbox, "g", 4.0, key=KEY_PREFIX + "def")
-    await inbox.settle(gone.id, option_id=None, by="x", via=Via.CANCEL, feedback=None, now=5.0)
+    await inbox.settle(gone.id, Settlement(option_id=None, by="x", via=Via.CANCEL, now=5.0))
     assert [r.id for r in await inbox.pending_hook_requests()] == [hook.id]
     assert [r.key for r in await inbox.pending_of_session("h")] == [KEY_PREFIX + "abc", "proxy-1"]
     assert [r.id for r in await inbox.pending_of_session("o", room="elsewhere")] == []
@@ -153,8 +153,8 @@ class Stub:
         self.inbox = inbox
 
     async def decide(self, request_id: str, decision: str, **kw: Any) -> Record:
-        got = await self.inbox.settle(request_id, option_id=None, by=kw["by"], via=Via.CANCEL,
-                                      feedback=kw.get("feedback"), now=9.0)
+        got = await self.inbox.settle(request_id, Settlement(option_id=None, by=kw["by"], via=Via.CANCEL,
+                                      feedback=kw.get("feedback"), now=9.0))
         assert got is not None
         return got
 

@@ -152,11 +152,11 @@ async def test_a_batch_that_fails_midway_is_handled_again_without_doubling(
     real_settle = inbox.settle
     calls: list[str] = []
 
-    async def flaky_settle(request_id: str, **kw: Any) -> Any:
+    async def flaky_settle(request_id: str, how: Any) -> Any:
         calls.append(request_id)
         if request_id == r2.id and calls.count(r2.id) == 1:
             raise sqlite3.OperationalError("disk I/O error")  # the disk fails after r1's answer was settled
-        return await real_settle(request_id, **kw)
+        return await real_settle(request_id, how)
 
     monkeypatch.setattr(inbox, "settle", flaky_settle)
     mark = fst.mark()

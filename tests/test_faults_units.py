@@ -13,6 +13,7 @@ import pytest
 
 from bot.acp.daemon_client import DaemonBackoff
 from bot.inbox.db.fence import Deposed
+from bot.inbox.record import Settlement
 from bot.matrix.errors import MatrixFatal
 from bot.matrix.retry import MatrixBackoff, retry
 from bot.matrix.sync import SYNC_KEY, Syncer
@@ -306,7 +307,7 @@ async def test_reads_never_see_a_settle_that_is_then_rolled_back(tmp_path: Any) 
         assert got is not None and got.state == "pending" and [r.id for r in seen[1]] == [rec.id]
         after = await inbox.get(rec.id)
         assert after is not None and after.state == "pending"
-        settled = await inbox.settle(rec.id, option_id="allow_once", by="a", via="api", feedback=None, now=3.0)
+        settled = await inbox.settle(rec.id, Settlement(option_id="allow_once", by="a", via="api", now=3.0))
         assert settled is not None
         now_read = await inbox.get(rec.id)
         assert now_read is not None and now_read.state == "resolved"  # committed writes are seen at once

@@ -11,7 +11,7 @@ import pytest
 from bot.events.states import Via
 from bot.inbox import schema
 from bot.inbox.posting import needing_edit_sql
-from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED
+from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Settlement
 from bot.inbox.store import Inbox
 from bot.inbox.submission import SubmissionError, parse_submission
 from tests.support.station import request_body
@@ -44,7 +44,7 @@ async def test_settle_happens_once_whatever_races(inbox: Inbox) -> None:
     rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
     results = await asyncio.gather(
         *(
-            inbox.settle(rec.id, option_id=oid, by=f"u{i}", via="api", feedback=None, now=2.0 + i)
+            inbox.settle(rec.id, Settlement(option_id=oid, by=f"u{i}", via="api", now=2.0 + i))
             for i, oid in enumerate(["allow_once", "reject_once", "allow_always"] * 10)
         )
     )
@@ -58,9 +58,9 @@ async def test_settle_happens_once_whatever_races(inbox: Inbox) -> None:
 async def test_cancel_and_expiry_states(inbox: Inbox) -> None:
     a, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 10)
     b, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 10)
-    ca = await inbox.settle(a.id, option_id=None, by="client", via="cancel", feedback=None, now=2.0)
+    ca = await inbox.settle(a.id, Settlement(option_id=None, by="client", via="cancel", now=2.0))
     eb = await inbox.settle(
-        b.id, option_id="reject_once", by="timeout", via="timeout", feedback=None, now=11.0, state=EXPIRED
+        b.id, Settlement(option_id="reject_once", by="timeout", via="timeout", now=11.0, state=EXPIRED)
     )
     assert (
         ca is not None and ca.state == CANCELLED and ca.acp_result() == {"outcome": {"outcome": "cancelled"}}
@@ -92,14 +92,14 @@ async def test_everything_survives_a_reopen(tmp_path: Path) -> None:
 async def test_a_skipped_post_is_neither_posted_nor_edited_and_keeps_no_event_id(inbox: Inbox) -> None:
     """A rule-settled request with ``prompts.post_rule_settled`` off: one flag, its event id stays None."""
     rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
-    await inbox.settle(rec.id, option_id="allow_once", by="rule", via="rule", feedback=None, now=2.0)
+    await inbox.settle(rec.id, Settlement(option_id="allow_once", by="rule", via="rule", now=2.0))
     await inbox.skip_post(rec.id)
     assert await inbox.needing_post() == [] and await inbox.needing_edit() == []
     got = await inbox.get(rec.id)
     assert got is not None and got.prompt_event_id is None and got.to_api()["prompt_event_id"] is None
     posted, _ = await inbox.submit(parse_submission(request_body("t")), 3.0, 60)
     await inbox.set_prompt_event(posted.id, "$p", 3.0)  # posted before the skip came: kept, and edited
-    await inbox.settle(posted.id, option_id="allow_once", by="rule", via="rule", feedback=None, now=4.0)
+    await inbox.settle(posted.id, Settlement(option_id="allow_once", by="rule", via="rule", now=4.0))
     await inbox.skip_post(posted.id)
     assert [r.id for r in await inbox.needing_edit()] == [posted.id]
 
@@ -115,7 +115,7 @@ async def test_a_request_held_while_its_rules_apply_is_not_posted_until_released
     assert not created and again.id == rec.id
     other, _ = await inbox.submit(parse_submission(request_body("t")), 2.0, 60)
     assert [r.id for r in await inbox.needing_post()] == [other.id]  # only the held one waits
-    await inbox.settle(rec.id, option_id="allow_once", by="rule", via="rule", feedback=None, now=3.0)
+    await inbox.settle(rec.id, Settlement(option_id="allow_once", by="rule", via="rule", now=3.0))
     await inbox.skip_post(rec.id)
     await inbox.release_post(rec.id)
     assert [r.id for r in await inbox.needing_post()] == [other.id]  # skipped: never posted
@@ -142,7 +142,7 @@ async def test_wait_settled_wakes_on_settle(inbox: Inbox) -> None:
     rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
     waiter = asyncio.create_task(inbox.wait_settled(rec.id, 10))
     await asyncio.sleep(0.05)
-    await inbox.settle(rec.id, option_id="allow_once", by="a", via="api", feedback="ok", now=2.0)
+    await inbox.settle(rec.id, Settlement(option_id="allow_once", by="a", via="api", feedback="ok", now=2.0))
     got = await asyncio.wait_for(waiter, 2)
     assert got is not None and got.state == RESOLVED
     assert got.acp_result() == {
@@ -226,7 +226,7 @@ async def _request(inbox: Inbox, session: str, at: float, prompt: str | None, se
     if prompt is not None:
         await inbox.set_prompt_event(rec.id, prompt, at)
     if settle:
-        assert await inbox.settle(rec.id, option_id="allow_once", by="@a:x", via=Via.MATRIX, feedback=None, now=at)
+        assert await inbox.settle(rec.id, Settlement(option_id="allow_once", by="@a:x", via=Via.MATRIX, now=at))
     return rec.id
 
 
@@ -245,7 +245,7 @@ async def test_rule_settled_requests_never_posted_do_not_hide_the_ones_to_edit(i
     still finds the one prompt really waiting for its edit."""
     for i in range(300):
         rec, _ = await inbox.submit(parse_submission(request_body(f"r{i}")), float(i), 600)
-        await inbox.settle(rec.id, option_id="allow_once", by="rule", via=Via.RULE, feedback=None, now=float(i))
+        await inbox.settle(rec.id, Settlement(option_id="allow_once", by="rule", via=Via.RULE, now=float(i)))
         await inbox.skip_post(rec.id)
     real = await _request(inbox, "s", 1000.0, "$real", settle=True)
     assert [r.id for r in await inbox.needing_edit(limit=256)] == [real]

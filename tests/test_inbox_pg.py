@@ -13,6 +13,7 @@ from bot.inbox.across import Across
 from bot.inbox.db import create
 from bot.inbox.db.fence import FENCE, Deposed, Fence, confirm
 from bot.inbox.db.leader import LEADERSHIP
+from bot.inbox.record import Settlement
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from tests.support.station import request_body
@@ -46,7 +47,7 @@ async def test_a_request_settles_once_whichever_daemon_answers(two: tuple[Inbox,
     a, b = two
     rec, _ = await a.submit(parse_submission(request_body("s")), 1.0, 60)
     got = await asyncio.gather(*(
-        ib.settle(rec.id, option_id="allow_once", by=f"@{i}:x", via=Via.MATRIX, feedback=None, now=2.0)
+        ib.settle(rec.id, Settlement(option_id="allow_once", by=f"@{i}:x", via=Via.MATRIX, now=2.0))
         for i, ib in enumerate([a, b] * 5)
     ))
     assert len([r for r in got if r is not None]) == 1
@@ -66,11 +67,11 @@ async def test_a_settlement_on_one_daemon_answers_a_long_poll_on_another(two: tu
         waiting = asyncio.create_task(a.wait_settled(rec.id, 30))
         await asyncio.sleep(0.2)  # the long-poll is waiting (its record read pending)
         assert not waiting.done()
-        await b.settle(rec.id, option_id="allow_once", by="@x:y", via=Via.MATRIX, feedback=None, now=2.0)
+        await b.settle(rec.id, Settlement(option_id="allow_once", by="@x:y", via=Via.MATRIX, now=2.0))
         got = await asyncio.wait_for(waiting, 10)  # woken by the NOTIFY, long before its 30 s
         assert got is not None and got.state == "resolved"
         own, _ = await a.submit(parse_submission(request_body("t")), 3.0, 60)  # told here at once, not twice
-        await b.settle(own.id, option_id=None, by="@x:y", via=Via.MATRIX, feedback=None, now=4.0)
+        await b.settle(own.id, Settlement(option_id=None, by="@x:y", via=Via.MATRIX, now=4.0))
         for _ in range(100):
             if ("resolved", own.id) in heard:
                 break
@@ -111,7 +112,7 @@ async def test_a_deposed_leaders_fenced_writes_are_refused_and_the_apis_are_not(
 
     async def matrix_side() -> None:
         FENCE.set(fence)
-        await a.settle(rec.id, option_id="allow_once", by="@alice:hs", via=Via.MATRIX, feedback=None, now=2.0)
+        await a.settle(rec.id, Settlement(option_id="allow_once", by="@alice:hs", via=Via.MATRIX, now=2.0))
 
     with pytest.raises(Deposed):
         await asyncio.create_task(matrix_side())
@@ -120,13 +121,13 @@ async def test_a_deposed_leaders_fenced_writes_are_refused_and_the_apis_are_not(
         await confirm_in(a, fence)  # and so is a send (Sender.guard)
     got = await b.get(rec.id)
     assert got is not None and got.pending
-    settled = await a.settle(other.id, option_id="allow_once", by="api:d", via=Via.API, feedback=None, now=2.0)
+    settled = await a.settle(other.id, Settlement(option_id="allow_once", by="api:d", via=Via.API, now=2.0))
     assert settled is not None and not settled.pending
     current = Fence(2)
 
     async def new_leader() -> None:
         FENCE.set(current)
-        await b.settle(rec.id, option_id="allow_once", by="@alice:hs", via=Via.MATRIX, feedback=None, now=3.0)
+        await b.settle(rec.id, Settlement(option_id="allow_once", by="@alice:hs", via=Via.MATRIX, now=3.0))
 
     await asyncio.create_task(new_leader())
     got = await a.get(rec.id)

@@ -11,6 +11,7 @@ import pytest
 
 from bot.inbox import ledger, schema
 from bot.inbox.db import Connection, Step, create
+from bot.inbox.record import Settlement
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from tests.support.station import request_body
@@ -61,7 +62,7 @@ async def test_first_release_state_folder_is_upgraded_and_keeps_its_requests(tmp
         body = {**request_body("s", tool_call_id="c2"), "cwd": "/work"}
         new, created = await inbox.submit(parse_submission(body), 10.0, 60)
         assert created and new.id == "s:2" and new.cwd == "/work"
-        assert await inbox.settle(new.id, option_id="allow_once", by="@a:x", via="matrix", feedback=None, now=11.0)
+        assert await inbox.settle(new.id, Settlement(option_id="allow_once", by="@a:x", via="matrix", now=11.0))
         # step 10: a request and a timeline mark of another room; step 11: a durable hold on posting
         held, _ = await inbox.submit(parse_submission(request_body("t")), 12.0, 60, hold_post=True, room="infra")
         assert held.room == "infra" and held.id not in [r.id for r in await inbox.needing_post()]
@@ -81,7 +82,7 @@ async def _this_waves_steps_work(inbox: Inbox) -> None:
     q, created = await inbox.submit(question, 20.0, 60, held_by="daemon-a")
     assert created and q.kind == "question" and q.pending
     before = (await ledger.head(inbox.database))[0]
-    assert await inbox.settle(q.id, option_id="decline", by="@a:x", via="matrix", feedback=None, now=21.0)
+    assert await inbox.settle(q.id, Settlement(option_id="decline", by="@a:x", via="matrix", now=21.0))
     assert (await ledger.head(inbox.database))[0] == before + 1
     page, _ = await inbox.pending_brief_json(10)
     assert '"s:1"' in page.decode()

@@ -13,7 +13,7 @@ from bot.events.ledger import ZERO, Checker, against_checkpoints, canonical, ent
 from bot.events.states import Via
 from bot.inbox import ledger
 from bot.inbox.db import create
-from bot.inbox.record import EXPIRED
+from bot.inbox.record import EXPIRED, Settlement
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from tests.support.station import request_body
@@ -100,13 +100,13 @@ async def _entries(ib: Inbox) -> list[dict[str, object]]:
 
 async def test_every_settlement_is_appended_in_its_transaction(inbox: Inbox) -> None:
     recs = [(await inbox.submit(parse_submission(request_body("s")), 1.0, 60))[0] for _ in range(4)]
-    await inbox.settle(recs[0].id, option_id="allow_once", by="@a:x", via=Via.MATRIX, feedback="ok", now=2.0)
-    await inbox.settle(recs[1].id, option_id="reject_once", by="api:ci", via=Via.API, feedback=None, now=3.0)
-    await inbox.settle(recs[2].id, option_id=None, by="api:agent", via=Via.CANCEL, feedback=None, now=4.0)
-    await inbox.settle(recs[3].id, option_id="allow_always", by="rule", via=Via.RULE, feedback=None, now=5.0,
-                       ledger_by=["rule:2"])
-    assert await inbox.settle(recs[0].id, option_id="allow_once", by="@b:x", via=Via.MATRIX, feedback=None,
-                              now=6.0) is None  # not pending: no entry
+    await inbox.settle(recs[0].id, Settlement("allow_once", "@a:x", Via.MATRIX, 2.0, feedback="ok"))
+    await inbox.settle(recs[1].id, Settlement(option_id="reject_once", by="api:ci", via=Via.API, now=3.0))
+    await inbox.settle(recs[2].id, Settlement(option_id=None, by="api:agent", via=Via.CANCEL, now=4.0))
+    await inbox.settle(recs[3].id, Settlement(option_id="allow_always", by="rule", via=Via.RULE, now=5.0,
+                       ledger_by=["rule:2"]))
+    assert await inbox.settle(recs[0].id, Settlement(option_id="allow_once", by="@b:x", via=Via.MATRIX,
+                              now=6.0)) is None  # not pending: no entry
     got = await _entries(inbox)
     assert [e["seq"] for e in got] == [1, 2, 3, 4] and got[0]["prev"] == ZERO
     assert [(e["answered_by"], e["meaning"], e["scope"], e["via"]) for e in got] == [
@@ -123,8 +123,8 @@ async def test_every_settlement_is_appended_in_its_transaction(inbox: Inbox) -> 
 
 async def test_a_timeout_names_no_one(inbox: Inbox) -> None:
     rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 1)
-    await inbox.settle(rec.id, option_id="reject_once", by="timeout", via=Via.TIMEOUT, feedback=None, now=9.0,
-                       state=EXPIRED)
+    await inbox.settle(rec.id, Settlement(option_id="reject_once", by="timeout", via=Via.TIMEOUT, now=9.0,
+                       state=EXPIRED))
     (e,) = await _entries(inbox)
     assert e["answered_by"] == [] and e["via"] == "timeout" and e["option_id"] == "reject_once"
 
@@ -135,7 +135,7 @@ async def test_two_daemons_settling_at_once_make_one_chain(pg_url: str) -> None:
     try:
         recs = [(await a.submit(parse_submission(request_body("s")), 1.0, 60))[0] for _ in range(40)]
         await asyncio.gather(*(
-            ib.settle(r.id, option_id="allow_once", by=f"@{i}:x", via=Via.MATRIX, feedback=None, now=2.0)
+            ib.settle(r.id, Settlement(option_id="allow_once", by=f"@{i}:x", via=Via.MATRIX, now=2.0))
             for i, (r, ib) in enumerate(zip(recs, [a, b] * 20, strict=True))
         ))
         got = await _entries(b)
@@ -149,7 +149,7 @@ async def test_two_daemons_settling_at_once_make_one_chain(pg_url: str) -> None:
 async def test_the_bench_switch_turns_appends_off(inbox: Inbox, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ledger.OFF_ENV, "1")
     rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
-    assert await inbox.settle(rec.id, option_id="allow_once", by="@a:x", via=Via.MATRIX, feedback=None, now=2.0)
+    assert await inbox.settle(rec.id, Settlement(option_id="allow_once", by="@a:x", via=Via.MATRIX, now=2.0))
     assert await _entries(inbox) == []
 
 

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from bot.inbox.record import Settlement
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.service.metrics import CONTENT_TYPE, Metrics, export_figures
@@ -32,8 +33,8 @@ async def test_inbox_listener_counts_and_pending_is_read_from_the_inbox(tmp_path
         for i in range(3):
             rec, _ = await inbox.submit(parse_submission(request_body("s", tool_call_id=f"c{i}")), time.time(), 600)
             ids.append(rec.id)
-        await inbox.settle(ids[0], option_id="allow_once", by="@alice:x", via="matrix", feedback=None,
-                           now=time.time())
+        await inbox.settle(ids[0], Settlement(option_id="allow_once", by="@alice:x", via="matrix",
+                           now=time.time()))
         m.posted()
         rec = await inbox.get(ids[0])
         assert rec is not None

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from bot.config import PromptsConfig
+from bot.inbox.record import Settlement
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.txn import txn_id
@@ -60,7 +61,7 @@ async def _submit(inbox: Inbox, sid: str, n: int) -> list[str]:
 
 
 async def _settle(inbox: Inbox, rid: str) -> None:
-    await inbox.settle(rid, option_id="allow_once", by="@alice:x", via="matrix", feedback=None, now=time.time())
+    await inbox.settle(rid, Settlement(option_id="allow_once", by="@alice:x", via="matrix", now=time.time()))
 
 
 async def test_edits_are_not_queued_behind_keycap_clean_up(rig: Any) -> None:
@@ -118,8 +119,8 @@ async def test_txn_ids_carry_the_inbox_install_id(rig: Any) -> None:
 async def _answer(inbox: Inbox, rid: str, n: int) -> None:
     """A room answer seen where it sits settles ``rid``: its place marks the prompt settled (bot.answers.timeline)."""
     await inbox.place(f"$answer{n}", "answer")
-    await inbox.settle(rid, option_id="allow_once", by="@alice:x", via="matrix", feedback=None, now=time.time(),
-                       event_id=f"$answer{n}", in_view=True)
+    await inbox.settle(rid, Settlement(option_id="allow_once", by="@alice:x", via="matrix", now=time.time(),
+                       event_id=f"$answer{n}", in_view=True))
 
 
 def _edits(matrix: FakeMatrix) -> list[str]:
@@ -238,7 +239,7 @@ async def test_sends_in_flight_never_exceed_the_send_concurrency(rig: Any) -> No
     assert most == SEND_CONCURRENCY, most
     most = 0
     for rid in ids:  # an API decision: only its edit shows it, so it is sent at once (the settle worker)
-        await inbox.settle(rid, option_id="allow_once", by="api:ops", via="api", feedback=None, now=time.time())
+        await inbox.settle(rid, Settlement(option_id="allow_once", by="api:ops", via="api", now=time.time()))
     await _until(lambda: matrix.kinds().count("edit") == 40)
     assert 1 < most <= SEND_CONCURRENCY, most
 

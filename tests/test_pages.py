@@ -10,6 +10,7 @@ import pytest
 
 from bot.cli.http import next_link
 from bot.inbox import pages
+from bot.inbox.record import Settlement
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from tests.support.station import request_body
@@ -46,8 +47,8 @@ async def test_pages_cover_every_pending_record_once_in_order_even_with_equal_ti
 async def test_a_settled_record_between_pages_neither_stops_nor_repeats_the_listing(inbox: Inbox) -> None:
     ids = await _fill(inbox, "a", 6, at=time.time())
     first, after = await inbox.pending_page(2)
-    await inbox.settle(first[1].id, option_id="allow_once", by="x", via="api", feedback=None, now=time.time())
-    await inbox.settle(ids[3], option_id="allow_once", by="x", via="api", feedback=None, now=time.time())
+    await inbox.settle(first[1].id, Settlement(option_id="allow_once", by="x", via="api", now=time.time()))
+    await inbox.settle(ids[3], Settlement(option_id="allow_once", by="x", via="api", now=time.time()))
     rest, after = await inbox.pending_page(10, after)
     assert [r.id for r in rest] == [ids[2], ids[4], ids[5]] and after is None
 

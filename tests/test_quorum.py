@@ -11,7 +11,7 @@ from bot.events.states import Via
 from bot.inbox import ledger
 from bot.inbox.db import create
 from bot.inbox.quorum import NotCounted, progress, tally
-from bot.inbox.record import EXPIRED
+from bot.inbox.record import EXPIRED, Settlement
 from bot.inbox.rules import RuleError, decide, parse_rules
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
@@ -89,20 +89,20 @@ async def test_two_approvers_settle_it_and_the_ledger_names_both(inbox: Inbox) -
     rid = await _quorum(inbox)
     heard: list[str] = []
     inbox.on_approved(lambda: heard.append("x"))
-    first = await inbox.settle(rid, option_id="allow_once", by=A, via=Via.MATRIX, feedback=None, now=2.0)
+    first = await inbox.settle(rid, Settlement(option_id="allow_once", by=A, via=Via.MATRIX, now=2.0))
     assert first is not None and first.pending and [a["by"] for a in first.approvals] == [A] and heard
-    again = await inbox.settle(rid, option_id="allow_always", by=A, via=Via.REACTION, feedback=None, now=3.0)
+    again = await inbox.settle(rid, Settlement(option_id="allow_always", by=A, via=Via.REACTION, now=3.0))
     assert again is not None and again.pending and len(again.approvals) == 1
     stored = await inbox.get(rid)
     assert stored is not None and stored.to_api()["approvals"] == {
         "needed": 2, "given": [{"by": A, "at": "1970-01-01T00:00:02.000Z"}]}
     assert [r.id for r in await inbox.needing_progress()] == []  # not posted yet: no prompt to edit
     with pytest.raises(NotCounted, match="belongs to no person"):  # a token of nobody's: refused, nothing kept
-        await inbox.settle(rid, option_id="allow_once", by="api:ci", via=Via.API, feedback=None, now=3.5)
+        await inbox.settle(rid, Settlement(option_id="allow_once", by="api:ci", via=Via.API, now=3.5))
     with pytest.raises(NotCounted):
-        await inbox.settle(rid, option_id="allow_once", by="api:ci", via=Via.API, feedback=None, now=3.5)
-    done = await inbox.settle(rid, option_id="allow_always", by="api:bob-cli", via=Via.API, feedback=None, now=4.0,
-                              person=B)
+        await inbox.settle(rid, Settlement(option_id="allow_once", by="api:ci", via=Via.API, now=3.5))
+    done = await inbox.settle(rid, Settlement(option_id="allow_always", by="api:bob-cli", via=Via.API, now=4.0,
+                              person=B))
     assert done is not None and done.state == "resolved" and done.outcome is not None
     assert done.outcome.option_id == "allow_once" and done.outcome.answered_by == "api:bob-cli"
     assert [a["by"] for a in done.approvals] == [A, B]
@@ -112,15 +112,15 @@ async def test_two_approvers_settle_it_and_the_ledger_names_both(inbox: Inbox) -
 
 async def test_one_reject_rejects_and_rules_and_timeouts_are_no_approvals(inbox: Inbox) -> None:
     rid = await _quorum(inbox, [A, B])
-    assert (await inbox.settle(rid, option_id="allow_once", by=A, via=Via.MATRIX, feedback=None, now=2.0)).pending  # type: ignore[union-attr]
-    refused = await inbox.settle(rid, option_id="reject_once", by=C, via=Via.MATRIX, feedback=None, now=3.0)
+    assert (await inbox.settle(rid, Settlement(option_id="allow_once", by=A, via=Via.MATRIX, now=2.0))).pending  # type: ignore[union-attr]
+    refused = await inbox.settle(rid, Settlement(option_id="reject_once", by=C, via=Via.MATRIX, now=3.0))
     assert refused is not None and refused.pending  # carol is not one of its answerers: nothing
-    no = await inbox.settle(rid, option_id="reject_once", by=B, via=Via.MATRIX, feedback="not today", now=4.0)
+    no = await inbox.settle(rid, Settlement("reject_once", B, Via.MATRIX, 4.0, feedback="not today"))
     assert no is not None and no.state == "resolved" and no.outcome is not None
     assert no.outcome.option_id == "reject_once" and [a["by"] for a in no.approvals] == [A]
     rid2 = await _quorum(inbox)
-    late = await inbox.settle(rid2, option_id="reject_once", by="timeout", via=Via.TIMEOUT, feedback=None, now=9.0,
-                              state=EXPIRED)
+    late = await inbox.settle(rid2, Settlement(option_id="reject_once", by="timeout", via=Via.TIMEOUT, now=9.0,
+                              state=EXPIRED))
     assert late is not None and late.state == "expired"
     assert [e["answered_by"] for e in await _entries(inbox)] == [[B], []]
 
@@ -131,7 +131,7 @@ async def test_approvals_on_two_daemons_at_once_are_tallied_once_each(pg_url: st
     try:
         rid = await _quorum(a)
         got = await asyncio.gather(*(
-            ib.settle(rid, option_id="allow_once", by=who, via=Via.MATRIX, feedback=None, now=2.0)
+            ib.settle(rid, Settlement(option_id="allow_once", by=who, via=Via.MATRIX, now=2.0))
             for ib, who in ((a, A), (b, B), (a, A), (b, B), (a, C))
         ))
         settled = [r for r in got if r is not None and not r.pending]

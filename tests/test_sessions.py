@@ -11,6 +11,7 @@ import pytest
 from bot.events.states import Via
 from bot.inbox import sessions
 from bot.inbox.db import create
+from bot.inbox.record import Settlement
 from bot.inbox.sessions import PendingCaps, SessionClaimed, SessionInOtherRoom, TooManyPending, claim, proxy_of
 from bot.inbox.store import Inbox
 from bot.inbox.submission import KeyConflict, Submission, parse_submission
@@ -46,7 +47,7 @@ async def test_caps_per_token_and_per_session(inbox: Inbox) -> None:
     assert e.value.token is None and "max_pending_per_session = 2" in str(e.value)
     again, created = await inbox.submit(_sub("s1", "c0", key="k0"), 1.0, 60, "tok", caps=caps)
     assert not created and again.id == "s1:1"  # an idempotent repeat is never refused
-    await inbox.settle("s1:1", option_id=None, by="x", via=Via.CANCEL, feedback=None, now=2.0)
+    await inbox.settle("s1:1", Settlement(option_id=None, by="x", via=Via.CANCEL, now=2.0))
     rec, created = await inbox.submit(_sub("s4"), 1.0, 60, "tok", caps=caps)  # one settled: room again
     assert created and rec.id == "s4:1"
 

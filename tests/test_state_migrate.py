@@ -17,6 +17,7 @@ from nio import AsyncClient, AsyncClientConfig
 from bot.events.states import Via
 from bot.inbox.db import create
 from bot.inbox.migrate import MigrateError, migrate
+from bot.inbox.record import Settlement
 from bot.inbox.schema import LATEST, STEPS
 from bot.inbox.session_rule_store import SessionRules
 from bot.inbox.session_rules import Scope
@@ -45,8 +46,8 @@ async def _fill(path: Path) -> dict[str, str]:
         await inbox.place("$p2", "posted", settled.id)
         await inbox.place("$a1", "answer")
         await inbox.add_reaction(pending.id, "1", "$r1")
-        await inbox.settle(settled.id, option_id="allow_once", by="@alice:x", via=Via.MATRIX, feedback="ok", now=5.0)
-        await inbox.settle(expired.id, option_id=None, by="timeout", via=Via.TIMEOUT, feedback=None, now=6.0)
+        await inbox.settle(settled.id, Settlement("allow_once", "@alice:x", Via.MATRIX, 5.0, feedback="ok"))
+        await inbox.settle(expired.id, Settlement(option_id=None, by="timeout", via=Via.TIMEOUT, now=6.0))
         await inbox.mark_handled("$h1", 7.0)
         await inbox.set_json("matrix.session", {"user_id": "@bot:x", "device_id": "DEV", "access_token": "tok"})
         await inbox.set_kv("matrix.sync_token", "s123")
@@ -106,11 +107,11 @@ async def test_every_row_and_id_is_carried_and_the_database_goes_on_from_there(t
         rule = await SessionRules(inbox).add(Scope("o1", "s1", "Bash", '{"command":"pwd"}'), set_by="@alice:x",
                                              request_id=ids["settled"], now=9.0)
         assert rule.id == 3  # past SQLite's high-water mark (rule 2 was revoked), never reused
-        got = await inbox.settle(ids["pending"], option_id="allow_once", by="@alice:x", via=Via.MATRIX,
-                                 feedback=None, now=10.0)
+        got = await inbox.settle(ids["pending"], Settlement(option_id="allow_once", by="@alice:x", via=Via.MATRIX,
+                                 feedback=None, now=10.0))
         assert got is not None and got.state == "resolved"
-        assert await inbox.settle(ids["pending"], option_id="allow_once", by="@alice:x", via=Via.MATRIX,
-                                  feedback=None, now=11.0) is None
+        assert await inbox.settle(ids["pending"], Settlement(option_id="allow_once", by="@alice:x", via=Via.MATRIX,
+                                  feedback=None, now=11.0)) is None
     finally:
         await inbox.close()
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from bot.answers.timeline import Bound, Sighting, Unbound, bind, in_view, sighting, withdrawn
 from bot.inbox.db import create
 from bot.inbox.marks import Mark
+from bot.inbox.record import Settlement
 from bot.inbox.store import Inbox
 
 BOT = "@permbot:example.org"
@@ -241,8 +242,8 @@ async def test_a_room_answer_marks_its_prompt_settled_in_the_inbox(engine_url: s
         b, _ = await ib.submit(parse_submission(request_body("s", tool_call_id="c2")), 1.0, 60)
         await ib.place("$pa", "posted", a.id)
         one = await ib.place("$one", "answer")
-        await ib.settle(a.id, option_id="allow_once", by="@a:hs", via="matrix", feedback=None, now=2.0,
-                        event_id="$one", in_view=True)
+        await ib.settle(a.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=2.0,
+                        event_id="$one", in_view=True))
         await ib.set_prompt_event(a.id, "$pa")
         await ib.set_prompt_event(b.id, "$pb")
         assert [r.id for r in await ib.needing_edit(shown=True)] == [a.id]
@@ -253,14 +254,14 @@ async def test_a_room_answer_marks_its_prompt_settled_in_the_inbox(engine_url: s
         await ib.place("$ea", "settled", a.id)  # A's edit, after B's prompt
         three = await ib.place("$three", "answer")
         assert bind(await ib.marks_before(three), three) == Bound(b.id)
-        await ib.settle(b.id, option_id="allow_once", by="@a:hs", via="matrix", feedback=None, now=3.0,
-                        event_id="$thread")  # not in view: nothing marks it until its edit
+        await ib.settle(b.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=3.0,
+                        event_id="$thread"))  # not in view: nothing marks it until its edit
         assert [r.id for r in await ib.needing_edit(shown=True)] == [a.id]
         assert [r.id for r in await ib.needing_edit(shown=False)] == [b.id]
         c, _ = await ib.submit(parse_submission(request_body("s", tool_call_id="c3")), 1.0, 60)
         await ib.place("$pc", "posted", c.id)
-        await ib.settle(c.id, option_id="allow_once", by="@a:hs", via="matrix", feedback=None, now=4.0,
-                        event_id="$reply", in_view=True)  # a reply, never placed: it sits at the next place
+        await ib.settle(c.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=4.0,
+                        event_id="$reply", in_view=True))  # a reply, never placed: it sits at the next place
         four = await ib.place("$four", "answer")
         assert await ib.place("$reply", "answer") < four
         assert bind(await ib.marks_before(four), four) == Unbound("moved")  # C settled after B: ask
@@ -280,8 +281,8 @@ async def test_a_redacted_answer_no_longer_shows_its_prompt_settled(engine_url: 
         a, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)
         await ib.place("$pa", "posted", a.id)
         await ib.place("$one", "answer")
-        await ib.settle(a.id, option_id="allow_once", by="@a:hs", via="matrix", feedback=None, now=2.0,
-                        event_id="$one", in_view=True)
+        await ib.settle(a.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=2.0,
+                        event_id="$one", in_view=True))
         await ib.place("$pb", "posted", "b")
         before = await ib.place("$x", "answer")
         assert bind(await ib.marks_before(before), before) == Bound("b")
@@ -366,7 +367,7 @@ async def test_the_bots_own_events_are_known_by_their_ids(engine_url: str) -> No
     try:
         rec, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)
         await ib.set_prompt_event(rec.id, "$prompt", 2.0)
-        await ib.settle(rec.id, option_id="allow_once", by="@a:hs", via="matrix", feedback=None, now=3.0)
+        await ib.settle(rec.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=3.0))
         await ib.mark_edited(rec.id, "$edit")
         assert await ib.own_event("$prompt") == ("posted", rec.id)
         assert await ib.own_event("$edit") == ("settled", rec.id)

@@ -39,7 +39,7 @@ from bot.inbox import links as L
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.fence import Deposed
 from bot.inbox.links import Link, Links, Squatted
-from bot.inbox.record import CANCELLED, Record
+from bot.inbox.record import CANCELLED, Record, Settlement
 from bot.inbox.store import Inbox
 from bot.util.aio import wait_any
 from bot.util.backoff import NO_JITTER, Backoff
@@ -212,8 +212,7 @@ class Watcher:
     async def _close_changed(self, rec: Record) -> None:
         """Withdraw a changed request that cannot be asked again (pending: cancelled; answered: not sent)."""
         settled = rec.pending and await self.inbox.settle(
-            rec.id, option_id=None, by=self.by, via=Via.CANCEL, feedback=CHANGED, now=self.now(), state=CANCELLED
-        )
+            rec.id, Settlement(None, self.by, Via.CANCEL, self.now(), CHANGED, state=CANCELLED))
         if settled:
             await self.links.set_delivery(rec.id, L.REFUSED, self.now())
             return
@@ -226,9 +225,7 @@ class Watcher:
             if (link.harness_id, link.fingerprint) in current:
                 continue
             rec = await self.inbox.settle(
-                link.request_id, option_id=None, by=self.by, via=Via.CANCEL, feedback=ELSEWHERE,
-                now=self.now(), state=CANCELLED,
-            )
+                link.request_id, Settlement(None, self.by, Via.CANCEL, self.now(), ELSEWHERE, state=CANCELLED))
             if rec is not None:
                 await self.links.set_delivery(link.request_id, L.WITHDRAWN, self.now())
                 log.info("harness_request_withdrawn", harness=self.name, harness_id=link.harness_id,

@@ -9,7 +9,7 @@ once, wait, due), ``listing`` (pending, pages, API JSON), ``posting`` (prompt ev
 settled edit, seeded reactions), ``marks`` (room timeline positions and marks, and their types),
 ``handled`` (handled and parked event ids; key/value: sync token, Matrix session, install id),
 ``links`` (watched harness id -> request id, delivery state); ``schema`` (the versioned schema
-steps); ``record`` (the Record), ``submission`` (a body -> a Submission, checked), ``digest`` (the
+steps); ``record`` (the Record, a Settlement), ``submission`` (a body -> a Submission, checked), ``digest`` (the
 request digest a decision and a key are bound to), ``decisions`` (picks options), ``pages`` (the keyset cursor
 of GET /permissions pages); ``session_rules`` ("Allow for this session", ``s`` / 🔁: the exact scope
 a rule covers, pure) beside its store ``session_rule_store`` (add, match, list, revoke, end,

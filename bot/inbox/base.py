@@ -11,6 +11,7 @@ import asyncio
 import json
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from dataclasses import fields
 from typing import Any
 
 from bot.events.states import State, Via
@@ -18,7 +19,7 @@ from bot.inbox.db import Connection, Database, Row
 from bot.inbox.db.notify import notify
 from bot.inbox.pages import JsonKept
 from bot.inbox.quorum import APPROVED  # a quorum request's approvals changed
-from bot.inbox.record import Outcome, Record
+from bot.inbox.record import Outcome, Record, dumps
 
 Listener = Callable[[str, Record], None]
 CHANGED = "pb_changed"
@@ -34,8 +35,20 @@ class Settled(asyncio.Event):
     record: Record | None = None
 
 
+JSON_COLUMNS = ("options", "raw_input", "locations", "content", "params", "approvers", "approvals", "escalated_to")
+"""The record's fields stored as JSON text (NULL: None)."""
+COLUMNS = tuple(f.name for f in fields(Record) if f.name != "outcome")
+"""The record's fields that are ``requests`` columns of the same name (its outcome is the ``outcome_*`` ones)."""
+
+
+def stored(column: str, value: Any) -> Any:
+    """``value`` as the ``requests`` column of its field's name stores it."""
+    return dumps(value) if column in JSON_COLUMNS and value is not None else value
+
+
 def row_to_record(r: Row) -> Record:
     """A ``requests`` row as a ``Record``."""
+    v = {c: r[c] for c in COLUMNS} | {c: json.loads(r[c]) for c in JSON_COLUMNS if r[c] is not None}
     outcome = None
     if r["outcome_via"] is not None:
         outcome = Outcome(
@@ -46,40 +59,8 @@ def row_to_record(r: Row) -> Record:
             decided_at=r["decided_at"],
             **answers_of(r["outcome_answers"]),
         )
-    return Record(
-        id=r["id"],
-        session_id=r["session_id"],
-        request_seq=r["request_seq"],
-        key=r["key"],
-        label=r["label"],
-        tool_call_id=r["tool_call_id"],
-        title=r["title"],
-        tool_kind=r["tool_kind"],
-        tool_name=r["tool_name"],
-        options=json.loads(r["options"]),
-        raw_input=json.loads(r["raw_input"]) if r["raw_input"] is not None else None,
-        locations=json.loads(r["locations"]),
-        content=json.loads(r["content"]),
-        params=json.loads(r["params"]),
-        digest=r["digest"],
-        revision=r["revision"],
-        state=State(r["state"]),
-        requested_at=r["requested_at"],
-        expires_at=r["expires_at"],
-        prompt_event_id=r["prompt_event_id"],
-        prompt_edited=bool(r["prompt_edited"]),
-        outcome=outcome,
-        cwd=r["cwd"],
-        submitted_by=r["submitted_by"],
-        room=r["room"],
-        approvals_needed=r["approvals_needed"],
-        approvers=json.loads(r["approvers"]) if r["approvers"] is not None else None,
-        approvals=json.loads(r["approvals"]) if r["approvals"] is not None else [],
-        approvals_shown=r["approvals_shown"],
-        escalated_at=r["escalated_at"],
-        escalated_to=json.loads(r["escalated_to"]) if r["escalated_to"] is not None else None,
-        kind=r["kind"],
-    )
+    return Record(**v | {"state": State(r["state"]), "prompt_edited": bool(r["prompt_edited"]), "outcome": outcome,
+                         "approvals": v["approvals"] if r["approvals"] is not None else []})
 
 
 def answers_of(stored: str | None) -> dict[str, Any]:

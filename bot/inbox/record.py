@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +12,7 @@ from bot.events.timestamps import iso_ms
 
 PENDING, RESOLVED, EXPIRED, CANCELLED = State.PENDING, State.RESOLVED, State.EXPIRED, State.CANCELLED  # old names
 STATES = tuple(State)
+SETTLED = (RESOLVED, EXPIRED, CANCELLED)
 VIAS = tuple(Via)
 
 
@@ -25,6 +27,37 @@ class Outcome:
     decided_at: float
     answers: dict[str, str] | None = None  # a question's: its text -> the answer as given
     chosen: list[str] | None = None  # a question's: the option ids picked (none for the person's own words)
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """How ``Inbox.settle`` is to settle a pending request; ``ValueError`` when it is no way to settle one.
+
+    ``state`` defaults to resolved (cancelled when ``option_id`` is None). ``event_id``: the room event that
+    settles it, marked handled in the same transaction; with ``in_view`` (a room answer seen where it sits,
+    bot.answers.timeline.in_view) its place in the timeline becomes the ``settled`` mark. ``ledger_by``: whom
+    the ledger entry names when ``by`` does not say it all (``rule:N``, every approver of a quorum).
+    ``answers`` and ``chosen``: as in ``Outcome``. ``person``: through the API, whom the deciding token
+    belongs to (a quorum counts that person)."""
+
+    option_id: str | None
+    by: str
+    via: Via
+    now: float
+    feedback: str | None = None
+    state: State | None = None
+    event_id: str | None = None
+    in_view: bool = False
+    ledger_by: Sequence[str] | None = None
+    answers: dict[str, str] | None = None
+    chosen: list[str] | None = None
+    person: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.state is None:
+            object.__setattr__(self, "state", RESOLVED if self.option_id is not None else CANCELLED)
+        elif self.state not in SETTLED:
+            raise ValueError(f"a request is settled resolved, expired or cancelled, not {self.state!r}")
 
 
 @dataclass(frozen=True)

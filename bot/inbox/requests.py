@@ -6,16 +6,15 @@ A request leaves ``pending`` at most once: settling is a conditional UPDATE chec
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from dataclasses import replace
 
-from bot.events.states import State, Via
 from bot.inbox import ledger
 from bot.inbox.approvals import Approvals
-from bot.inbox.base import RELEASED, Settled, row_to_record
+from bot.inbox.base import RELEASED, Settled, row_to_record, stored
 from bot.inbox.db import Connection
 from bot.inbox.marks import mark_settled_at
 from bot.inbox.quorum import PERSON_VIAS
-from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record, dumps
+from bot.inbox.record import PENDING, Record, Settlement, dumps
 from bot.inbox.sessions import PendingCaps, check_caps, check_room, next_seq
 from bot.inbox.submission import KeyConflict, Submission, conflict
 
@@ -78,20 +77,19 @@ class Requests(Approvals):
             "SELECT COUNT(*) FROM requests WHERE session_id=$1 AND tool_call_id=$2", sub.session_id, sub.tool_call_id
         ) or 0)
         rid = f"{sub.session_id}:{seq}"
-        await db.execute(
-            "INSERT INTO requests (id, session_id, request_seq, key, label, tool_call_id, title, tool_kind,"
-            " tool_name, options, raw_input, locations, content, params, digest, revision, state,"
-            " requested_at, expires_at, cwd, submitted_by, room, kind) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,"
-            "$13,$14,$15,$16,$17,$18,$19,$20,$21,$22,$23)",
-            rid, sub.session_id, seq, sub.key, sub.label, sub.tool_call_id, sub.title, sub.tool_kind,
-            sub.tool_name, dumps(sub.options),
-            None if sub.raw_input is None else dumps(sub.raw_input),
-            dumps(sub.locations), dumps(sub.content), dumps(sub.params), sub.digest, revision,
-            PENDING, float(now), float(now + timeout), sub.cwd, submitted_by, room, str(sub.kind),
-        )
-        row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", rid)
+        values = sub.as_fields() | {  # the submission's fields, and the rest the record starts with
+            "id": rid, "request_seq": seq, "revision": revision, "state": PENDING, "requested_at": float(now),
+            "expires_at": float(now + timeout), "submitted_by": submitted_by, "room": room, "kind": str(sub.kind)}
+        marks = ", ".join(f"${i}" for i in range(1, len(values) + 1))
+        await db.execute(f"INSERT INTO requests ({', '.join(values)}) VALUES ({marks})",
+                         *map(stored, values, values.values()))
+        return await self._read(db, rid), True
+
+    async def _read(self, db: Connection, request_id: str) -> Record:
+        """The record of a row this transaction wrote."""
+        row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
         assert row is not None
-        return row_to_record(row), True
+        return row_to_record(row)
 
     async def hold_post(self, db: Connection, request_id: str) -> None:
         """Keep a new request out of ``needing_post`` until ``release_post``, in its submit transaction
@@ -113,67 +111,51 @@ class Requests(Approvals):
         found = await self._records("SELECT * FROM requests WHERE prompt_event_id=$1", event_id)
         return found[0] if found else None
 
-    async def settle(
-        self,
-        request_id: str,
-        *,
-        option_id: str | None,
-        by: str,
-        via: Via,
-        feedback: str | None,
-        now: float,
-        state: State | None = None,
-        event_id: str | None = None,
-        in_view: bool = False,
-        ledger_by: Sequence[str] | None = None,
-        answers: dict[str, str] | None = None,
-        chosen: list[str] | None = None,
-        person: str | None = None,
-    ) -> Record | None:
-        """Leave ``pending`` once. Returns the settled record, or None when it was not pending.
-
-        ``state`` defaults to resolved (cancelled when ``option_id`` is None). ``event_id``,
-        when given, is marked handled in the same transaction; with ``in_view`` (a room answer seen
-        where it sits, bot.answers.timeline.in_view) its place in the timeline becomes the ``settled`` mark.
-        The settlement is appended to the ledger in the same transaction (``ledger_by``: who it names, when
-        ``by`` does not say it all: ``rule:N``, every approver of a quorum).
-        ``answers`` (a question's: its text -> the answer as given) and ``chosen`` (the option ids picked)
-        are stored with the outcome. ``person``: through the API, whom the deciding token belongs to (a
-        quorum counts that person; :class:`bot.inbox.quorum.NotCounted` when it may not count).
-        """
-        if state is None:
-            state = RESOLVED if option_id is not None else CANCELLED
-        assert state in (RESOLVED, EXPIRED, CANCELLED)
-        counted: Record | None = None
+    async def settle(self, request_id: str, how: Settlement) -> Record | None:
+        """Leave ``pending`` once, as ``how`` says. Returns the settled record, None when it was not pending, or
+        a quorum request still pending when this approval was counted (:class:`bot.inbox.quorum.NotCounted`
+        through the API when it may not count). The settlement is appended to the ledger in the same
+        transaction."""
         async with self._tx() as db:
-            if event_id is not None:
-                await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES ($1, $2)", event_id, float(now))
-            if option_id is not None and via in PERSON_VIAS:
-                step = await self._tally(db, request_id, option_id, by, via, now, person)
-                if isinstance(step, Record):  # an approval counted (or not one to count): still pending
-                    counted = step
-                elif step is not None:  # enough approvals, or a reject: settled naming every approver
-                    option_id, ledger_by = step
-            if counted is None:
-                changed = await db.execute(
-                    "UPDATE requests SET state=$1, outcome_option_id=$2, outcome_by=$3, outcome_via=$4,"
-                    " outcome_feedback=$5, decided_at=$6, outcome_answers=$9 WHERE id=$7 AND state=$8",
-                    state, option_id, by, via, feedback, float(now), request_id, PENDING,
-                    None if answers is None else dumps({"answers": answers, "chosen": chosen or []}),
-                )
-                if changed != 1:
-                    return None
-                if event_id is not None and in_view:
-                    await mark_settled_at(db, event_id, request_id)
-                await self._notify(db, "resolved", request_id)
-                row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
-                assert row is not None
-                rec = row_to_record(row)
-                await ledger.append(db, rec, ledger_by)
+            if how.event_id is not None:
+                await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES ($1, $2)", how.event_id,
+                                 float(how.now))
+            counted, how = await self._count(db, request_id, how)
+            rec = None if counted is not None else await self._close(db, request_id, how)
         if counted is not None:
             self._wake_approved()
             return counted
-        self._emit("resolved", rec)
+        if rec is not None:
+            self._emit("resolved", rec)
+        return rec
+
+    async def _count(self, db: Connection, request_id: str, how: Settlement) -> tuple[Record | None, Settlement]:
+        """A person's answer to a quorum request: (the record, still pending) when it was an approval counted;
+        else the settlement, naming every approver when it completed the quorum."""
+        if how.option_id is None or how.via not in PERSON_VIAS:
+            return None, how
+        step = await self._tally(db, request_id, how.option_id, how.by, how.via, how.now, how.person)
+        if isinstance(step, Record):  # an approval counted (or not one to count): still pending
+            return step, how
+        if step is None:  # no quorum request
+            return None, how
+        return None, replace(how, option_id=step[0], ledger_by=step[1])  # enough approvals, or a reject
+
+    async def _close(self, db: Connection, request_id: str, how: Settlement) -> Record | None:
+        """The conditional UPDATE out of ``pending``, then its timeline mark, notification and ledger entry."""
+        changed = await db.execute(
+            "UPDATE requests SET state=$1, outcome_option_id=$2, outcome_by=$3, outcome_via=$4,"
+            " outcome_feedback=$5, decided_at=$6, outcome_answers=$9 WHERE id=$7 AND state=$8",
+            how.state, how.option_id, how.by, how.via, how.feedback, float(how.now), request_id, PENDING,
+            None if how.answers is None else dumps({"answers": how.answers, "chosen": how.chosen or []}),
+        )
+        if changed != 1:
+            return None
+        if how.event_id is not None and how.in_view:
+            await mark_settled_at(db, how.event_id, request_id)
+        await self._notify(db, "resolved", request_id)
+        rec = await self._read(db, request_id)
+        await ledger.append(db, rec, how.ledger_by)
         return rec
 
     async def wait_settled(self, request_id: str, timeout: float) -> Record | None:

@@ -9,7 +9,7 @@ a submission is the body a stored request was made from (the inbox's insert asks
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import rfc8785
@@ -56,6 +56,10 @@ class Submission:
     params: dict[str, Any]
     digest: str
     kind: Kind = Kind.PERMISSION  # bot.events.kinds: a permission, a question or a plan
+
+    def as_fields(self) -> dict[str, Any]:
+        """Its fields by name: the record's fields (and ``requests`` columns) of the same names."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _str(v: Any, field: str, *, required: bool = True, max_len: int | None = None) -> str | None:

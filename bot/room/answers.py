@@ -21,7 +21,7 @@ from bot.config import AnswerersConfig
 from bot.events.states import via_words
 from bot.events.timestamps import iso_ms
 from bot.inbox.quorum import progress
-from bot.inbox.record import Record
+from bot.inbox.record import Record, Settlement
 from bot.inbox.session_rule_store import SessionRule, SessionRules
 from bot.inbox.session_rules import facts, scope_of
 from bot.inbox.store import Inbox
@@ -193,17 +193,11 @@ class RoomAnswers:
             self.notices.post(msg, reply_to=event_id, thread_root=thread_root)
             log.info("answer_refused", event_id=event_id, sender=cand.sender, reason=verdict.kind)
             return
-        settled = await self.inbox.settle(
-            verdict.request_id,
-            option_id=verdict.option_id,
-            by=verdict.sender,
-            via=verdict.via,
-            feedback=verdict.feedback,
-            now=now,
-            event_id=event_id,
+        settled = await self.inbox.settle(verdict.request_id, Settlement(
+            verdict.option_id, verdict.sender, verdict.via, now, verdict.feedback, event_id=event_id,
             in_view=in_view,  # the room shows it settled from here (this event's place, or the next one's)
             **question_answers(target_rec, verdict),  # a question's answers, stored with the outcome
-        )
+        ))
         if settled is not None and settled.pending:  # one approval of a quorum: counted, or counted already
             await self.inbox.mark_handled(event_id, now)
             again = target_rec is not None and any(a.get("by") == cand.sender for a in target_rec.approvals)

@@ -22,17 +22,17 @@ from bot.room.targets import as_target, question_answers
 
 
 @dataclass(frozen=True)
-class Settlement:
-    """The option to settle with, and a question's answers."""
+class Choice:
+    """The option a decision settles with, and a question's answers (for the inbox's ``Settlement``)."""
 
     option_id: str | None
-    answers: dict[str, str] | None = None  # a question's, for Inbox.settle
+    answers: dict[str, str] | None = None  # a question's
     chosen: list[str] | None = None
 
 
 def settlement(
     rec: Record, decision: str, *, option_id: str | None, scope: str | None, answer: str | None, by: str, via: str
-) -> Settlement:
+) -> Choice:
     """What ``decision`` settles ``rec`` with; ``NoFittingOption`` (HTTP 409) when it does not fit."""
     question = rec.kind == Kind.QUESTION
     if decision == "answer":
@@ -50,10 +50,10 @@ def settlement(
         verdict = resolve_question(cand, target, str(answer).strip())
         if not isinstance(verdict, answers.Answer):
             raise NoFittingOption(verdict.message if verdict is not None else "not an answer to this question")
-        return Settlement(verdict.option_id, **question_answers(rec, verdict))
+        return Choice(verdict.option_id, **question_answers(rec, verdict))
     chosen = choose(rec.options, decision, scope=scope, option_id=option_id)
     if question and chosen is not None:
         index = [oid for oid, _ in target.options].index(chosen)
         verdict = answer_at(answers.Candidate("", by, Via.API), target, index, None)
-        return Settlement(chosen, **question_answers(rec, verdict))
-    return Settlement(chosen)
+        return Choice(chosen, **question_answers(rec, verdict))
+    return Choice(chosen)

@@ -184,12 +184,9 @@ WORST_FEEDBACK = "x" * 2000  # bot.prompts.MAX_FEEDBACK
 def provisional(sub: Submission, now: float, timeout: float) -> Record:
     """The record ``sub`` would become, with the longest number and revision it could get."""
     return Record(
-        id=f"{sub.session_id}:{WORST_SEQ}", session_id=sub.session_id, request_seq=WORST_SEQ, key=sub.key,
-        label=sub.label, tool_call_id=sub.tool_call_id, title=sub.title, tool_kind=sub.tool_kind,
-        tool_name=sub.tool_name, options=sub.options, raw_input=sub.raw_input, locations=sub.locations,
-        content=sub.content, params=sub.params, digest=sub.digest, revision=WORST_SEQ, state=State.PENDING,
-        requested_at=now, expires_at=now + timeout, prompt_event_id=None, prompt_edited=False, outcome=None,
-        cwd=sub.cwd, kind=sub.kind,
+        **sub.as_fields(), id=f"{sub.session_id}:{WORST_SEQ}", request_seq=WORST_SEQ, revision=WORST_SEQ,
+        state=State.PENDING, requested_at=now, expires_at=now + timeout, prompt_event_id=None, prompt_edited=False,
+        outcome=None,
     )
 
 

@@ -13,7 +13,7 @@ from bot.config import Config
 from bot.events.kinds import Kind
 from bot.events.states import Via
 from bot.inbox.decisions import NoFittingOption, choose
-from bot.inbox.record import Record
+from bot.inbox.record import Record, Settlement
 from bot.inbox.session_rule_store import SessionRules
 from bot.inbox.session_rules import facts, scope_of
 from bot.inbox.store import Inbox
@@ -85,9 +85,7 @@ class ByRule:
         return await self._settle(rec, once[0], f"session rule (set by {rule.set_by})", f"rule:session:{rule.set_by}")
 
     async def _settle(self, rec: Record, option: str | None, by: str, ledger_by: str) -> Record:
-        settled = await self.inbox.settle(
-            rec.id, option_id=option, by=by, via=Via.RULE, feedback=None, now=self.now(), ledger_by=[ledger_by]
-        )
+        settled = await self.inbox.settle(rec.id, Settlement(option, by, Via.RULE, self.now(), ledger_by=[ledger_by]))
         if settled is None:
             return rec
         if not self.cfg.prompts.post_rule_settled:

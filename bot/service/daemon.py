@@ -23,7 +23,7 @@ from bot.inbox.across import Across
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.fence import Deposed
 from bot.inbox.decisions import timeout_choice
-from bot.inbox.record import EXPIRED, Record
+from bot.inbox.record import EXPIRED, Record, Settlement
 from bot.inbox.sessions import TooManyPending
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
@@ -190,10 +190,8 @@ class Daemon:
         how = Via.CANCEL if decision == "cancel" else Via(via)
         plan = settlement(rec, decision, option_id=option_id, scope=scope, answer=answer, by=by, via=how)
         chosen = plan.option_id
-        settled = await self.inbox.settle(
-            request_id, option_id=chosen, by=by, via=how, feedback=feedback, now=self.now(),
-            answers=plan.answers, chosen=plan.chosen, person=person,
-        )
+        settled = await self.inbox.settle(request_id, Settlement(
+            chosen, by, how, self.now(), feedback, answers=plan.answers, chosen=plan.chosen, person=person))
         if settled is None:
             raise NotFound(request_id)
         log.info("request_decided", request_id=request_id, option_id=chosen, via=how, by=by)
@@ -220,9 +218,7 @@ class Daemon:
                 for rec in await self.inbox.due(self.now()):
                     option = timeout_choice(rec.options, self.cfg.prompts.on_timeout)
                     settled = await self.inbox.settle(
-                        rec.id, option_id=option, by="timeout", via=Via.TIMEOUT, feedback=None, now=self.now(),
-                        state=EXPIRED,
-                    )
+                        rec.id, Settlement(option, "timeout", Via.TIMEOUT, self.now(), state=EXPIRED))
                     if settled:
                         log.info("request_expired", request_id=rec.id, option_id=option)
                 nxt = await self.inbox.next_expiry()

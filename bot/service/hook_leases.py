@@ -23,6 +23,7 @@ from collections.abc import Callable
 import structlog
 
 from bot.events.states import Via
+from bot.inbox.record import Settlement
 from bot.inbox.store import Inbox
 from bot.util.aio import sleep_unless_stopped
 from bot.util.outage import Outage
@@ -107,8 +108,7 @@ class HookLeases:
         n = 0
         for rec in await self.inbox.orphaned(self.holder, self.lease):
             by = withdrawn_by(rec.label or "a")
-            settled = await self.inbox.settle(rec.id, option_id=None, by=by, via=Via.CANCEL, feedback=why,
-                                              now=self.now())
+            settled = await self.inbox.settle(rec.id, Settlement(None, by, Via.CANCEL, self.now(), why))
             if settled is not None:  # else settled meanwhile (another daemon withdrew it, or an answer came)
                 log.info("hook_request_withdrawn", request_id=rec.id, by=by, why=why)
                 n += 1
