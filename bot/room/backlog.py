@@ -1,13 +1,13 @@
 """In which order the poster sends the prompts not in the room yet (pure).
 
-Few waiting (a burst, a form's questions): oldest first, as they came. A backlog (more than ``BACKLOG``
-waiting: after an outage of the homeserver, a take-over, a flood) would otherwise hide what arrives now
-behind everything before it, for minutes. So then the newest and the oldest go alternately: a request
-submitted now is the newest and is sent as soon as a send slot frees, while the backlog still drains from
-its oldest end at half the rate or more. A form's questions go one at a time, in the form's order (``in_form_order``): sent at once, the homeserver
-may put a later question above an earlier one. Binding is not touched by the order (bot/answers/timeline.py:
-a plain answer binds by what the room shows, wherever a prompt lands); with a backlog many prompts are
-pending anyway, so plain answers are asked about and replies decide.
+Few waiting (a burst): oldest first, as they came. A backlog (more than ``BACKLOG`` waiting: after an outage
+of the homeserver, a take-over, a flood) would otherwise hide what arrives now behind everything before it,
+for minutes. So then the newest and the oldest go alternately: a request submitted now is the newest and is
+sent as soon as a send slot frees, while the backlog still drains from its oldest end at half the rate or
+more. A form's questions go one at a time, in the form's order (``in_form_order``): sent at once, the
+homeserver may put a later question above an earlier one. Binding is not touched by the order
+(bot/answers/timeline.py: a plain answer binds by what the room shows, wherever a prompt lands); with a
+backlog many prompts are pending anyway, so plain answers are asked about and replies decide.
 """
 
 from __future__ import annotations
