@@ -2,7 +2,8 @@
 
 Every record becomes one structlog event, so it is rendered, masked and thinned like the bot's own lines:
 matrix-nio's 429 waits as one ``matrix_rate_limited`` line, its ``Timed out, sleeping for 0s`` dropped
-(bot.matrix.retry says ``matrix_unreachable``), any other nio line as ``matrix_library``, every other
+(bot.matrix.retry says ``matrix_unreachable``), its ``Error validating response`` (before an error answer)
+a debug line, any other nio line as ``matrix_library``, every other
 library's as ``library_log``; both keep the library's logger name and its message (masked, at most 500
 characters) and a traceback as ``exception``.
 """
@@ -56,7 +57,10 @@ class LibraryHandler(logging.Handler):
         }
         if record.exc_info and record.exc_info[0] is not None:
             kw["exc_info"] = record.exc_info
-        getattr(log, _level(record))("matrix_library" if nio else "library_log", **kw)
+        # nio's "Error validating response" precedes every error answer it then reads as one (a refused login):
+        # the bot's own line says what went wrong, so this one is debug
+        quiet = nio and msg.startswith("Error validating response")
+        getattr(log, "debug" if quiet else _level(record))("matrix_library" if nio else "library_log", **kw)
 
 
 def route(level: int) -> None:
