@@ -155,7 +155,7 @@ async def verify(cfg: Config | None, file: str | None, against_room: bool, out: 
         return _fail(f"verify: {problem}", EXIT_BAD)
     if against_room:
         agree = len([c for c in checkpoints if not partial or c[1] in checker.hashes])
-        rooms = f"; {agree} checkpoint{'' if agree == 1 else 's'} in the rooms agree{'s' if agree == 1 else ''}"
+        rooms = f"; checkpoints in the rooms agree ({agree} read)"  # never "1 checkpoints"
     else:
         rooms = ""
     print(_summary(checker) + rooms, file=out)
