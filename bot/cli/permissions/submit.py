@@ -35,7 +35,8 @@ def add_arguments(sub: Any, conn: argparse.ArgumentParser) -> None:
         "its prompt appears in the station room. With --wait, wait for the answer and print it.",
     )
     s.add_argument("--title", required=True, metavar="TEXT", help="what the agent wants to do")
-    s.add_argument("--command", metavar="CMD", help="the shell command it would run (shown in the prompt)")
+    s.add_argument("--command", dest="shell_command", metavar="CMD",  # not "command": main.py's verb
+                   help="the shell command it would run (shown in the prompt)")
     s.add_argument("--session", metavar="ID", help="the session id (default: a new cli-... one)")
     s.add_argument("--wait", action="store_true", help="wait until it is answered; exit 0 allowed, 1 otherwise")
     s.add_argument("--json", action="store_true", help="print the record as JSON")
@@ -44,8 +45,8 @@ def add_arguments(sub: Any, conn: argparse.ArgumentParser) -> None:
 def body(args: argparse.Namespace) -> dict[str, Any]:
     """The ACP ``session/request_permission`` params submitted."""
     call: dict[str, Any] = {"toolCallId": "call-" + secrets.token_hex(4), "title": args.title, "kind": "execute"}
-    if args.command is not None:
-        call["rawInput"] = {"command": args.command}
+    if args.shell_command is not None:
+        call["rawInput"] = {"command": args.shell_command}
     return {"sessionId": args.session or "cli-" + secrets.token_hex(4), "toolCall": call, "options": OPTIONS}
 
 
