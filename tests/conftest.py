@@ -25,6 +25,14 @@ os.environ.setdefault("PERMISSION_BOT_CHECKPOINT_DELAY", "86400")
 TEST_SYNAPSE = {"bcrypt_rounds": 4}
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that needs the real Synapse (the ``homeserver`` fixture, directly or through another one: the
+    station, a fault station, ...) is ``e2e``, marked in its file or not: ``-m "not e2e"`` runs none of them."""
+    for item in items:
+        if "homeserver" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.e2e)
+
+
 @pytest.fixture(scope="session")
 def workdir() -> Iterator[Path]:
     d = Path(tempfile.mkdtemp(prefix="pb-tests-"))

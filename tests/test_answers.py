@@ -468,7 +468,7 @@ def test_unparsable_message_lists_choices() -> None:
     assert isinstance(r, Refusal) and "Answer with 1 or the option's name: 1. OK." in r.message
     none = target(options=())
     r = resolve(explicit("1"), none, [none])
-    assert isinstance(r, Refusal) and r.kind == "unparsable"
+    assert isinstance(r, Refusal) and r.kind == "not_offered"  # logged as such, not as reason='unparsable'
 
 
 def test_out_of_range_plain_number_is_told_there_is_no_such_option() -> None:
@@ -476,7 +476,7 @@ def test_out_of_range_plain_number_is_told_there_is_no_such_option() -> None:
     t = target()
     for n in ("7", "0"):
         r = resolve(plain(n), t, [t])
-        assert isinstance(r, Refusal) and r.kind == "unparsable" and r.message.startswith(f"There is no option {n}.")
+        assert isinstance(r, Refusal) and r.kind == "not_offered" and r.message.startswith(f"There is no option {n}.")
     assert resolve(plain("9" * 5000), t, [t]) is None  # no number a prompt could have: chat
     assert resolve(plain("7 cats"), t, [t]) is None
 
@@ -568,7 +568,7 @@ def test_reactions() -> None:
     assert resolve(c, None, [t]) is None
     r = resolve(cand(reaction_event("\U0001f51f")), t, [t])
     assert (
-        isinstance(r, Refusal) and r.kind == "unparsable" and r.message.startswith("There is no option 10.")
+        isinstance(r, Refusal) and r.kind == "not_offered" and r.message.startswith("There is no option 10.")
     )
     r = resolve(c, target(pending=False), [])
     assert isinstance(r, Refusal) and r.kind == "not_pending"

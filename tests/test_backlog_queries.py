@@ -4,12 +4,14 @@ the poster's order with and without a backlog (bot/room/backlog.py)."""
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bot.api.hook_hold import KEY_PREFIX
+from bot.events.kinds import Kind
 from bot.events.states import State, Via
 from bot.inbox.record import Record, Settlement
 from bot.inbox.store import Inbox
@@ -41,6 +43,17 @@ def test_a_backlog_alternates_newest_and_oldest_each_once() -> None:
     assert len(got) == len(set(got)) == backlog.BACKLOG + 1 + backlog.NEWEST
     small = everything[: backlog.BACKLOG + 2]  # newest and oldest overlap: each once
     assert sorted(r.request_seq for r in backlog.order(small, small[::-1])) == list(range(backlog.BACKLOG + 2))
+
+
+def test_a_forms_questions_go_one_at_a_time_in_its_order_even_in_a_backlog() -> None:
+    """Sent together, the homeserver may put a form's later question above its first; with a backlog the
+    newest end would even send the last question first."""
+    form = [replace(rec(i), id=f"f:{i}", session_id="f", kind=Kind.QUESTION) for i in (1, 2, 3)]
+    flood = [rec(i) for i in range(100, 100 + backlog.BACKLOG + 1)]
+    got = backlog.in_form_order(backlog.order(flood, form[::-1]), flood + form)
+    assert [r.id for r in got if r.session_id == "f"] == ["f:1"] and len(got) == len(flood) + 1
+    assert backlog.in_form_order(form[1:], form) == []  # the first in flight or backing off: the rest wait
+    assert backlog.in_form_order(form[1:], form[1:]) == [form[1]]  # the first is in the room: the second goes
 
 
 async def submit(inbox: Inbox, sid: str, at: float, key: str | None = None) -> Record:

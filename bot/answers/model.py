@@ -74,7 +74,7 @@ class Answer:
     chosen: tuple[str, ...] = ()  # a question's: the option ids picked
 
 
-RefusalKind = Literal["unparsable", "ambiguous", "stale", "not_pending", "unknown_request", "incomplete"]
+RefusalKind = Literal["unparsable", "not_offered", "ambiguous", "stale", "not_pending", "unknown_request", "incomplete"]
 
 
 @dataclass(frozen=True)

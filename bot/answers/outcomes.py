@@ -61,6 +61,11 @@ def unparsable(target: Target, lead: str = "") -> Refusal:
     return Refusal("unparsable", f"{lead}{_choices(target)}", target.request_id)
 
 
+def not_offered(target: Target, number: int, what: str = "option") -> Refusal:
+    """A number the prompt does not offer ("7" under four options): said so, with the answers."""
+    return Refusal("not_offered", f"There is no {what} {number}. {_choices(target)}", target.request_id)
+
+
 def not_pending(target: Target) -> Refusal:
     return Refusal(
         "not_pending", f"Request {show(target.request_id, 80)} is already settled.", target.request_id

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from bot.answers.model import Answer, Candidate, Refusal, Target
-from bot.answers.outcomes import answer, incomplete, not_pending, offered, show, unparsable
+from bot.answers.outcomes import answer, incomplete, not_offered, not_pending, offered, show, unparsable
 from bot.answers.text import NoSuchNumber, Pick, norm, parse
 from bot.events.kinds import ANSWERED, as_number, joined
 
@@ -118,7 +118,7 @@ def _decide(
         return None  # a plain message that is no choice: conversation
     missing = single if isinstance(single, NoSuchNumber) else many if isinstance(many, NoSuchNumber) else None
     if missing is not None:
-        return unparsable(target, f"There is no choice {missing.number}. ")
+        return not_offered(target, missing.number, "choice")
     if target.question.free_text and target.question.answer_type != "text":
         if as_number(text, target.question.answer_type) is None:
             wanted = "an integer" if target.question.answer_type == "integer" else "a number"

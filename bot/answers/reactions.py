@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.answers.model import Answer, Candidate, Refusal, Target
-from bot.answers.outcomes import answer, not_pending, session_index, shown, unparsable
+from bot.answers.outcomes import answer, not_offered, not_pending, session_index, shown, unparsable
 from bot.answers.text import keycap_index
 from bot.events.states import Via
 from bot.inbox.session_rules import REACTION as SESSION_REACTION
@@ -51,6 +51,8 @@ def resolve_reaction(c: Candidate, target: Target | None) -> Answer | Refusal | 
         if kind not in target.kinds:
             return unparsable(target, f"This prompt offers no {kind.replace('_', ' ')} option. ")
         return answer(c, target, list(target.kinds).index(kind), None)
-    if number is None or number > len(shown(target)):
-        return unparsable(target, f"There is no option {number}. ")
+    if number is None:
+        return unparsable(target)
+    if number > len(shown(target)):
+        return not_offered(target, number)
     return answer(c, target, number - 1, None)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bot.answers.model import Answer, Candidate, Refusal, Target
-from bot.answers.outcomes import answer, incomplete, not_pending, parse_for, show, unparsable
+from bot.answers.outcomes import answer, incomplete, not_offered, not_pending, parse_for, show, unparsable
 from bot.answers.questions import resolve_question
 from bot.answers.text import NoSuchNumber, Pick
 
@@ -31,14 +31,14 @@ def resolve_text(
         if isinstance(parsed, Pick):
             return answer(c, target, parsed.index, parsed.feedback)
         if isinstance(parsed, NoSuchNumber):
-            return unparsable(target, f"There is no option {parsed.number}. ")
+            return not_offered(target, parsed.number)
         if len(text.split()) > 1:
             return None  # conversation ("1 sec, let me check"): left alone, no notice
         return unparsable(target)  # one word that is no option ("yes"): say what the answers are
     if target is not None:  # the one prompt the sender could have meant (bot.answers.timeline.bind)
         parsed = parse_for(text, target)
         if isinstance(parsed, NoSuchNumber) and target.pending:  # "3" under a two-option prompt: say so
-            return unparsable(target, f"There is no option {parsed.number}. ")
+            return not_offered(target, parsed.number)
         if not isinstance(parsed, Pick):
             return None
         if not target.pending:

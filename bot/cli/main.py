@@ -66,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 
     hook_cmd.add_arguments(hook)
 
-    perms = sub.add_parser("permissions", help="the permission inbox: ls, approve, deny, watch")
+    perms = sub.add_parser("permissions", help="the permission inbox: ls, approve, deny, answer, submit, watch, rules")
     from bot.cli import permissions
 
     permissions.add_arguments(perms)

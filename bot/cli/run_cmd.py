@@ -10,7 +10,7 @@ from aiohttp import web
 
 from bot.cli.config_file import load_or_exit
 from bot.config import Config
-from bot.util import aio
+from bot.util import aio, statedir
 
 
 async def _serve(cfg: Config) -> int:
@@ -25,6 +25,9 @@ async def _serve(cfg: Config) -> int:
     from bot.inbox.schema import SchemaTooNew
 
     state = cfg.state_dir
+    if (bad := statedir.problem(state)) is not None:  # one line, not a traceback from deep in the start-up
+        print("permission-bot: {} -> {}".format(*bad), file=sys.stderr)
+        return 2
     try:
         daemon = Daemon(cfg)
     except DatabaseUrlError as e:  # one line naming state.database, never the password

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from bot.config.api import ApiConfig
 from bot.config.base import ConfigError
-from bot.config.env import ENV_ACCESS_TOKEN, ENV_API_TOKEN, ENV_PASSWORD, ENV_RECOVERY_KEY
+from bot.config.env import ENV_ACCESS_TOKEN, ENV_API_TOKEN, ENV_PASSWORD, ENV_RECOVERY_KEY, secret_source
 from bot.config.harnesses import HarnessConfig
 from bot.config.load import Config, load_config, parse_config
 from bot.config.matrix import AnswerersConfig, MatrixConfig, VerifiedDevice
@@ -44,4 +44,5 @@ __all__ = [
     "WebhookConfig",
     "load_config",
     "parse_config",
+    "secret_source",
 ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Any
 
 from bot.config.base import ConfigError
@@ -32,3 +34,11 @@ def with_env(data: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     except TokenSourceError as e:
         raise ConfigError(str(e)) from None
     return data
+
+
+def secret_source(key: str, env: Mapping[str, str] | None = None) -> str:
+    """Where the matrix secret ``key`` (``password``, ``access_token``, ``recovery_key``) came from, for
+    messages: its environment variable when set (it wins over the file), else ``matrix.KEY``."""
+    env = os.environ if env is None else env
+    var = next((v for v, k in _MATRIX.items() if k == key), "")
+    return f"env {var}" if var and env.get(var) else f"matrix.{key}"

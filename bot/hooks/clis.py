@@ -6,3 +6,4 @@ from typing import Literal
 
 Cli = Literal["claude-code", "codex"]
 CLIS: tuple[Cli, ...] = ("claude-code", "codex")
+NAMES: dict[Cli, str] = {"claude-code": "Claude Code", "codex": "Codex"}  # as people write them

@@ -29,6 +29,7 @@ from typing import Any, Literal
 import aiohttp
 
 from bot.hooks.asks import form_digest
+from bot.hooks.clis import NAMES as CLI_NAMES
 from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
 from bot.hooks.output import deny, failure_notice
 from bot.hooks.preview_files import read_before
@@ -230,7 +231,7 @@ def run(args: HookArgs, raw: bytes, out: Any, err: Any) -> int:
 
 def _fail(args: HookArgs, why: str, event: str | None, out: Any, err: Any) -> int:
     if args.fallback == "ask":
-        err.write(f"permission-bot hook: {why}; no decision, the {args.cli} asks as usual\n")
+        err.write(f"permission-bot hook: {why}; no decision, so {CLI_NAMES[args.cli]} asks as usual\n")
         if (notice := failure_notice(args.cli, why)) is not None:
             with contextlib.suppress(OSError):
                 out.write(json.dumps(notice) + "\n")

@@ -64,8 +64,12 @@ def parse_hook_input(cli: Cli, data: Any) -> HookInput:
         raise HookInputError("hook input: expected a JSON object")
     event = data.get("hook_event_name")
     if event not in EVENTS[cli]:
-        shown = event if isinstance(event, str) else type(event).__name__
-        raise HookInputError(f"hook_event_name: {shown[:40]!r} is not handled for {cli} ({', '.join(EVENTS[cli])})")
+        handled = ", ".join(EVENTS[cli])
+        if event is None:
+            raise HookInputError(f"hook_event_name: missing; not a {cli} hook input (expected one of: {handled})")
+        if not isinstance(event, str):
+            raise HookInputError(f"hook_event_name: expected a string, got a {type(event).__name__} ({handled})")
+        raise HookInputError(f"hook_event_name: {event[:40]!r} is not handled for {cli} (expected one of: {handled})")
     try:
         return HookInput.model_validate(data)
     except ValidationError as e:

@@ -70,7 +70,8 @@ async def homeserver(url: str) -> None:
             raise MatrixFatal(f"matrix.homeserver: the TLS handshake with {base} failed ({tls}); {hint}") from None
 
     while True:
-        status, body, wait = await retry("homeserver", once)
+        hint = f"check matrix.homeserver ({base}) and that the server is up; retrying until it answers"
+        status, body, wait = await retry("homeserver", once, hint=hint)
         if status == 429:
             await rate_limited("homeserver", wait or 5.0)
             continue

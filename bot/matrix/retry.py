@@ -3,7 +3,9 @@
 Transient: the network (``OSError``, ``TimeoutError``, ``aiohttp.ClientError``, told by
 type) and, where a caller says so, the local disk; a refusal for rate (429 ``M_LIMIT_EXCEEDED``) is told by
 :func:`retry_after`. Back-off (:class:`MatrixBackoff`) doubles
-from 0.5 s to 30 s, with ±20 % jitter, and resets after a success.
+from 0.5 s to 30 s, with ±20 % jitter, and resets after a success. An outage is two lines
+(:class:`bot.util.outage.Outage`): ``matrix_unreachable`` once, with what to check, and
+``matrix_reachable`` when it is over; the tries between are debug lines.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import structlog
 
 from bot.inbox.db.errors import STORAGE_ERRORS as STATE_ERRORS
 from bot.util.backoff import Backoff
+from bot.util.outage import Outage
 
 log = structlog.get_logger("matrix")
 
@@ -26,6 +29,7 @@ STORAGE_ERRORS: tuple[type[BaseException], ...] = STATE_ERRORS  # SQLite or Post
 LIMITED = ("M_LIMIT_EXCEEDED", "429")  # a homeserver's refusal for rate
 FIRST_DELAY = 0.5
 MAX_DELAY = 30.0
+UNREACHABLE_HINT = "check matrix.homeserver and that the server is up; retrying with back-off until it answers"
 
 
 def describe(e: BaseException) -> str:
@@ -50,20 +54,25 @@ class MatrixBackoff(Backoff):
         super().__init__(FIRST_DELAY, MAX_DELAY)
 
 
-async def retry(what: str, call: Callable[[], Awaitable[Any]], attempts: int = 0) -> Any:
-    """Call until it returns; network errors back off; ``attempts`` 0 means forever.
+async def retry(what: str, call: Callable[[], Awaitable[Any]], attempts: int = 0, hint: str = UNREACHABLE_HINT) -> Any:
+    """Call until it returns; network errors back off; ``attempts`` 0 means forever. ``hint`` says what to
+    check, once an outage.
 
     A stop is a cancellation of the caller's task: the sleeps here never hold it up.
     """
     pace = MatrixBackoff()
+    outage = Outage(log, "matrix_unreachable", "matrix_reachable", hint=hint, during=what)
     n = 0
     while True:
         n += 1
         try:
-            return await call()
+            result = await call()
         except NETWORK_ERRORS as e:
             if attempts and n >= attempts:
                 raise
             delay = pace.delay()
-            log.warning("matrix_unreachable", during=what, error=describe(e), retry_in=round(delay, 2))
+            outage.failed(describe(e), delay)
+        else:
+            outage.ok()
+            return result
         await asyncio.sleep(delay)

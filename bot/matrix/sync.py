@@ -23,7 +23,7 @@ from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.fence import Deposed
 from bot.matrix.backfill import backfill
 from bot.matrix.errors import REVOKED, MatrixFatal
-from bot.matrix.retry import STORAGE_ERRORS, MatrixBackoff, describe, retry
+from bot.matrix.retry import STORAGE_ERRORS, UNREACHABLE_HINT, MatrixBackoff, describe, retry
 from bot.matrix.station import EventHandler, Station
 from bot.matrix.station_room import StationRoom
 from bot.matrix.sync_filter import SyncFilter
@@ -69,6 +69,7 @@ class Syncer:
         self.on_token_revoked = on_token_revoked
         self.vault = vault
         self.state_outage = Outage(log, "sync_state_unavailable", "sync_state_back")  # the state away: 2 lines
+        self.link_outage = Outage(log, "sync_failed", "sync_back", hint=UNREACHABLE_HINT)  # the homeserver away: 2
 
     @property
     def joined(self) -> bool:
@@ -97,7 +98,7 @@ class Syncer:
                 raise
             except Exception as e:
                 self.connected = False
-                await self._pause(stop, backoff, "sync_failed", error=describe(e))
+                await self._pause(stop, backoff, "sync_failed", self.link_outage, error=describe(e))
                 continue
             if not isinstance(r, SyncResponse):
                 self.connected = False
@@ -107,9 +108,11 @@ class Syncer:
                     continue
                 if self.filter:
                     await self.filter.refused(code)  # an unknown filter id: made again on the next try
-                await self._pause(stop, backoff, "sync_error", status=code, error=getattr(r, "message", str(r)))
+                why = f"{code} {getattr(r, 'message', str(r))}".strip()
+                await self._pause(stop, backoff, "sync_error", self.link_outage, error=why)
                 continue
             self.connected = True
+            self.link_outage.ok()
             try:
                 await self._invites(r)
                 for room, deliver in delivers:

@@ -1,5 +1,6 @@
 """The outbox's poster: prompts not in the room yet, sent as send slots free, in bot/room/backlog.py's order
-(in the order they came while the homeserver rate-limits the bot: a few a minute, none may jump the line).
+(in the order they came while the homeserver rate-limits the bot: a few a minute, none may jump the line;
+a form's questions one after another, in its order).
 
 A mixin of :class:`bot.room.outbox.Outbox` (which owns the attributes declared here): one worker step,
 ``_post_step``, keeps up to SEND_CONCURRENCY sends in flight (the slots are shared with the urgent edits) and
@@ -128,18 +129,19 @@ class Poster:
 
     async def _to_post(self, flying: Collection[str]) -> list[Record]:
         """The prompts to send next, in backlog.order (two reads from the ends of the requests_unposted index);
-        oldest first while the homeserver rate-limits the bot."""
+        oldest first while the homeserver rate-limits the bot; a form's later questions wait until its earlier ones
+        are in the room (backlog.in_form_order)."""
         extra = self.retries.waiting() + len(flying)
         held = self.now() - HOLD_LAPSE
 
         def ready(recs: list[Record]) -> list[Record]:
             return [r for r in self._ready("post", recs) if r.id not in flying]
 
-        oldest = ready(await self.inbox.needing_post(limit=backlog.BACKLOG + 1 + extra, held_before=held))
+        oldest = await self.inbox.needing_post(limit=backlog.BACKLOG + 1 + extra, held_before=held)
         newest: list[Record] = []
-        if len(oldest) > backlog.BACKLOG and not self.matrix.rate_limited:  # limited: in the order they came
-            newest = ready(await self.inbox.needing_post(limit=backlog.NEWEST + extra, held_before=held, newest=True))
-        return backlog.order(oldest, newest)
+        if len(ready(oldest)) > backlog.BACKLOG and not self.matrix.rate_limited:  # limited: in the order they came
+            newest = await self.inbox.needing_post(limit=backlog.NEWEST + extra, held_before=held, newest=True)
+        return backlog.in_form_order(backlog.order(ready(oldest), ready(newest)), oldest + newest)
 
     async def _send_or_short(
         self,

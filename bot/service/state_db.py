@@ -31,5 +31,6 @@ def database_url(cfg: Config, env: Mapping[str, str] | None = None) -> str | Non
 def state_database(cfg: Config, holder: str, env: Mapping[str, str] | None = None) -> Database:
     """The daemon's database, not started (raises ``DatabaseUrlError``, one line without a password)."""
     url = database_url(cfg, env)
-    return create(url if url else f"sqlite:{Path(cfg.state_dir, 'inbox.sqlite3').resolve()}", holder=holder,
-                  key=source_key(os.environ if env is None else env))
+    if not url:  # SQLite under the state folder: state.path chose it
+        return create(f"sqlite:{Path(cfg.state_dir, 'inbox.sqlite3').resolve()}", holder=holder, key="state.path")
+    return create(url, holder=holder, key=source_key(os.environ if env is None else env))

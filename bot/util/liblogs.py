@@ -5,7 +5,8 @@ thinned like the bot's lines); :func:`as_event`, its ``foreign_pre_chain``, name
 as one ``matrix_rate_limited`` line, any other nio line as ``matrix_library``, every other library's as
 ``library_log``; both keep the library's logger name and its message (at most 500 characters) and a
 traceback as ``exception``. nio's ``Timed out, sleeping for 0s`` is dropped (bot.matrix.retry says
-``matrix_unreachable``).
+``matrix_unreachable``), its ``Error validating response`` (before every error answer it then reads as one: the
+bot's own line says what went wrong) is a debug line.
 """
 
 from __future__ import annotations
@@ -26,11 +27,20 @@ def _nio(record: logging.LogRecord) -> bool:
 
 
 class _Records(logging.Filter):
-    """Drops nio's timed-out chatter; a record whose format string does not fit its arguments keeps both as text."""
+    """Drops nio's timed-out chatter, demotes its validation chatter to debug (shown only at ``debug``); a record
+    whose format string does not fit its arguments keeps both as text."""
+
+    def __init__(self, debug: bool) -> None:
+        super().__init__()
+        self.debug = debug
 
     def filter(self, record: logging.LogRecord) -> bool:
         if _nio(record) and str(record.msg).startswith("Timed out, sleeping"):
             return False
+        if _nio(record) and str(record.msg).startswith("Error validating response"):
+            if not self.debug:
+                return False
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         try:
             record.getMessage()
         except Exception:  # a library's bad format string: its template and arguments, as they are
@@ -72,11 +82,11 @@ def as_event(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutab
     return event
 
 
-def route(level: int, chain: Sequence[Processor], sink: TextIO | None = None) -> None:
+def route(level: int, chain: Sequence[Processor], sink: TextIO | None = None, *, debug: bool = False) -> None:
     """Send every stdlib record (and ``warnings``) at ``level`` or above through ``chain`` (the bot's own
-    processors, renderer last) to ``sink`` (default: stderr)."""
+    processors, renderer last) to ``sink`` (default: stderr); ``debug``: the bot logs at debug."""
     handler = _Handler(sink if sink is not None else sys.stderr)
-    handler.addFilter(_Records())
+    handler.addFilter(_Records(debug))
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=[as_event],

@@ -172,7 +172,8 @@ def configure(
         else structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
-    liblogs.route(max(lvl, logging.WARNING), chain, sink)  # libraries: their warnings and errors (not chatter)
+    # libraries: their warnings and errors (not chatter)
+    liblogs.route(max(lvl, logging.WARNING), chain, sink, debug=lvl <= logging.DEBUG)
     for var in set(ignored) - _warned:  # once, though a command configures twice (before and after its config)
         _warned.add(var)
         structlog.get_logger("log").warning("log_setting_ignored", variable=var, value=os.environ.get(var, "")[:40],

@@ -12,8 +12,11 @@ from typing import Any
 class Outage:
     """One loop's outage: :meth:`failed` on each failed try, :meth:`ok` on each success."""
 
-    def __init__(self, log: Any, lost: str, back: str, clock: Callable[[], float] = time.monotonic, **ctx: Any) -> None:
+    def __init__(
+        self, log: Any, lost: str, back: str, clock: Callable[[], float] = time.monotonic, hint: str = "", **ctx: Any
+    ) -> None:
         self.log, self.lost, self.back, self.clock, self.ctx = log, lost, back, clock, ctx
+        self.hint = hint  # what to check, on the first warning only
         self.since: float | None = None
         self.tries = 0
 
@@ -24,7 +27,7 @@ class Outage:
         self.tries += 1
         if self.since is None:
             self.since = self.clock()
-            self.log.warning(event or self.lost, **fields)
+            self.log.warning(event or self.lost, **fields, **({"hint": self.hint} if self.hint else {}))
         else:
             self.log.debug(event or self.lost, attempt=self.tries, **fields)
 

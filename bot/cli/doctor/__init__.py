@@ -26,7 +26,7 @@ from bot.cli.doctor.ratelimit import check_rate_limit
 from bot.cli.doctor.report import Report
 from bot.cli.doctor.room import Room, check_room
 from bot.cli.doctor.rooms import check_rooms
-from bot.cli.doctor.state import read_saved
+from bot.cli.doctor.state import Saved, read_saved
 from bot.util.jsonhttp import Unreachable
 
 __all__ = ["Report", "run"]
@@ -41,8 +41,7 @@ def run(config_path: str) -> int:
     from bot.cli import log_setup
 
     log_setup.refine(cfg)  # the log (stderr; the checks are on stdout) in the config's style, its secrets masked
-    check_state(cfg, rep)
-    saved = read_saved(cfg)
+    saved = read_saved(cfg) if check_state(cfg, rep) else Saved()  # a folder it may not read: nothing saved
     check_encryption_support(cfg, saved, rep)
     login: Login | None = None
     room: Room | None = None

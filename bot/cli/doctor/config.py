@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from bot.cli.doctor.report import Report
 from bot.config import ENV_API_TOKEN, Config, ConfigError, load_config
+from bot.util import statedir
 from bot.util.jsonhttp import Unreachable, call
 
 CONTAINER_ENV = "PERMISSION_BOT_IN_CONTAINER"
@@ -38,19 +39,17 @@ def check_config(path: str, rep: Report) -> Config | None:
     return cfg
 
 
-def check_state(cfg: Config, rep: Report) -> None:
+def check_state(cfg: Config, rep: Report) -> bool:
+    """The state folder is usable by this user (bot.util.statedir.problem, the same check as `run`'s)."""
     path = cfg.state_dir.resolve()
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir():
-        rep.fail(f"state: {path}: {probe} is not a folder", "point state.path at a folder")
-    elif not os.access(probe, os.W_OK | os.X_OK):
-        rep.fail(f"state: {path} is not writable by this user", f"fix the permissions of {probe} or state.path")
-    elif probe == path:
+    if (bad := statedir.problem(path)) is not None:
+        rep.fail(*bad)
+        return False
+    if path.exists():
         rep.ok(f"state: {path} (writable)")
     else:
         rep.ok(f"state: {path} (created on first start)")
+    return True
 
 
 def _bind(host: str, port: int) -> OSError | None:

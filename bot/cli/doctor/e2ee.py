@@ -3,6 +3,7 @@ answerers' pinned identities (with what to do about each problem)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,8 @@ from typing import Any
 from bot.cli.doctor.homeserver import C, Login, call, why
 from bot.cli.doctor.report import Report
 from bot.cli.doctor.state import Saved
-from bot.config import Config
-from bot.matrix.cross_signing import identity_path, load_identity
+from bot.config import Config, secret_source
+from bot.matrix.cross_signing import Api, identity_path, import_identity, load_identity
 from bot.matrix.crypto import fingerprint
 from bot.matrix.errors import MatrixFatal
 from bot.matrix.identities import vouching_device
@@ -71,6 +72,9 @@ def check_cross_signing(cfg: Config, saved: Saved, login: Login | None, rep: Rep
         rep.ok("identity: none published yet; the bot makes and publishes one on its next start")
         return
     if local is None or local.master.public != master or local.self_signing.public != ssk:
+        if cfg.matrix.recovery_key:  # what `run` does then: import it (here only read, nothing saved)
+            _check_import(cfg, login, master, ssk, path, rep)
+            return
         rep.fail(
             f"identity: {user} has a cross-signing identity (master {fingerprint(master)}) that is not in {path}",
             "set matrix.recovery_key to import it, or `permission-bot e2ee reset-identity` to replace it",
@@ -91,6 +95,20 @@ def check_cross_signing(cfg: Config, saved: Saved, login: Login | None, rep: Rep
         rep.fail(f"identity: the bot's device {session['device_id']} is not cross-signed",
                  "restart the bot: it signs its device on start")
     _check_pins(cfg, saved, login, rep)
+
+
+def _check_import(cfg: Config, login: Login, master: str, ssk: str | None, path: Path, rep: Report) -> None:
+    """The account's identity is not in the state: does ``matrix.recovery_key`` import it, as `run` will."""
+    user, source = cfg.matrix.user_id, secret_source("recovery_key")
+    try:
+        asyncio.run(import_identity(Api(cfg.matrix.homeserver, login.token), user, cfg.matrix.recovery_key or "",
+                                    master, ssk))
+    except MatrixFatal as e:
+        rep.fail(f"identity: {str(e).replace('matrix.recovery_key', source)}",
+                 f"set {source} to the bot's recovery key, or `permission-bot e2ee reset-identity` to replace it")
+        return
+    rep.ok(f"identity: {user}'s identity (master {fingerprint(master)}) is not in {path} yet; {source} opens its "
+           "secret storage: the bot imports it on its next start")
 
 
 def _database_identity(saved: Saved) -> Identity | None:

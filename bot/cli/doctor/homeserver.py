@@ -8,7 +8,7 @@ from typing import Any
 
 from bot.cli.doctor.report import Report
 from bot.cli.doctor.state import Saved
-from bot.config import ENV_PASSWORD, Config
+from bot.config import ENV_PASSWORD, Config, secret_source
 from bot.util import jsonhttp
 from bot.util.plainhttp import speaks_plain_http
 
@@ -107,11 +107,11 @@ def check_login(cfg: Config, saved: Saved, rep: Report) -> Login | None:
         return None
     if status != 200 or not isinstance(token, str):
         rep.fail(
-            f"login: as {m.user_id} with matrix.password failed ({why(status, body)})",
+            f"login: as {m.user_id} with {secret_source('password')} failed ({why(status, body)})",
             f"check matrix.user_id and matrix.password (or {ENV_PASSWORD})",
         )
         return None
-    rep.ok(f"login: {m.user_id} logs in with matrix.password (doctor's own device, logged out again)")
+    rep.ok(f"login: {m.user_id} logs in with {secret_source('password')} (doctor's own device, logged out again)")
     return Login(token, temporary=True)
 
 

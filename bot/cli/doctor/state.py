@@ -42,7 +42,10 @@ def _json(raw: str | None) -> Any:
 async def _read(cfg: Config) -> Saved:
     url = database_url(cfg)
     db = cfg.state_dir / "inbox.sqlite3"
-    if url is None and not db.is_file():
+    try:
+        if url is None and not db.is_file():
+            return Saved()
+    except OSError:  # a folder this user may not read (doctor says so on its state line)
         return Saved()
     try:
         inbox = Inbox(state_database(cfg, "doctor") if url else db)  # PostgreSQL: the daemons' database

@@ -1,12 +1,12 @@
-"""`permission-bot permissions ls|approve|deny|answer|watch|rules`: the human side of the inbox (agentproto seed 002).
+"""`permission-bot permissions ls|approve|deny|answer|submit|watch|rules`: the human side of the inbox (seed 002).
 
 A thin client over the daemon's HTTP API (docs/design.md), stdlib only so it starts fast;
 ``bot.inbox.rules`` (pydantic) is imported by ``watch`` alone. Exit codes: 0 done; 1 the daemon said no
 (HTTP 404/409/401/...) or cannot be reached; 2 bad command line (argparse, --url, rules).
 
 Parts: args.py (the command line), render.py (terminal-safe text, the ``ls`` table), report.py
-(stdout/stderr lines, refusals in words), verbs.py (ls, approve, deny), watch.py (rules at work),
-session_rules.py (``rules``, ``rules revoke``).
+(stdout/stderr lines, refusals in words), verbs.py (ls, approve, deny, answer), watch.py (rules at work),
+session_rules.py (``rules``, ``rules revoke``), submit.py (``submit``: one request, to try a setup out).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import argparse
 from collections.abc import Sequence
 
 from bot.cli.http import Client, DaemonUnreachable, UsageError, discover
-from bot.cli.permissions import session_rules, verbs
+from bot.cli.permissions import session_rules, submit, verbs
 from bot.cli.permissions.args import add_arguments
 from bot.cli.permissions.report import PROG, Fail, error, quiet_stdout
 from bot.util.discovery import warn_argv_token
@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
             return watch(args, client)
         if verb == "rules":
             return session_rules.run(args, client)
+        if verb == "submit":
+            return submit.run(args, client)
         raise Fail(f"unknown permissions verb {verb!r}", 2)
     except UsageError as err:
         return error(str(err), 2)

@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from bot.cli.permissions import session_rules
+from bot.cli.permissions import session_rules, submit
 from bot.util.durations import DurationError, parse_duration
 
 
@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--url", metavar="URL", help="the daemon's API (env PERMISSION_BOT_URL; http://127.0.0.1:8750)")
     g.add_argument("--token-file", metavar="PATH", help="a file holding the API token (else env PERMISSION_BOT_TOKEN)")
     g.add_argument("--token", metavar="TOKEN", help="deprecated: the token in argv, readable by any local process")
-    sub = p.add_subparsers(dest="perm_verb", metavar="{ls,approve,deny,answer,watch,rules}", required=True)
+    sub = p.add_subparsers(dest="perm_verb", metavar="{ls,approve,deny,answer,submit,watch,rules}", required=True)
 
     ls = sub.add_parser(
         "ls",
@@ -116,3 +116,4 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     w.add_argument("--dry-run", action="store_true", help="print what would be done; resolve nothing")
     w.add_argument("--json", action="store_true", help="one JSON object per line")
     session_rules.add_arguments(sub, conn)
+    submit.add_arguments(sub, conn)

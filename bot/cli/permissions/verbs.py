@@ -146,6 +146,15 @@ def _explain_409(client: Client, rid: str, verb: str, option_id: str | None, bod
     return f"HTTP 409: {clean(rid)}: {reason(body) or 'no fitting option'}{offered}"
 
 
+def _post(client: Client, rid: str, body: dict[str, Any]) -> tuple[str, int, Any]:
+    """POST ``body`` to ``rid``, or to the one pending id ``rid`` is a prefix of: (the id, status, answer)."""
+    status, rec = client.call("POST", f"/permissions/{quote_id(rid)}", body)
+    if status == 404 and (whole := _unique_prefix(client, rid)) is not None:  # a prefix of one pending id
+        rid = whole
+        status, rec = client.call("POST", f"/permissions/{quote_id(rid)}", body)
+    return rid, status, rec
+
+
 def decide(args: argparse.Namespace, client: Client, verb: str) -> int:
     """``approve`` or ``deny`` one request; a 404/409 is explained from the record as it now is."""
     rid: str = args.id
@@ -156,10 +165,7 @@ def decide(args: argparse.Namespace, client: Client, verb: str) -> int:
         body["option_id"] = args.option_id
     if args.feedback is not None:
         body["feedback"] = args.feedback
-    status, rec = client.call("POST", f"/permissions/{quote_id(rid)}", body)
-    if status == 404 and (whole := _unique_prefix(client, rid)) is not None:  # a prefix of one pending id
-        rid = whole
-        status, rec = client.call("POST", f"/permissions/{quote_id(rid)}", body)
+    rid, status, rec = _post(client, rid, body)
     if status == 404:
         raise Fail(_explain_404(client, rid))
     if status == 409:
@@ -175,7 +181,7 @@ def decide(args: argparse.Namespace, client: Client, verb: str) -> int:
 def answer(args: argparse.Namespace, client: Client) -> int:
     """Answer one question (``{"decision": "answer", "answer": ...}``); a 404/409 is explained."""
     rid: str = args.id
-    status, rec = client.call("POST", f"/permissions/{quote_id(rid)}", {"decision": "answer", "answer": args.answer})
+    rid, status, rec = _post(client, rid, {"decision": "answer", "answer": args.answer})
     if status == 404:
         raise Fail(_explain_404(client, rid))
     if status == 409:

@@ -85,7 +85,8 @@ class SqliteDatabase(Database):
             reader.execute("PRAGMA busy_timeout=5000").close()
         except (OSError, sqlite3.Error) as e:
             await self.stop()
-            raise DatabaseError(f"state.database: cannot open {self.path}: {e}") from None
+            why = f"cannot open {self.path}: {e} -> check its folder's permissions"
+            raise DatabaseError(f"{self.target.key}: {why}") from None
         self._fixed_reader = self._read
 
     async def stop(self) -> None:
