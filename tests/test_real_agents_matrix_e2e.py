@@ -112,6 +112,8 @@ async def test_real_agent_asks_and_does_what_was_chosen(
     if s.settings_path:  # the settings docs/agents.md gives, where it says to put them
         (home / s.settings_path).parent.mkdir(parents=True)
         (home / s.settings_path).write_text(s.settings_text)
+    if name == "codex":
+        assert shutil.which("bwrap"), "Codex's sandbox needs bwrap on PATH (Debian package bubblewrap)"
     own = _codex_home() if name == "codex" else home
     args, env = s.offline(model_api.url, own)
     cmd = [str(s.exe), *s.command[1:], *args]
