@@ -109,16 +109,7 @@ class Run:
         sid = await self.client.session_id(90)
         p = await prompt_for(station, sid, timeout=90)
         assert p, f"no prompt for the real agent's request; stderr:\n{self.client.stderr()}"
-        content: dict[str, Any] = p["content"]
-        check = await asyncio.to_thread(
-            subprocess.run,
-            [station.exe, "check-event", "-"],
-            input=json.dumps(content),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert check.returncode == 0, check.stderr
+        await check_event(station, p["content"])
         return p
 
     async def done(self, api: ModelApi, timeout: float = 90) -> dict[str, Any]:
@@ -126,6 +117,19 @@ class Run:
             return await self.client.wait_line(lambda d: d.get("event") == "done", timeout)
         except AssertionError as e:
             raise AssertionError(f"model calls: {api.requests}; marker: {self.marker.exists()}") from e
+
+
+async def check_event(station: Any, content: dict[str, Any]) -> None:
+    """The posted prompt passes ``permission-bot check-event`` (the v2 event's schema)."""
+    check = await asyncio.to_thread(
+        subprocess.run,
+        [station.exe, "check-event", "-"],
+        input=json.dumps(content),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0, check.stderr
 
 
 def assert_agent_sent(name: str, params: dict[str, Any], command: str) -> None:

@@ -25,7 +25,7 @@ from tests.support.agent_setups import SETUPS, Setup
 from tests.support.model_api import ModelApi
 from tests.support.scripted_model import scripted
 from tests.test_acp_e2e import record
-from tests.test_real_agents_e2e import Run, model_api  # noqa: F401 (the fixture)
+from tests.test_real_agents_e2e import Run, check_event, model_api  # noqa: F401 (the fixture)
 
 REQUIRED = os.environ.get("PB_REAL_AGENTS") == "required"
 pytestmark = [
@@ -64,6 +64,7 @@ async def _prompt(station: Any, run: Run, seen: list[str], word: str) -> tuple[d
     p = await station.alice.wait(pred, WAIT)
     assert p, f"no prompt about {word!r}; stderr:\n{run.client.stderr()[-4000:]}"
     seen.append(p["event_id"])
+    await check_event(station, p["content"])
     rec = await record(station, p["content"]["request_id"])
     assert word in json.dumps(rec["params"]), (word, rec["params"])
     return p, rec
