@@ -142,7 +142,8 @@ async def test_real_agent_asks_and_does_what_was_chosen(
             assert done["stop_reasons"][1] == "cancelled" and done["stop_reasons"][3] == "cancelled", done
         else:
             # the two denied; Gemini CLI may also send the model the cancelled one's refusal
-            assert sum(s.rejected in r for r in model_api.tool_results) in (2, 3), model_api.tool_results
+            told = sum(s.rejected in r for r in model_api.tool_results)
+            assert told == 2 or (name == "gemini" and told == 3), model_api.tool_results
     finally:
         await run.client.close()
         if own != home:
