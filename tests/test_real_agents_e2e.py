@@ -75,23 +75,28 @@ class Run:
         name: str,
         settings: dict[str, Any] | None = None,
         url: str | None = None,
+        *,
+        agent: tuple[list[str], dict[str, str]] | None = None,
+        prompts: list[str] | None = None,
     ) -> Run:
         """``settings``: a project ``.claude/settings.json`` for the agent's work dir (hooks, say);
-        ``url``: where the proxy finds the daemon (else the station's API)."""
+        ``url``: where the proxy finds the daemon (else the station's API); ``agent``: its command and
+        environment (else ``name``'s here); ``prompts``: the turns, one after another (else one asking to
+        touch the marker). The work dir is ``tmp/work``, HOME ``tmp/home`` (either may exist already)."""
         work, home = tmp / "work", tmp / "home"
-        work.mkdir()
-        home.mkdir()
+        work.mkdir(exist_ok=True)
+        home.mkdir(exist_ok=True)
         if settings is not None:
             (work / ".claude").mkdir()
             (work / ".claude" / "settings.json").write_text(json.dumps(settings))
         marker, cancel_file = work / "marker", tmp / "cancel-now"
-        cmd, env = _agent(name, api.url)
-        flags = ["--cwd", str(work), "--cancel-when", str(cancel_file)]
+        cmd, env = agent or _agent(name, api.url)
+        flags = ["--cwd", str(work), "--cancel-when", str(cancel_file), *(["--sequential"] if prompts else [])]
         offline = {"HTTPS_PROXY": api.proxy_url, "HTTP_PROXY": api.proxy_url, "NO_PROXY": "127.0.0.1,localhost"}
-        for k, v in {**QUIET, **offline, **env, "HOME": str(home)}.items():
+        for k, v in {**QUIET, **offline, "HOME": str(home), **env}.items():
             flags += ["--env", f"{k}={v}"]
         c = await ClientRun.start(
-            f"Please do this.\nRUN: touch {marker}\n",
+            prompts or f"Please do this.\nRUN: touch {marker}\n",
             ["--url", url or station.api_url, "--token", station.token, "--label", f"real-{name}"],
             tmp,
             exe=station.exe,
@@ -104,16 +109,7 @@ class Run:
         sid = await self.client.session_id(90)
         p = await prompt_for(station, sid, timeout=90)
         assert p, f"no prompt for the real agent's request; stderr:\n{self.client.stderr()}"
-        content: dict[str, Any] = p["content"]
-        check = await asyncio.to_thread(
-            subprocess.run,
-            [station.exe, "check-event", "-"],
-            input=json.dumps(content),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert check.returncode == 0, check.stderr
+        await check_event(station, p["content"])
         return p
 
     async def done(self, api: ModelApi, timeout: float = 90) -> dict[str, Any]:
@@ -121,6 +117,19 @@ class Run:
             return await self.client.wait_line(lambda d: d.get("event") == "done", timeout)
         except AssertionError as e:
             raise AssertionError(f"model calls: {api.requests}; marker: {self.marker.exists()}") from e
+
+
+async def check_event(station: Any, content: dict[str, Any]) -> None:
+    """The posted prompt passes ``permission-bot check-event`` (the v2 event's schema)."""
+    check = await asyncio.to_thread(
+        subprocess.run,
+        [station.exe, "check-event", "-"],
+        input=json.dumps(content),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0, check.stderr
 
 
 def assert_agent_sent(name: str, params: dict[str, Any], command: str) -> None:

@@ -106,14 +106,14 @@ async def main() -> int:
             return str(r.stop_reason)
 
         async def turns() -> list[str | None]:
-            if a.sequential:
-                return [await turn(s) for s in scripts]
-            tasks = [asyncio.create_task(turn(s)) for s in scripts]
-            if a.cancel_after is not None:
-                await asyncio.sleep(a.cancel_after)
-                await conn.cancel(session_id=sess.session_id)
             watch = asyncio.create_task(cancel_when(a.cancel_when)) if a.cancel_when else None
             try:
+                if a.sequential:
+                    return [await turn(s) for s in scripts]
+                tasks = [asyncio.create_task(turn(s)) for s in scripts]
+                if a.cancel_after is not None:
+                    await asyncio.sleep(a.cancel_after)
+                    await conn.cancel(session_id=sess.session_id)
                 return list(await asyncio.gather(*tasks))
             finally:
                 if watch:

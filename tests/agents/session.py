@@ -72,7 +72,7 @@ class ClientRun:
     @classmethod
     async def start(
         cls,
-        scripts: list[dict[str, Any]] | dict[str, Any] | str,
+        scripts: list[dict[str, Any]] | list[str] | dict[str, Any] | str,
         proxy_flags: list[str],
         tmp: Path,
         *,

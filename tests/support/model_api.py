@@ -1,8 +1,11 @@
-"""A scripted model API on loopback for real agents: Anthropic Messages and Google Gemini.
+"""A scripted model API on loopback for real agents: Anthropic Messages, Google Gemini, and (through
+:mod:`tests.support.scripted_model`) OpenAI Responses and Chat Completions.
 
 One turn: the first model call of a turn answers with a shell tool call running the command
 the user's prompt names after ``RUN: `` (to the end of that line); once the tool's result (or
-refusal) is in the conversation, a short text answer ends the turn. Side calls (titles,
+refusal) is in the conversation, a short text answer ends the turn. A prompt carrying a ``SCRIPT:``
+(:func:`tests.support.scripted_model.scripted`) is played step by step instead (Gemini and the OpenAI
+formats; their tool results are kept in ``tool_results`` too). Side calls (titles,
 quota checks, routing, next-speaker checks) get a short text. Every request is logged in
 ``requests`` (method, path, and whether it was answered with the tool call).
 ``proxy_url`` names a loopback port that refuses every connection (bound, never listening):
@@ -18,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from tests.support import scripted_model
 
 RUN = re.compile(r"RUN: ([^\n\"\\]+)")
 ASK = re.compile(r"ASK: (\{.*\})")  # the model calls AskUserQuestion with this JSON input
@@ -49,6 +54,9 @@ class ModelApi:
         app.router.add_post("/v1/messages", self._messages)
         app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         app.router.add_post("/v1beta/models/{model_action}", self._gemini)
+        app.router.add_post("/v1/responses", self._responses)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
         app.router.add_route("*", "/{tail:.*}", self._other)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -69,6 +77,29 @@ class ModelApi:
 
     def _log(self, request: web.Request, answered: str) -> None:
         self.requests.append({"method": request.method, "path": request.path_qs, "answered": answered})
+
+    def _played(self, request: web.Request, turn: scripted_model.Turn) -> dict[str, Any] | None:
+        """Keep the scripted turn's new tool results and log the request; the step to answer with."""
+        for call_id, text in turn.history:
+            if call_id not in self._seen:
+                self._seen.add(call_id)
+                self.tool_results.append(text)
+        step = turn.step
+        self._log(request, "side" if step is None else "tool_use" if "text" not in step else "text")
+        return step
+
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        step = self._played(request, scripted_model.responses_turn(await request.json()))
+        return await scripted_model.responses_reply(request, step, len(self.requests))
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        step = self._played(request, scripted_model.chat_turn(body))
+        return await scripted_model.chat_reply(request, body, step, len(self.requests))
+
+    async def _models(self, request: web.Request) -> web.Response:
+        self._log(request, "models")
+        return web.json_response({"object": "list", "data": [{"id": "mock-model", "object": "model", "created": 0}]})
 
     async def _other(self, request: web.Request) -> web.Response:
         self._log(request, "404")
@@ -169,8 +200,13 @@ class ModelApi:
         decls = {d.get("name") for t in body.get("tools") or [] for d in (t.get("functionDeclarations") or [])}
         cmd = _command(json.dumps(contents[:1]) + json.dumps(contents))
         used = any("functionCall" in p for c in contents for p in c.get("parts") or [])
-        if "run_shell_command" in decls and cmd and not used:
-            parts: list[dict[str, Any]] = [{"functionCall": {"name": "run_shell_command", "args": {"command": cmd}}}]
+        turn = scripted_model.gemini_turn(body)
+        wants_json = (body.get("generationConfig") or {}).get("responseMimeType") == "application/json"
+        if turn.script is not None and not wants_json:
+            step = self._played(request, turn)
+            parts: list[dict[str, Any]] = [scripted_model.gemini_part(step or {})]
+        elif "run_shell_command" in decls and cmd and not used:
+            parts = [{"functionCall": {"name": "run_shell_command", "args": {"command": cmd}}}]
             self._log(request, "tool_use")
         else:
             parts = [{"text": _gemini_text(body)}]
