@@ -125,6 +125,10 @@ def build_prompt(
         locations=locations if isinstance(locations, list) else [],
         content=content if isinstance(content, list) else [],
     )
+    if kind == Kind.PLAN:  # what else the plan request carries: shown beside the plan, never hidden by it
+        rest_input, rest_content = asks.plan_rest(raw_input, content if isinstance(content, list) else [])
+        facts["rest"] = gather(raw_input=rest_input, tool_kind=None, title="",
+                               locations=locations if isinstance(locations, list) else [], content=rest_content)
     ids = {"request_id": request_id, "session_id": session_id, "request_seq": request_seq}
     subject = {"digest": digest, "revision": revision, "expires_at": format_utc_ms(expires_at)}
     result: dict[str, Any] = {}
@@ -158,8 +162,10 @@ def _ask_at(
             short=step > 0,
         )
     else:
+        rest = build_preview(agent="", tool="", tool_kind=None, facts=facts["rest"],
+                             limits=STEPS[min(step, len(STEPS) - 1)])
         shown = asks.plan(facts["title"], raw_input, _labels(v2_options), agent=facts["agent"], cwd=facts["cwd"],
-                          limit=asks.PLAN_STEPS[step])
+                          limit=asks.PLAN_STEPS[step], rest=rest)
     return _envelope(ids, subject, facts, cut(shown.title, 1000)[0], v2_options, shown.body, shown.html,
                      shown.items, shown.complete)
 
