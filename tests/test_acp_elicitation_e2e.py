@@ -253,6 +253,12 @@ async def test_plan_through_acp(
 ) -> None:
     r = await raw(station, tmp_path)
     try:
+        # as the adapters do: the tool call announced first, its _meta naming the harness's plan tool
+        call = {"sessionUpdate": "tool_call", "toolCallId": shape["toolCall"]["toolCallId"], "title": "Plan",
+                "kind": "switch_mode", "status": "pending", "rawInput": {},
+                "_meta": {"claudeCode": {"toolName": "ExitPlanMode"}}}
+        note = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": call}}
+        await r.agent_sends(json.dumps(note))
         msg = {"jsonrpc": "2.0", "id": 9, "method": "session/request_permission", "params": {"sessionId": sid, **shape}}
         await r.agent_sends(json.dumps(msg))
         (p,) = await wait_prompts(station, sid, 1)
