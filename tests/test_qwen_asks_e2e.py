@@ -88,7 +88,9 @@ async def test_qwen_questions_one_prompt_each_multi_and_decline(station: Any, tm
         await r.close()
 
 
-async def test_a_qwen_question_cancelled_with_the_turn(station: Any, tmp_path: Path, sid: str) -> None:
+async def test_a_qwen_question_cancelled_or_withdrawn(station: Any, tmp_path: Path, sid: str) -> None:
+    """The turn cancelled (``session/cancel``): ``cancelled``; the request withdrawn by Qwen
+    (``$/cancel_request``): the -32800 error; the prompts are cancelled either way."""
     r = await raw(station, tmp_path)
     try:
         await r.agent_sends(request_line(5, qwen("qwen-question", sid)))
@@ -96,6 +98,12 @@ async def test_a_qwen_question_cancelled_with_the_turn(station: Any, tmp_path: P
         await r.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}})
         assert (await r.agent_reply(5))["result"] == {"outcome": {"outcome": "cancelled"}}
         assert (await record(station, p["content"]["request_id"]))["state"] == "cancelled"
+        await r.agent_sends(request_line(7, qwen("qwen-question", sid)))
+        second = (await wait_prompts(station, sid, 2))[-1]
+        await r.agent_sends('{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":7}}')
+        reply = await r.agent_reply(7)
+        assert reply["error"]["code"] == -32800 and "result" not in reply
+        assert (await record(station, second["content"]["request_id"]))["state"] == "cancelled"
     finally:
         await r.close()
 
