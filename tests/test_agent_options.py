@@ -139,6 +139,9 @@ def test_qwen_question_as_a_form_and_its_answers() -> None:
     assert qwen.answers_of(multi, {"0": ["A", "B"]}) == {"0": "A, B"}
     assert qwen.option_of(p["options"], "allow_once") == "proceed_once"
     assert qwen.option_of(p["options"], "reject_once") == "cancel"
+    long = qwen.form_of([{"question": "Which?", "options": [{"label": "x" * 300}, {"label": "decline"}]}])
+    assert [c.value for c in long.asks[0].choices] == ["choice 1", "choice 2"]
+    assert qwen.answers_of(long, {"0": "choice 2"}) == {"0": "decline"}
     for bad in ([], "x", [{"question": ""}], [{"header": "no question"}]):
         with pytest.raises(forms.BadForm):
             qwen.form_of(bad)

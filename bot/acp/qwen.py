@@ -20,6 +20,7 @@ from bot.acp.elicit import ACCEPT, DECLINE, Elicitation
 from bot.events.kinds import joined
 
 USER_QUESTION = "user_question"
+MAX_VALUE = 200  # the longest option id the daemon takes: a longer label is offered under "choice N"
 
 
 def is_user_question(params: Any) -> bool:
@@ -39,7 +40,8 @@ def option_of(options: Any, kind: str) -> str | None:
 
 def form_of(questions: Any) -> forms.Form:
     """``_meta.qwenQuestions`` as a form: question ``i`` is the ask keyed ``"i"``, its choices valued by
-    their labels (what Qwen takes), the person's own words allowed; :class:`forms.BadForm` naming the field."""
+    their labels (what Qwen takes; ``choice N`` for a label no option id can be, read back by
+    :func:`answers_of`), the person's own words allowed; :class:`forms.BadForm` naming the field."""
     if not isinstance(questions, list) or not questions:
         raise forms.BadForm("_meta.qwenQuestions: expected a list of questions")
     if len(questions) > forms.MAX_QUESTIONS:
@@ -53,9 +55,10 @@ def form_of(questions: Any) -> forms.Form:
         choices: dict[str, forms.Choice] = {}
         for o in q.get("options") or [] if isinstance(q.get("options"), list) else []:
             label = o.get("label") if isinstance(o, Mapping) else None
-            if isinstance(label, str) and label.strip():
+            if isinstance(label, str) and label.strip() and label not in choices:
                 desc = o.get("description")
-                choices.setdefault(label, forms.Choice(label, label, desc if isinstance(desc, str) else ""))
+                value = label if len(label) <= MAX_VALUE and label != forms.DECLINE else f"choice {len(choices) + 1}"
+                choices[label] = forms.Choice(value, label, desc if isinstance(desc, str) else "")
         kind: forms.AskKind = "multi" if q.get("multiSelect") is True else "single"
         if not choices:
             kind = "text"
@@ -68,12 +71,13 @@ def answers_of(form: forms.Form, content: Mapping[str, Any]) -> dict[str, str]:
     """The form's content (:func:`forms.value_of`) as Qwen's ``answers``: question index -> the answer."""
     out: dict[str, str] = {}
     for ask in form.asks:
+        label = {c.value: c.label for c in ask.choices}
         value = content.get(ask.key)
         own = content.get(ask.custom) if ask.custom else None
         if isinstance(value, list):
-            out[ask.key] = joined([str(v) for v in value])
+            out[ask.key] = joined([label.get(str(v), str(v)) for v in value])
         elif isinstance(value, str) and value:
-            out[ask.key] = value
+            out[ask.key] = label.get(value, value)
         elif isinstance(own, str):
             out[ask.key] = own
     return out
