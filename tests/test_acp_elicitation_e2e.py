@@ -23,7 +23,7 @@ async def raw(station: Any, tmp_path: Path, caps: dict[str, Any] | None = None) 
     r = await RawRun.start(["--url", station.api_url, "--token", station.token], tmp_path, station.exe)
     init = {"protocolVersion": 1, "clientCapabilities": caps or {}}
     await r.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
-    await r.wait(lambda: any(m.get("method") == "initialize" for m in r.agent_json()), 10, "initialize")
+    await r.wait(lambda: any(m.get("method") == "initialize" for m in r.agent_json()), 60, "initialize")
     return r
 
 

@@ -36,26 +36,46 @@ QWEN_PLAN = {
 QWEN_AUTO = " (auto: Qwen's model approves actions itself, nothing is asked)"
 
 
+_REJECT = {"Codex": "abort", "Qwen": "cancel", "OpenCode": "reject"}
+"""Each agent's reject option that ends its turn and drops the person's feedback (FACTS of the agents spec)."""
+
+
+def _agent(ids: set[str], tool_name: str) -> str | None:
+    """Which agent's harness these option ids are (None: one whose options say what they do)."""
+    if {"approved", "abort"} <= ids:
+        return "Codex"
+    if {"proceed_once", "cancel"} <= ids and tool_name:  # Gemini CLI's ids too, but it names no tool in _meta
+        return "Qwen"
+    if {"once", "always", "reject"} <= ids:
+        return "OpenCode"
+    return None
+
+
 def notes(options: Sequence[tuple[str, str, str]], *, tool_name: str, plan: bool) -> dict[str, str]:
     """option id -> the note on its line, for the options whose meaning differs from their words.
     ``options``: (optionId, name, kind); ``tool_name``: the harness's ``_meta`` tool name, or ""."""
     ids = {oid for oid, _, _ in options}
-    out: dict[str, str] = {}
-    if {"approved", "abort"} <= ids:
-        out["abort"] = NO_FEEDBACK.format(agent="Codex")
-        if "approved-execpolicy-amendment" in ids:
-            out["approved-execpolicy-amendment"] = CODEX_RULE
-    elif {"proceed_once", "cancel"} <= ids and tool_name:
-        out["cancel"] = NO_FEEDBACK.format(agent="Qwen")
+    agent = _agent(ids, tool_name)
+    if agent is None:
+        return {}
+    out = {_REJECT[agent]: NO_FEEDBACK.format(agent=agent)}
+    if agent == "Codex" and "approved-execpolicy-amendment" in ids:
+        out["approved-execpolicy-amendment"] = CODEX_RULE
+    if agent == "Qwen":
         out |= {k: v for k, v in (("proceed_always_project", QWEN_PROJECT), ("proceed_always_user", QWEN_USER))
                 if k in ids}
         if plan:
             for oid, name, _ in options:
                 if oid in QWEN_PLAN:
                     out[oid] = QWEN_PLAN[oid] + (QWEN_AUTO if oid == "restore_previous" and "(auto)" in name else "")
-    elif {"once", "always", "reject"} <= ids:
-        out["reject"] = NO_FEEDBACK.format(agent="OpenCode")
     return out
+
+
+def feedback_dropped(options: Sequence[Mapping[str, Any]], option_id: str, *, tool_name: str) -> str | None:
+    """The agent's name when its option ``option_id`` drops the person's feedback, else None."""
+    ids = {str(o.get("optionId")) for o in options if isinstance(o, Mapping)}
+    agent = _agent(ids, tool_name)
+    return agent if agent is not None and _REJECT[agent] == option_id else None
 
 
 def noted(label: str, note: str | None) -> str:
