@@ -23,7 +23,7 @@ async def raw(station: Any, tmp_path: Path, caps: dict[str, Any] | None = None) 
     r = await RawRun.start(["--url", station.api_url, "--token", station.token], tmp_path, station.exe)
     init = {"protocolVersion": 1, "clientCapabilities": caps or {}}
     await r.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init})
-    await r.wait(lambda: any(m.get("method") == "initialize" for m in r.agent_json()), 10, "initialize")
+    await r.wait(lambda: any(m.get("method") == "initialize" for m in r.agent_json()), 60, "initialize")
     return r
 
 
@@ -253,6 +253,12 @@ async def test_plan_through_acp(
 ) -> None:
     r = await raw(station, tmp_path)
     try:
+        # as the adapters do: the tool call announced first, its _meta naming the harness's plan tool
+        call = {"sessionUpdate": "tool_call", "toolCallId": shape["toolCall"]["toolCallId"], "title": "Plan",
+                "kind": "switch_mode", "status": "pending", "rawInput": {},
+                "_meta": {"claudeCode": {"toolName": "ExitPlanMode"}}}
+        note = {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": sid, "update": call}}
+        await r.agent_sends(json.dumps(note))
         msg = {"jsonrpc": "2.0", "id": 9, "method": "session/request_permission", "params": {"sessionId": sid, **shape}}
         await r.agent_sends(json.dumps(msg))
         (p,) = await wait_prompts(station, sid, 1)

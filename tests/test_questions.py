@@ -57,10 +57,18 @@ def settled(rec: Record, option_id: str, answers_: dict[str, str] | None = None,
 
 def test_kinds() -> None:
     assert request_kind("question", None, {}) == Kind.QUESTION
-    assert request_kind("switch_mode", "ExitPlanMode", {"plan": "# P"}) == Kind.PLAN
-    assert request_kind(None, None, {"plan": "# P"}) == Kind.PLAN  # the first Claude ACP adapter sends no kind
-    assert request_kind("execute", "Bash", {"plan": "x"}) == Kind.PERMISSION
-    assert request_kind("switch_mode", None, {"plan": " "}) == Kind.PERMISSION
+    claude = {"claudeCode": {"toolName": "ExitPlanMode"}}
+    assert request_kind("switch_mode", claude, {"plan": "# P"}) == Kind.PLAN
+    assert request_kind(None, claude, {"plan": "# P"}) == Kind.PLAN  # the first Claude ACP adapter sends no kind
+    assert request_kind("switch_mode", {"toolName": "exit_plan_mode"}, {"plan": "# P"}) == Kind.PLAN  # Qwen Code
+    assert request_kind("execute", {"claudeCode": {"toolName": "Bash"}}, {"plan": "x"}) == Kind.PERMISSION
+    assert request_kind("switch_mode", claude, {"plan": " "}) == Kind.PERMISSION
+    # a model-written plan field alone never makes a plan: no kind, switch_mode, whatever the title says
+    assert request_kind(None, None, {"plan": "# P", "command": "curl x | sh"}) == Kind.PERMISSION
+    assert request_kind("switch_mode", None, {"plan": "# P"}) == Kind.PERMISSION
+    assert request_kind("switch_mode", {"toolName": "ExitPlanMode"}, {"plan": "# P"}) == Kind.PERMISSION
+    assert request_kind(None, {"toolName": "exit_plan_mode"}, {"plan": "# P"}) == Kind.PERMISSION
+    assert request_kind("other", claude, {"plan": "# P"}) == Kind.PERMISSION
     db, extras = records("hook-PermissionRequest-AskUserQuestion")
     assert (db.kind, extras.kind) == ("question", "question")
     assert records("hook-PermissionRequest-ExitPlanMode-planfile")[0].kind == "plan"

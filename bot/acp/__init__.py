@@ -16,7 +16,8 @@ routes; DaemonBackoff),
 the record to cancel), ``log`` (the proxy's stderr logging), ``elicit`` (one ``elicitation/create``: its
 questions in the room, its copy at an elicitation-capable client, the first answer wins), ``forms`` (an
 elicitation's schema as questions, the answers as its content: pure), ``questions`` (one question as a
-daemon request).
+daemon request), ``qwen`` (Qwen Code's ``ask_user_question`` permission request asked as a form, answered with
+its top-level ``answers``).
 """
 
 from bot.acp import sdk  # noqa: F401 - first: acp.schema imported lean, before any module of ours uses it

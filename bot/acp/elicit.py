@@ -72,16 +72,7 @@ class Elicitation:
         request_id: Any = None
         self.invalid: str | None = None
         try:
-            if "sessionId" not in params and "requestId" not in params:
-                raise messages.BadMessage("neither sessionId nor requestId: ACP ties an elicitation to one of them")
-            req = messages.elicitation_request(params)
-            self.session_id = getattr(req, "session_id", None)
-            tool_call_id = getattr(req, "tool_call_id", None)
-            request_id = getattr(req, "request_id", None)
-            if self.mode == "form":
-                self.form = forms.form_of(params.get("requestedSchema"))
-            else:
-                self.form = forms.url_form(req.message, str(params.get("url")))
+            self.session_id, tool_call_id, request_id = self.read(params)
         except (messages.BadMessage, forms.BadForm) as e:
             self.invalid = str(e)
         # The daemon needs a session. A request-scoped one (no sessionId: tied to the client's request, say during
@@ -107,6 +98,22 @@ class Elicitation:
             **({} if self.session_id else {"tied_to_request": str(request_id)[:80]}),
         )
 
+    def read(self, params: dict[str, Any]) -> tuple[str | None, str | None, Any]:
+        """Read the request's form into ``self.form``: (session id, tool call id, request id); ``BadMessage`` or
+        ``BadForm`` when it cannot be asked."""
+        if "sessionId" not in params and "requestId" not in params:
+            raise messages.BadMessage("neither sessionId nor requestId: ACP ties an elicitation to one of them")
+        req = messages.elicitation_request(params)
+        if self.mode == "form":
+            self.form = forms.form_of(params.get("requestedSchema"))
+        else:
+            self.form = forms.url_form(req.message, str(params.get("url")))
+        return getattr(req, "session_id", None), getattr(req, "tool_call_id", None), getattr(req, "request_id", None)
+
+    def reply(self, reply: dict[str, Any]) -> dict[str, Any]:
+        """The JSON-RPC reply for the agent (without its id) from the form's: an elicitation's own."""
+        return reply
+
     def cancel(self, by: str, feedback: str, budget: float | None = None, *, answer: bool = True) -> None:
         """End it: the agent gets ``cancel`` (when ``answer``), the questions and the client's copy withdrawn."""
         if self.done or self._cancel.is_set():
@@ -123,9 +130,9 @@ class Elicitation:
             self.log.exception("elicitation_failed", message="answering cancel")
             reply = {"result": action(CANCEL)}
         self.done = True
-        if self.answer_agent:
-            await self.proxy.send_agent({"jsonrpc": "2.0", "id": self.rpc_id, **reply})
         self.log.info("elicitation_answered", outcome=(reply.get("result") or {}).get("action", "error"))
+        if self.answer_agent:
+            await self.proxy.send_agent({"jsonrpc": "2.0", "id": self.rpc_id, **self.reply(reply)})
 
     def _client_may(self) -> bool:
         return self.mode in self.proxy.client_elicitation and self.proxy.to_client is not None

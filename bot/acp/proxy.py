@@ -26,6 +26,7 @@ from bot.acp.daemon_client import DaemonClient, DaemonError
 from bot.acp.elicit import Elicitation
 from bot.acp.ids import FWD_PREFIX, id_key
 from bot.acp.messages import line_of, withdrawn_id
+from bot.acp.qwen import QwenQuestions, is_user_question
 from bot.acp.relay import FdSink, in_thread
 from bot.acp.request import Request
 from bot.acp.toolcalls import ToolCallCache
@@ -61,7 +62,10 @@ class Proxy:
     # ---- hooks called by the line filters
 
     def on_permission_request(self, msg: dict[str, Any]) -> None:
-        """Take a permission request off the relay and start resolving it."""
+        """Take a permission request off the relay and start resolving it (Qwen Code's question: as a form)."""
+        if is_user_question(msg.get("params")):
+            self._start_form(QwenQuestions(self, msg, self.next_n()))
+            return
         self._n += 1
         req = Request(self, msg, self._n)
         self.requests[req.n] = req
@@ -77,7 +81,9 @@ class Proxy:
 
     def on_elicitation(self, msg: dict[str, Any]) -> None:
         """Take an ``elicitation/create`` off the relay: the room asks it (:mod:`bot.acp.elicit`)."""
-        e = Elicitation(self, msg, self.next_n())
+        self._start_form(Elicitation(self, msg, self.next_n()))
+
+    def _start_form(self, e: Elicitation) -> None:
         self.elicitations[e.n] = e
         e.log.info("elicitation_received", questions=len(e.form.asks) if e.form else 0)
         e.task = asyncio.create_task(e.run())

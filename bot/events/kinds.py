@@ -4,8 +4,9 @@ A request's ``kind`` is decided from its facts alone, once, when it is submitted
 
 - ``question``: the tool call's ``kind`` is ``"question"`` (how the front doors submit a question: one
   request per question, :func:`question_of` reads it from ``rawInput``);
-- ``plan``: ``rawInput.plan`` is a non-empty string and the tool is Claude Code's ``ExitPlanMode`` (by its
-  tool name, or the ACP kind ``switch_mode``, or no kind at all, as the first Claude ACP adapter sends it);
+- ``plan``: the harness says the tool is its own plan tool (:func:`plan_tool`: the tool name its ``_meta``
+  carries, never anything the model writes) and ``rawInput.plan`` is a non-empty string. A model-written
+  ``plan`` field alone, whatever the tool, kind or title, never makes a plan;
 - ``permission``: everything else.
 
 A question's ``rawInput`` is ``{"question", "header"?, "multiSelect"?, "freeText"?, "options": [{"label",
@@ -31,7 +32,13 @@ DECLINE = "decline"
 ANSWERED = "answer"
 """The ``option_id`` of a question answered with several choices or the person's own words."""
 QUESTION_TOOL_KIND = "question"
-PLAN_TOOLS = frozenset({"ExitPlanMode"})
+PLAN_TOOLS: Mapping[tuple[str | None, str], frozenset[str | None]] = {
+    ("claudeCode", "ExitPlanMode"): frozenset({None, "switch_mode"}),  # Claude's ACP adapters (the first: no kind)
+    ("claude-code", "ExitPlanMode"): frozenset({"switch_mode"}),  # Claude Code through the hook
+    (None, "exit_plan_mode"): frozenset({"switch_mode"}),  # Qwen Code: ``_meta.toolName``
+}
+"""The plan tools the front doors know, by (the ``_meta`` key the harness names its tools under, or None for
+``_meta.toolName`` itself; the tool name), with the ACP kinds each is sent with."""
 MAX_QUESTION = 2000
 
 
@@ -43,14 +50,26 @@ class Kind(StrEnum):
     PLAN = "plan"
 
 
-def request_kind(tool_kind: str | None, tool_name: str | None, raw_input: Any) -> Kind:
-    """The kind of a request with these facts."""
+def plan_tool(tool_kind: str | None, meta: Any) -> bool:
+    """Whether the harness's ``_meta`` (the tool call's, set by the agent's harness: never by the model) names
+    its own plan tool, sent with the ACP kind that tool is sent with."""
+    if not isinstance(meta, Mapping):
+        return False
+    for (vendor, name), kinds in PLAN_TOOLS.items():
+        where = meta if vendor is None else meta.get(vendor)
+        if isinstance(where, Mapping) and where.get("toolName") == name and tool_kind in kinds:
+            return True
+    return False
+
+
+def request_kind(tool_kind: str | None, meta: Any, raw_input: Any) -> Kind:
+    """The kind of a request with these facts: the tool call's ACP ``kind``, the harness's ``_meta`` and
+    ``rawInput``."""
     if tool_kind == QUESTION_TOOL_KIND:
         return Kind.QUESTION
     plan = raw_input.get("plan") if isinstance(raw_input, Mapping) else None
-    if isinstance(plan, str) and plan.strip():
-        if tool_name in PLAN_TOOLS or tool_kind in (None, "switch_mode"):
-            return Kind.PLAN
+    if isinstance(plan, str) and plan.strip() and plan_tool(tool_kind, meta):
+        return Kind.PLAN
     return Kind.PERMISSION
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.inbox.record import Record
+from bot.prompts.meanings import own_session_option
 from bot.prompts.shown import settings_of, shown_input
 
 __all__ = ["ALIASES", "FILES_LABEL", "LABEL", "REACTION", "Scope", "facts", "offered", "origin_of", "scope_of"]
@@ -114,7 +115,10 @@ def scope_of(rec: Mapping[str, Any]) -> Scope | None:
 
 def offered(rec: Mapping[str, Any], kinds: Sequence[str]) -> str | None:
     """The "Allow for this session" line the prompt shows, or None when not offered (it needs an
-    allow-once option and a scope)."""
+    allow-once option and a scope, and no option of the agent's own that names the session)."""
+    options = rec.get("options")
+    if isinstance(options, list) and own_session_option(options):
+        return None  # the agent's own "Allow for this session" is the only line of that name
     scope = scope_of(rec) if "allow_once" in kinds else None
     if scope is None:
         return None
@@ -133,4 +137,5 @@ def facts(rec: Record) -> dict[str, Any]:
         "content": rec.content,
         "title": rec.title,
         "kind": rec.kind,
+        "options": rec.options,
     }

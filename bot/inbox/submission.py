@@ -145,7 +145,7 @@ def parse_submission(body: Any) -> Submission:
     kind = kind if isinstance(kind, str) and kind else None
     tool_name = _tool_name(tc) or (_tool_name(ctx) if ctx else None)
     raw_input = pick("rawInput")
-    what = request_kind(kind, tool_name, raw_input)
+    what = request_kind(kind, pick("_meta"), raw_input)
     if what == Kind.QUESTION:
         try:
             question_of(raw_input)

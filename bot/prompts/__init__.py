@@ -5,7 +5,8 @@ place, read by the session rules and the config rules too), ``text`` (agent text
 visible invisibles and long blank runs, collapsed blank lines, defanged mentions, title inline code),
 ``preview`` (``subject.preview`` from the facts, what the agent would do), ``message`` (the body and
 its HTML), ``build`` (the prompt, options by meaning), ``options`` (the order options are shown and
-numbered in: by meaning, whatever order the agent sent; answers read numbers in it), ``settled`` (the
+numbered in: by meaning, whatever order the agent sent; answers read numbers in it), ``meanings`` (what an
+agent's option really does where its words say less: the note on its line), ``settled`` (the
 edit that shows the outcome), ``attachment`` (the full text of a shortened prompt, posted in its thread).
 """
 

@@ -4,8 +4,9 @@ A **question** shows the question, its topic (the agent's header), who asks, whe
 given (a link to open, URL mode: the host a browser opens it on and the link, each on a line of the bot's
 own, :func:`bot.util.linkhost.link_host`), then its choices numbered from 1 in the agent's order with their
 descriptions beside them, and decline last. A **plan** shows the plan itself: rendered from Markdown in the
-HTML (:mod:`bot.prompts.markdown`, inside a block quote), and as text behind a gutter in the body, then the
-agent's options by meaning.
+HTML (:mod:`bot.prompts.markdown`, inside a block quote), and as text behind a gutter in the body, then
+everything else the request carries that the agent acts on (a command, its settings, a diff, other text: the
+preview of the request less its plan, :func:`plan_rest`), then the agent's options by meaning.
 
 As everywhere, agent text never starts a line of the body: it follows a bot prefix (``Question:``, ``2.``) or
 the gutter (``│ ``), and prose has its mentions defanged. A plan too long for one event is cut at a line with a
@@ -20,7 +21,8 @@ from typing import Any
 
 from bot.events.kinds import Question
 from bot.prompts.markdown import render
-from bot.prompts.message import GUTTER
+from bot.prompts.message import GUTTER, SHORTENED
+from bot.prompts.preview import Preview
 from bot.prompts.text import code_line, defang, esc, prose, prose_cut, valid, visible
 from bot.util.linkhost import link_host, shown_host
 
@@ -32,6 +34,7 @@ QUESTION_HINT_CLOSED = "Reply with a number or a choice's name (several, if allo
 PLAN_HINT = "Reply with the number, or the option's name; to keep planning with feedback: the number - what to change."
 PLAN_CUT = "⚠ The plan is cut here: the whole plan follows in this prompt's thread. Reply to this message to answer."
 DECLINE_LABEL = "Decline (answer none of the agent's questions)"
+ALSO = "Also in this request (the agent acts on it too):"
 PLAN_STEPS = (None, 8_000, 4_000, 2_000, 1_000, 400)
 """Characters of the plan shown, step by step, until the prompt fits its budget (None: all of it)."""
 
@@ -127,10 +130,42 @@ def cut_plan(plan: str, limit: int | None) -> tuple[str, bool]:
     return (head[: head.rfind("\n")] if "\n" in head else head), True
 
 
+def plan_rest(raw_input: Any, content: Sequence[Any]) -> tuple[Any, list[Any]]:
+    """A plan request's raw input and content less the plan itself: what else the agent will act on."""
+    plan_ = plan_text(raw_input)
+    rest = {k: v for k, v in raw_input.items() if k != "plan"} if isinstance(raw_input, dict) else raw_input
+    blocks = [b for b in content if not (isinstance(b, dict) and b.get("type") == "content"
+                                         and isinstance(b.get("content"), dict)
+                                         and b["content"].get("text") == plan_)]
+    return rest, blocks
+
+
+def _also(rest: Preview, lines: list[str], html: list[str], items: list[dict[str, str]]) -> None:
+    """The rest of a plan request, as the prompt shows it: every text item (command, settings, diffs,
+    details) behind a gutter, and every field."""
+    if not rest.items:
+        return
+    lines.append(ALSO)
+    html.append(f"<p><strong>{esc(ALSO)}</strong></p>")
+    for item in rest.items:
+        label = item.get("label", "")
+        if item.get("type") == "text":
+            lines.append(f"{label}:")
+            lines += [GUTTER + line for line in item.get("text", "").split("\n")]
+            lang = ' class="language-diff"' if label.startswith("Diff") else ""
+            html.append(f"<p><b>{esc(label)}</b></p><pre><code{lang}>{esc(item.get('text', ''))}</code></pre>")
+        else:
+            lines.append(f"{label}: {item.get('value', '')}")
+            html.append(f"<p><b>{esc(label)}:</b> {esc(item.get('value', ''))}</p>")
+        items.append(item)
+
+
 def plan(
-    title: str, raw_input: Any, labels: Sequence[str], *, agent: str, cwd: str, limit: int | None
+    title: str, raw_input: Any, labels: Sequence[str], *, agent: str, cwd: str, limit: int | None,
+    rest: Preview | None = None,
 ) -> Shown:
-    """A plan's prompt with at most ``limit`` characters of the plan. ``labels``: the options' shown forms."""
+    """A plan's prompt with at most ``limit`` characters of the plan. ``labels``: the options' shown forms;
+    ``rest``: the preview of everything else the request carries (:func:`plan_rest`), shown after the plan."""
     head = prose(title, 300) or "Approve the plan"
     items: list[dict[str, str]] = []
     lines = [f"Plan to approve: {head}"]
@@ -148,12 +183,19 @@ def plan(
     if was_cut:
         lines.append(PLAN_CUT)
         html.append(f"<p><strong>{esc(PLAN_CUT)}</strong></p>")
+    complete = not was_cut
+    if rest is not None:
+        _also(rest, lines, html, items)
+        complete = complete and rest.complete
+        if not rest.complete:
+            lines.append(SHORTENED)
+            html.append(f"<p><strong>{esc(SHORTENED)}</strong></p>")
     lines.append("")
     lines += [f"{n}. {label}" for n, label in enumerate(labels, 1)]
     html.append("<ol>" + "".join(f"<li>{esc(label)}</li>" for label in labels) + "</ol>")
     lines += ["", PLAN_HINT]
     html.append(f"<p>{esc(PLAN_HINT)}</p>")
-    return Shown(title=head, body="\n".join(lines), html="".join(html), items=items, complete=not was_cut)
+    return Shown(title=head, body="\n".join(lines), html="".join(html), items=items, complete=complete)
 
 
 PART_CHARS = 9_000

@@ -17,7 +17,7 @@ from typing import Any
 from bot.events import CARD_KEY, SUBJECT_SCHEMA, SUITE_EVENT_TYPE, format_utc_ms, validate_content
 from bot.events.kinds import Kind, question_of
 from bot.events.ledger import option_meaning
-from bot.prompts import asks, message
+from bot.prompts import asks, meanings, message
 from bot.prompts.options import shown_order
 from bot.prompts.preview import MAX_LABEL, STEPS, Limits, build_preview, gather
 from bot.prompts.text import cut, prose, valid
@@ -118,6 +118,7 @@ def build_prompt(
         "cwd": valid(cwd) if isinstance(cwd, str) and cwd.strip() else "",
         "session_line": session_line or "",
     }
+    facts["notes"] = meanings.notes(facts["acp"], tool_name=facts["tool"], plan=kind == Kind.PLAN)
     facts["read"] = gather(
         raw_input=raw_input,
         tool_kind=facts["kind"],
@@ -125,6 +126,10 @@ def build_prompt(
         locations=locations if isinstance(locations, list) else [],
         content=content if isinstance(content, list) else [],
     )
+    if kind == Kind.PLAN:  # what else the plan request carries: shown beside the plan, never hidden by it
+        rest_input, rest_content = asks.plan_rest(raw_input, content if isinstance(content, list) else [])
+        facts["rest"] = gather(raw_input=rest_input, tool_kind=None, title="",
+                               locations=locations if isinstance(locations, list) else [], content=rest_content)
     ids = {"request_id": request_id, "session_id": session_id, "request_seq": request_seq}
     subject = {"digest": digest, "revision": revision, "expires_at": format_utc_ms(expires_at)}
     result: dict[str, Any] = {}
@@ -158,8 +163,10 @@ def _ask_at(
             short=step > 0,
         )
     else:
-        shown = asks.plan(facts["title"], raw_input, _labels(v2_options), agent=facts["agent"], cwd=facts["cwd"],
-                          limit=asks.PLAN_STEPS[step])
+        rest = build_preview(agent="", tool="", tool_kind=None, facts=facts["rest"],
+                             limits=STEPS[min(step, len(STEPS) - 1)])
+        shown = asks.plan(facts["title"], raw_input, _labels(v2_options, facts["notes"]), agent=facts["agent"],
+                          cwd=facts["cwd"], limit=asks.PLAN_STEPS[step], rest=rest)
     return _envelope(ids, subject, facts, cut(shown.title, 1000)[0], v2_options, shown.body, shown.html,
                      shown.items, shown.complete)
 
@@ -170,7 +177,7 @@ def _prompt_at(
     """The prompt content with the given cuts."""
     v2_title, _ = cut(facts["title"], limits.title)
     v2_options = _v2_options(facts["acp"], limits.label)
-    shown = _labels(v2_options)
+    shown = _labels(v2_options, facts["notes"])
     if facts["session_line"]:
         shown.append(facts["session_line"])
     preview = build_preview(
@@ -199,9 +206,11 @@ def _v2_options(acp: Sequence[tuple[str, str, str]], label_limit: int) -> list[d
     return v2_options
 
 
-def _labels(v2_options: Sequence[Mapping[str, Any]]) -> list[str]:
-    """How the prompt names each option in its numbered list (its label, else its id, else ``option N``)."""
-    return [prose(o["label"]) or prose(o["id"]) or f"option {n}" for n, o in enumerate(v2_options, 1)]
+def _labels(v2_options: Sequence[Mapping[str, Any]], notes: Mapping[str, str]) -> list[str]:
+    """How the prompt names each option in its numbered list (its label, else its id, else ``option N``), with
+    the bot's note where the option does other than its words say (:mod:`bot.prompts.meanings`)."""
+    return [meanings.noted(prose(o["label"]) or prose(o["id"]) or f"option {n}", notes.get(o["id"]))
+            for n, o in enumerate(v2_options, 1)]
 
 
 def _envelope(

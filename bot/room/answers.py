@@ -28,6 +28,7 @@ from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix
 from bot.matrix.notices import Notices
 from bot.matrix.room import may_answer
+from bot.prompts.meanings import feedback_dropped
 from bot.prompts.text import prose
 from bot.room.posts import answer_of
 from bot.room.targets import as_target, question_answers
@@ -222,6 +223,10 @@ class RoomAnswers:
             "request_answered", request_id=settled.id, option_id=verdict.option_id, via=verdict.via,
             by=verdict.sender,
         )
+        agent = feedback_dropped(settled.options, verdict.option_id, tool_name=settled.tool_name or "")
+        if verdict.feedback and agent is not None:
+            self.notices.post(f"{agent} gets no feedback with this option: your words after the number did not "
+                              f"reach it (it ends its turn).", reply_to=event_id, thread_root=thread_root)
         scope = scope_of(facts(settled)) if verdict.session_rule else None
         if scope is not None:  # the sender may answer: checked above, as for every answer
             rule = await self.session_rules.add(scope, set_by=verdict.sender, request_id=settled.id, now=now)
