@@ -15,8 +15,7 @@ from bot.answers.outcomes import session_index
 from bot.events import validate_content
 from bot.inbox.record import Record
 from bot.inbox.submission import parse_submission
-from bot.room.event_size import provisional
-from bot.room.posts import prompt_content
+from bot.room.posts import prompt_content, provisional
 from bot.room.targets import as_target
 
 FIX = Path(__file__).parent / "fixtures" / "agents"
