@@ -1,7 +1,7 @@
 """One ``elicitation/create`` from the agent, from arrival to its answer (:class:`Elicitation`).
 
-The form's questions (:mod:`bot.acp.forms`) go to the room, one daemon request each
-(:class:`bot.acp.questions.QuestionRequest`), submitted in the form's order; the agent gets
+The form's questions (:mod:`bot.door.forms`) go to the room, one daemon request each
+(:class:`bot.door.questions.QuestionRequest`), submitted in the form's order; the agent gets
 ``{"action": "accept", "content": {...}}`` once every one is answered, ``decline`` as soon as one is
 declined, ``cancel`` when one times out, the turn is cancelled (``session/cancel``), the agent withdraws the
 request (``$/cancel_request``) or the proxy's run ends. A number that is not one is asked again (with why),
@@ -25,11 +25,12 @@ from typing import Any, Protocol
 
 import structlog
 
-from bot.acp import forms, messages
-from bot.acp.ids import FWD_PREFIX, id_key
-from bot.acp.questions import QuestionRequest
-from bot.acp.relay import FdSink, in_thread
+from bot.acp import messages
 from bot.acp.request import Host
+from bot.door import forms
+from bot.door.ids import FWD_PREFIX, id_key, line_of
+from bot.door.questions import QuestionRequest
+from bot.door.relay import FdSink, in_thread
 
 log = structlog.get_logger("bot.acp")
 
@@ -240,7 +241,7 @@ class Elicitation:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         proxy.forwarded[self.fwd] = fut
         try:
-            await in_thread(proxy.to_client.write, messages.line_of({**self.msg, "id": self.fwd}))
+            await in_thread(proxy.to_client.write, line_of({**self.msg, "id": self.fwd}))
             return await fut
         finally:
             proxy.forwarded.pop(self.fwd, None)
@@ -254,6 +255,6 @@ class Elicitation:
         self.proxy.withdrawn_fwd.add(self.fwd)
         note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": self.fwd}}
         try:
-            await in_thread(self.proxy.relay_to_client, messages.line_of(note))
+            await in_thread(self.proxy.relay_to_client, line_of(note))
         except OSError as e:
             self.log.info("client_copy_withdraw_failed", error=str(e) or type(e).__name__)
