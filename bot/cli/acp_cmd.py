@@ -96,15 +96,19 @@ def run_door(args: argparse.Namespace, door: str, usage: str) -> int:
         print(f"{prog}: --url must look like http://HOST:PORT (got {url!r})", file=sys.stderr)
         return 2
 
-    from bot.acp.run import run_proxy
     from bot.door.config import ProxyConfig
     from bot.door.log import configure_stderr_logging, drain_stderr_logging
+
+    if door == "acp":
+        from bot.acp.run import run_proxy
+    else:
+        from bot.codex.run import run_proxy
 
     configure_stderr_logging(secrets=[token] if token else ())
     if args.token is not None:
         import structlog
 
-        structlog.get_logger("bot.acp").warning("token_on_command_line", message=ARGV_TOKEN_WARNING)
+        structlog.get_logger(f"bot.{door}").warning("token_on_command_line", message=ARGV_TOKEN_WARNING)
     cfg = ProxyConfig(
         command=cmd,
         url=url,

@@ -8,6 +8,7 @@ answered then), or when the client interrupts the turn (``turn/interrupt``: Code
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from typing import Any
 
 import structlog
@@ -24,6 +25,7 @@ from bot.door.request import DaemonRequest
 log = structlog.get_logger("bot.codex")
 
 Pending = Approval | UserInput
+TAKEN_KEPT = 1024  # ids of requests taken whose resolution Codex has not announced yet
 
 
 class Proxy(DoorProxy):
@@ -32,21 +34,19 @@ class Proxy(DoorProxy):
     def __init__(self, cfg: ProxyConfig) -> None:
         super().__init__(cfg)
         self.pending: dict[int, Pending] = {}
-        self.taken: dict[tuple[str, Any], int] = {}  # the JSON-RPC ids of requests the proxy took -> their number
+        # the JSON-RPC ids of requests the proxy took -> their number, kept until Codex says it resolved them
+        # (its serverRequest/resolved comes after the answer, and the client never saw the request)
+        self.taken: OrderedDict[tuple[str, Any], int] = OrderedDict()
 
     def _start(self, p: Pending, msg: dict[str, Any]) -> None:
         self.pending[p.n] = p
         key = id_key(msg["id"])
         if key is not None:
             self.taken[key] = p.n
+            while len(self.taken) > TAKEN_KEPT:
+                self.taken.popitem(last=False)
         p.task = asyncio.create_task(p.run())
-
-        def gone(_t: asyncio.Task[None]) -> None:
-            self.pending.pop(p.n, None)
-            if key is not None and self.taken.get(key) == p.n:
-                del self.taken[key]
-
-        p.task.add_done_callback(gone)
+        p.task.add_done_callback(lambda _t: self.pending.pop(p.n, None))
 
     # ---- hooks called by the line filters
 
@@ -66,7 +66,7 @@ class Proxy(DoorProxy):
         """``serverRequest/resolved``: Codex settled a request itself; a prompt still open is withdrawn (Codex
         is not answered). True when the request was one the proxy took (the client never saw it)."""
         key = id_key(request_id)
-        n = self.taken.get(key) if key is not None else None
+        n = self.taken.pop(key, None) if key is not None else None
         if n is None:
             return False
         p = self.pending.get(n)
