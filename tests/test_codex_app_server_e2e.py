@@ -160,3 +160,26 @@ async def test_questions_answered_by_number_label_and_free_text_reach_the_model_
     assert len(model.tool_results) == 1, (model.calls, codex.stderr())
     assert json.loads(model.tool_results[0]) == want  # Codex's JSON of the reply, verbatim (its key order is its own)
     assert not LIFTED & set(codex.methods())
+
+
+async def test_an_interrupted_turn_withdraws_the_prompt_and_codex_gets_cancel(
+    station: Any, model: ResponsesApi, codex: CodexApp, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    thread = await codex.begin(work)
+    turn = await codex.turn(thread, script_prompt([ESCALATED], "run"))
+    p, rec = await approval_prompt(station, codex, thread)
+    await codex.request("turn/interrupt", {"threadId": thread, "turnId": turn})
+    done = await codex.turn_done()
+    assert done["params"]["turn"]["status"] == "interrupted"
+    got = await record(station, rec["id"])
+    assert got["state"] == "cancelled" and not (work / "a.txt").exists()
+    await codex.close()
+    answers = [json.loads(line) for line in (codex.tap / "server_in").read_bytes().splitlines(keepends=True)
+               if line not in codex.sent]
+    assert [a["result"] for a in answers] == [{"decision": "cancel"}]  # answered before the interrupt went on
+    edited = await station.alice.wait(
+        lambda e: (e.get("content") or {}).get("m.relates_to", {}).get("event_id") == p["event_id"]
+        and (e.get("content") or {}).get("m.relates_to", {}).get("rel_type") == "m.replace", 30)
+    assert edited, "the prompt was not edited to say it was withdrawn"

@@ -12,8 +12,11 @@ client, the first answer wins). What every door shares (the relay, the agent pro
 one request's life, questions and forms) is in :mod:`bot.door`.
 """
 
-from bot.acp.run import run_proxy
+# isort: off
 from bot.door import sdk  # noqa: F401 - first: acp.schema imported lean, before any module of ours uses it
+
+# isort: on
+from bot.acp.run import run_proxy
 from bot.door.config import ProxyConfig
 from bot.door.log import configure_stderr_logging
 
