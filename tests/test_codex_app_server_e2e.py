@@ -67,28 +67,33 @@ def is_prompt(station: Any, thread: str, ev: dict[str, Any]) -> bool:
             and (c.get("m.relates_to") or {}).get("rel_type") != "m.replace" and c.get("session_id") == thread)
 
 
-async def approval_prompt(station: Any, codex: CodexApp, thread: str) -> tuple[dict[str, Any], dict[str, Any]]:
+async def asked_to_run(
+    station: Any, codex: CodexApp, tmp_path: Path
+) -> tuple[Path, str, str, dict[str, Any], dict[str, Any]]:
+    """A thread whose model asks to run a command outside the sandbox: the work dir, the thread, the turn, the
+    prompt in the room and its pending record."""
+    work = tmp_path / "work"
+    work.mkdir()
+    thread = await codex.begin(work)
+    turn = await codex.turn(thread, script_prompt([ESCALATED], "run"))
     p = await prompt_for(station, thread, timeout=90)
     assert p, f"no prompt for Codex's approval; stderr:\n{codex.stderr()}"
     rec = await record(station, p["content"]["request_id"])
     assert rec["state"] == "pending"
-    return p, rec
+    return work, thread, turn, p, rec
 
 
 async def test_a_command_approval_answered_1_runs_it_and_the_rest_passes_byte_for_byte(
     station: Any, model: ResponsesApi, codex: CodexApp, tmp_path: Path
 ) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    thread = await codex.begin(work)
-    await codex.turn(thread, script_prompt([ESCALATED], "run"))
-    p, rec = await approval_prompt(station, codex, thread)
+    work, _thread, _turn, p, rec = await asked_to_run(station, codex, tmp_path)
     params = rec["params"]
     assert params["toolCall"]["kind"] == "execute" and params["toolCall"]["title"] == "/bin/bash -lc 'echo hi > a.txt'"
-    assert [o["optionId"] for o in params["options"]] == ["accept", "acceptWithExecpolicyAmendment", "decline", "cancel"]
+    assert [o["optionId"] for o in params["options"]] == [
+        "accept", "acceptWithExecpolicyAmendment", "decline", "cancel"]
     always = params["options"][1]["name"]
     assert "every later session" in always and "/bin/bash -lc echo hi > a.txt" in always
-    assert [o["id"] for o in p["content"]["options"]][0] == "accept"  # 1 = allow once
+    assert p["content"]["options"][0]["id"] == "accept"  # 1 = allow once
     assert not (work / "a.txt").exists()
     await station.alice.text("1", reply_to=p["event_id"])
     await codex.turn_done()
@@ -116,11 +121,7 @@ async def test_a_command_approval_answered_1_runs_it_and_the_rest_passes_byte_fo
 async def test_a_command_approval_denied_gives_the_model_the_rejection(
     station: Any, model: ResponsesApi, codex: CodexApp, tmp_path: Path
 ) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    thread = await codex.begin(work)
-    await codex.turn(thread, script_prompt([ESCALATED], "run"))
-    p, rec = await approval_prompt(station, codex, thread)
+    work, _thread, _turn, p, rec = await asked_to_run(station, codex, tmp_path)
     shown = [o["id"] for o in p["content"]["options"]]
     assert shown == ["accept", "acceptWithExecpolicyAmendment", "decline", "cancel"]
     await station.alice.text(str(shown.index("decline") + 1), reply_to=p["event_id"])  # no: the turn goes on
@@ -165,11 +166,7 @@ async def test_questions_answered_by_number_label_and_free_text_reach_the_model_
 async def test_an_interrupted_turn_withdraws_the_prompt_and_codex_gets_cancel(
     station: Any, model: ResponsesApi, codex: CodexApp, tmp_path: Path
 ) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    thread = await codex.begin(work)
-    turn = await codex.turn(thread, script_prompt([ESCALATED], "run"))
-    p, rec = await approval_prompt(station, codex, thread)
+    work, thread, turn, p, rec = await asked_to_run(station, codex, tmp_path)
     await codex.request("turn/interrupt", {"threadId": thread, "turnId": turn})
     done = await codex.turn_done()
     assert done["params"]["turn"]["status"] == "interrupted"

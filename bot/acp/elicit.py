@@ -29,7 +29,7 @@ from bot.acp import messages
 from bot.acp.request import Host
 from bot.door import forms
 from bot.door.ids import FWD_PREFIX, id_key, line_of
-from bot.door.questions import QuestionRequest
+from bot.door.questions import QuestionRequest, QuestionSet
 from bot.door.relay import FdSink, in_thread
 
 log = structlog.get_logger("bot.acp")
@@ -57,7 +57,7 @@ class FormHost(Host, Protocol):
     def relay_to_client(self, data: bytes) -> None: ...
 
 
-class Elicitation:
+class Elicitation(QuestionSet):
     """One elicitation: its questions in the room, its copy at the client, its answer to the agent."""
 
     def __init__(self, proxy: FormHost, msg: dict[str, Any], n: int) -> None:
@@ -91,14 +91,8 @@ class Elicitation:
         self.room_session = self.session_id or f"request:{proxy.fwd_id}:{n}"
         self.tied_to = id_key(request_id) if self.session_id is None else None  # the client's request, if that
         self.tool_call_id = tool_call_id or f"elicitation-{proxy.fwd_id}-{n}"
-        self.questions: list[QuestionRequest] = []
+        QuestionSet.__init__(self, proxy.cfg.cancel_budget, "client", "the agent's turn was cancelled")
         self.fwd: str | None = None  # the id the client holds it under
-        self.done = False
-        self.answer_agent = True
-        self.cancel_by = "client"
-        self.cancel_feedback = "the agent's turn was cancelled"
-        self.budget = proxy.cfg.cancel_budget
-        self._cancel = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.log = log.bind(
             rpc_id=self.rpc_id,
@@ -107,15 +101,6 @@ class Elicitation:
             mode=self.mode,
             **({} if self.session_id else {"tied_to_request": str(request_id)[:80]}),
         )
-
-    def cancel(self, by: str, feedback: str, budget: float | None = None, *, answer: bool = True) -> None:
-        """End it: the agent gets ``cancel`` (when ``answer``), the questions and the client's copy withdrawn."""
-        if self.done or self._cancel.is_set():
-            return
-        self.cancel_by, self.cancel_feedback, self.answer_agent = by, feedback, answer
-        if budget is not None:
-            self.budget = budget
-        self._cancel.set()
 
     async def run(self) -> None:
         try:
@@ -224,12 +209,7 @@ class Elicitation:
     async def _withdraw_room(self, room: asyncio.Future[Any] | None, by: str, feedback: str) -> None:
         if room is not None and not room.done():
             room.cancel()
-        live = [q for q in self.questions if not q.done]
-        for q in live:
-            q.withdraw(by, feedback, self.budget)
-        tasks = [q.task for q in live if q.task is not None]
-        if tasks:
-            await asyncio.wait(tasks, timeout=self.budget + 2.0)
+        await self.withdraw_questions(by, feedback)
 
     # ---- the client
 

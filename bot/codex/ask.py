@@ -17,13 +17,13 @@ import structlog
 
 from bot.codex import wire
 from bot.door import forms
-from bot.door.questions import QuestionRequest
+from bot.door.questions import QuestionRequest, QuestionSet
 from bot.door.request import Host
 
 log = structlog.get_logger("bot.codex")
 
 
-class UserInput:
+class UserInput(QuestionSet):
     """One ``requestUserInput``: its questions in the room and its answer to Codex."""
 
     def __init__(self, proxy: Host, msg: dict[str, Any], n: int, asks: list[forms.Ask], next_n: Any) -> None:
@@ -36,23 +36,13 @@ class UserInput:
         self.asks = asks
         self.n = n
         self._next_n = next_n
-        self.questions: list[QuestionRequest] = []
-        self.done = False
-        self.answer_agent = True
-        self.budget = proxy.cfg.cancel_budget
-        self.cancel_by, self.cancel_feedback = "client", "the turn ended"
-        self._cancel = asyncio.Event()
+        QuestionSet.__init__(self, proxy.cfg.cancel_budget, "client", "the turn ended")
         self.task: asyncio.Task[None] | None = None
         self.log = log.bind(rpc_id=self.rpc_id, session_id=self.session_id, item_id=self.item_id)
 
     def withdraw(self, by: str, feedback: str, budget: float | None = None, *, answer: bool = True) -> None:
-        """End it: the open questions withdrawn (their prompts say ``feedback``); Codex answered when ``answer``."""
-        if self.done or self._cancel.is_set():
-            return
-        self.cancel_by, self.cancel_feedback, self.answer_agent = by, feedback, answer
-        if budget is not None:
-            self.budget = budget
-        self._cancel.set()
+        """End it (:meth:`QuestionSet.cancel`): as every pending request of the proxy is ended."""
+        self.cancel(by, feedback, budget, answer=answer)
 
     async def run(self) -> None:
         try:
@@ -74,7 +64,7 @@ class UserInput:
                 return room.result()
             room.cancel()
             self.log.info("user_input_withdrawn", by=self.cancel_by)
-            await self._withdraw(self.cancel_by, self.cancel_feedback)
+            await self.withdraw_questions(self.cancel_by, self.cancel_feedback)
             return {}
         finally:
             stop.cancel()
@@ -100,15 +90,7 @@ class UserInput:
                 if got is None:
                     why = "the question could not be asked" if q.failure else "another question was not answered"
                     self.log.info("user_input_ended_unanswered", question=ask.key, failure=q.failure)
-                    await self._withdraw("agent", why)
+                    await self.withdraw_questions("agent", why)
                     return answers
                 answers[ask.key] = got
         return {a.key: answers[a.key] for a in self.asks if a.key in answers}  # in Codex's order
-
-    async def _withdraw(self, by: str, feedback: str) -> None:
-        live = [q for q in self.questions if not q.done]
-        for q in live:
-            q.withdraw(by, feedback, self.budget)
-        tasks = [q.task for q in live if q.task is not None]
-        if tasks:
-            await asyncio.wait(tasks, timeout=self.budget + 2.0)

@@ -1,4 +1,5 @@
-"""One question of a form as a daemon request (:class:`QuestionRequest`).
+"""One question of a form as a daemon request (:class:`QuestionRequest`), and what ends a set of questions
+asked together (:class:`QuestionSet`: an ACP form, a Codex ``requestUserInput``).
 
 A :class:`bot.door.request.DaemonRequest` whose params the proxy wrote (:func:`bot.door.forms.question_body`),
 not the agent: submitted, long-polled, cancelled and re-submitted exactly as a permission request is, but its
@@ -66,3 +67,34 @@ class QuestionRequest(DaemonRequest):
         except DaemonError as e:
             self.log.warning("question_record_unreadable", error=str(e))
             return None
+
+
+class QuestionSet:
+    """Questions asked together: how the set is ended (:meth:`cancel`) and its open questions withdrawn."""
+
+    def __init__(self, budget: float, by: str, feedback: str) -> None:
+        self.questions: list[QuestionRequest] = []
+        self.done = False
+        self.answer_agent = True
+        self.cancel_by, self.cancel_feedback = by, feedback
+        self.budget = budget
+        self._cancel = asyncio.Event()
+
+    def cancel(self, by: str, feedback: str, budget: float | None = None, *, answer: bool = True) -> None:
+        """End it: the open questions withdrawn (their prompts say ``feedback``); the agent answered when
+        ``answer``."""
+        if self.done or self._cancel.is_set():
+            return
+        self.cancel_by, self.cancel_feedback, self.answer_agent = by, feedback, answer
+        if budget is not None:
+            self.budget = budget
+        self._cancel.set()
+
+    async def withdraw_questions(self, by: str, feedback: str) -> None:
+        """Withdraw the questions still open (bounded by the budget)."""
+        live = [q for q in self.questions if not q.done]
+        for q in live:
+            q.withdraw(by, feedback, self.budget)
+        tasks = [q.task for q in live if q.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.budget + 2.0)
