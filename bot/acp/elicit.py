@@ -91,7 +91,7 @@ class Elicitation(QuestionSet):
         self.room_session = self.session_id or f"request:{proxy.fwd_id}:{n}"
         self.tied_to = id_key(request_id) if self.session_id is None else None  # the client's request, if that
         self.tool_call_id = tool_call_id or f"elicitation-{proxy.fwd_id}-{n}"
-        QuestionSet.__init__(self, proxy.cfg.cancel_budget, "client", "the agent's turn was cancelled")
+        super().__init__(proxy.cfg.cancel_budget, "client", "the agent's turn was cancelled")
         self.fwd: str | None = None  # the id the client holds it under
         self.task: asyncio.Task[None] | None = None
         self.log = log.bind(

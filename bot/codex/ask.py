@@ -11,6 +11,7 @@ interrupts it, the open questions are withdrawn and their prompts say so.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -26,7 +27,9 @@ log = structlog.get_logger("bot.codex")
 class UserInput(QuestionSet):
     """One ``requestUserInput``: its questions in the room and its answer to Codex."""
 
-    def __init__(self, proxy: Host, msg: dict[str, Any], n: int, asks: list[forms.Ask], next_n: Any) -> None:
+    def __init__(
+        self, proxy: Host, msg: dict[str, Any], n: int, asks: list[forms.Ask], next_n: Callable[[], int]
+    ) -> None:
         self.proxy = proxy
         self.rpc_id: Any = msg["id"]
         params = msg["params"]
@@ -35,8 +38,8 @@ class UserInput(QuestionSet):
         self.item_id = str(params["itemId"])
         self.asks = asks
         self.n = n
-        self._next_n = next_n
-        QuestionSet.__init__(self, proxy.cfg.cancel_budget, "client", "the turn ended")
+        self._next_n = next_n  # the proxy's: each question is a request of the run, numbered in it
+        super().__init__(proxy.cfg.cancel_budget, "client", "the turn ended")
         self.task: asyncio.Task[None] | None = None
         self.log = log.bind(rpc_id=self.rpc_id, session_id=self.session_id, item_id=self.item_id)
 
