@@ -180,3 +180,23 @@ async def test_an_interrupted_turn_withdraws_the_prompt_and_codex_gets_cancel(
         lambda e: (e.get("content") or {}).get("m.relates_to", {}).get("event_id") == p["event_id"]
         and (e.get("content") or {}).get("m.relates_to", {}).get("rel_type") == "m.replace", 30)
     assert edited, "the prompt was not edited to say it was withdrawn"
+
+
+async def test_a_file_change_approval_shows_the_file_and_answered_1_writes_it(
+    station: Any, model: ResponsesApi, codex: CodexApp, tmp_path: Path
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    thread = await codex.begin(work)
+    patch = "*** Begin Patch\n*** Add File: notes.txt\n+hello from codex\n*** End Patch\n"
+    await codex.turn(thread, script_prompt([{"custom": "apply_patch", "input": patch}], "write"))
+    p = await prompt_for(station, thread, timeout=90)
+    assert p, f"no prompt for Codex's file change; methods {codex.methods()}; stderr:\n{codex.stderr()}"
+    rec = await record(station, p["content"]["request_id"])
+    tc = rec["params"]["toolCall"]
+    assert tc["kind"] == "edit" and tc["title"] == f"Edit {work / 'notes.txt'}", tc
+    assert p["content"]["options"][0]["id"] == "accept"
+    await station.alice.text("1", reply_to=p["event_id"])
+    await codex.turn_done()
+    assert (work / "notes.txt").read_text() == "hello from codex\n", (model.tool_results, codex.stderr())
+    assert not LIFTED & set(codex.methods())

@@ -20,7 +20,7 @@ from typing import Any
 from tests.support.responses_api import ResponsesApi
 
 BIN = Path(__file__).resolve().parent.parent / "agents-npm" / "node_modules" / ".bin"
-MODEL = "gpt-5.4"
+MODEL = "gpt-5.5"  # a model Codex 0.171.0 knows: it then offers its usual tools, apply_patch among them
 
 
 def codex_home(api: ResponsesApi) -> Path:

@@ -1,7 +1,8 @@
 """A scripted OpenAI Responses API on loopback (``POST /v1/responses``, SSE), the model Codex calls.
 
 The user prompt carries the script: ``SCRIPT:<base64 of a JSON list>``, each element one model turn:
-``{"tool": NAME, "args": {...}}`` (a function call) or ``{"text": ...}`` (a message). Step N is the one after
+``{"tool": NAME, "args": {...}}`` (a function call), ``{"custom": NAME, "input": TEXT}`` (a free-form tool call,
+as Codex's ``apply_patch``) or ``{"text": ...}`` (a message). Step N is the one after
 N tool results in the conversation; past the script, the model says ``DONE: <the last tool result>``. Every
 tool result the model was sent is kept in ``tool_results`` (in full), so a test sees exactly what the model got.
 A request without a script (a title, a summary) gets a short text. ``proxy_url`` names a loopback port that
@@ -112,7 +113,8 @@ class ResponsesApi:
             step = {"text": "DONE: " + (results[-1] if results else "")}
         if script is not None and results and len(results) > len(self.tool_results):
             self.tool_results[:] = results
-        self.calls.append({"path": request.path, "results": len(results), "step": step})
+        tools = [t.get("name") or t.get("type") for t in body.get("tools") or [] if isinstance(t, dict)]
+        self.calls.append({"path": request.path, "results": len(results), "step": step, "tools": tools})
         resp = web.StreamResponse(headers={"content-type": "text/event-stream", "cache-control": "no-cache"})
         await resp.prepare(request)
         rid = self._id("resp")
@@ -124,6 +126,9 @@ class ResponsesApi:
         if "tool" in step:
             item: dict[str, Any] = {"type": "function_call", "id": self._id("fc"), "call_id": self._id("call"),
                                     "name": step["tool"], "arguments": json.dumps(step.get("args", {}))}
+        elif "custom" in step:
+            item = {"type": "custom_tool_call", "id": self._id("ctc"), "call_id": self._id("call"),
+                    "name": step["custom"], "input": step.get("input", "")}
         else:
             item = {"type": "message", "role": "assistant", "id": self._id("msg"),
                     "content": [{"type": "output_text", "text": step["text"]}]}
