@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from bot.codex import wire
 from bot.codex.filters import FromServer
@@ -195,5 +196,30 @@ async def test_replies_and_resolutions_of_requests_the_proxy_took_stay_between_i
         assert await proxy.on_resolved(0) is True  # Codex's serverRequest/resolved for it: not relayed either
         assert await proxy.on_resolved(0) is False and not proxy.taken  # once; then Codex's own, relayed
         assert f.inspect(forged) is True
+    finally:
+        await proxy.daemon.close()
+
+
+async def test_the_end_of_a_turn_withdraws_its_open_prompts_without_answering_codex() -> None:
+    from bot.codex.proxy import Proxy
+    from bot.door.config import ProxyConfig
+
+    class Open:
+        def __init__(self, turn: str) -> None:
+            self.session_id, self.turn_id, self.done, self.task = "t1", turn, False, None
+            self.withdrawn: list[tuple[str, bool]] = []
+            self.log = structlog.get_logger("test")
+
+        def withdraw(self, by: str, feedback: str, budget: float | None = None, *, answer: bool = True) -> None:
+            self.withdrawn.append((by, answer))
+
+    proxy = Proxy(ProxyConfig(command=["codex"], url="http://127.0.0.1:9"))
+    try:
+        mine, other = Open("u1"), Open("u2")
+        proxy.pending.update({1: mine, 2: other})  # type: ignore[dict-item]
+        proxy.on_turn_end("t1", "u1")
+        assert mine.withdrawn == [("agent", False)] and other.withdrawn == []
+        await proxy.interrupt("t1", "u2")
+        assert other.withdrawn == [("client", True)]  # an interrupt answers Codex (cancel) before it goes on
     finally:
         await proxy.daemon.close()

@@ -90,7 +90,8 @@ class Proxy(DoorProxy):
         for p in hit:
             p.withdraw("client", "the agent's turn was interrupted")
         tasks = [p.task for p in hit if p.task is not None]
-        await asyncio.wait(tasks, timeout=self.cfg.cancel_budget + 2.0)
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.cfg.cancel_budget + 2.0)
 
     def _of_turn(self, thread_id: Any, turn_id: Any) -> list[Pending]:
         return [p for p in self.pending.values()
