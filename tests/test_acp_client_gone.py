@@ -13,8 +13,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from bot.acp import run as acp_run
-from bot.acp.config import ProxyConfig
 from bot.acp.proxy import Proxy
+from bot.door import run as door_run
+from bot.door.config import ProxyConfig
 
 
 @contextlib.asynccontextmanager
@@ -40,7 +41,7 @@ async def proxy_run(agent: list[str]) -> AsyncIterator[tuple[asyncio.Future[int]
 
 
 async def test_an_agent_deaf_to_eof_is_stopped_after_the_grace(monkeypatch: Any, tmp_path: Any) -> None:
-    monkeypatch.setattr(acp_run, "CLIENT_GONE_GRACE", 0.5)
+    monkeypatch.setattr(door_run, "CLIENT_GONE_GRACE", 0.5)
     pidfile = tmp_path / "agent.pid"
     agent = [sys.executable, "-c",
              f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(120)"]
@@ -62,7 +63,7 @@ async def test_an_agent_deaf_to_eof_is_stopped_after_the_grace(monkeypatch: Any,
 
 
 async def test_an_agent_that_exits_at_eof_is_not_waited_for(monkeypatch: Any) -> None:
-    monkeypatch.setattr(acp_run, "CLIENT_GONE_GRACE", 30.0)
+    monkeypatch.setattr(door_run, "CLIENT_GONE_GRACE", 30.0)
     async with proxy_run([sys.executable, "-c", "import sys; sys.stdin.read(); sys.exit(3)"]) as (task, leave):
         await asyncio.sleep(0.3)
         t0 = time.monotonic()

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.acp import outcomes
 from bot.acp.filters import FromAgent, FromClient, loads, may_matter
-from bot.acp.ids import id_key
-from bot.acp.relay import LineRelay
+from bot.door import outcomes
+from bot.door.ids import id_key
+from bot.door.relay import LineRelay
 from bot.inbox.store import Inbox
 from bot.inbox.submission import SubmissionError, parse_submission
 from tests.support.station import request_body

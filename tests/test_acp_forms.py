@@ -1,4 +1,4 @@
-"""bot.acp.forms: an elicitation's schema as questions, the room's answers as its content (pure)."""
+"""bot.door.forms: an elicitation's schema as questions, the room's answers as its content (pure)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from bot.acp import forms
-from bot.acp.forms import Answered
+from bot.door import forms
+from bot.door.forms import Answered
 from bot.events.kinds import check_question_options, question_of
 
 A101 = {  # captured/acp101-elicitation-create-AskUserQuestion.json's requestedSchema

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.acp.daemon_client import DaemonClient, SubmitState
-from bot.acp.inflight import record_to_cancel
+from bot.door.daemon_client import DaemonClient, SubmitState
+from bot.door.inflight import record_to_cancel
 from tests.agents.raw import RawRun, permission_line
 from tests.test_acp_proxy import FakeDaemon, flags
 

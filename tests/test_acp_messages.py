@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 from acp.schema import CancelRequestNotification
 
-from bot.acp import messages, outcomes
-from bot.acp.config import ProxyConfig
+from bot.acp import messages
 from bot.acp.proxy import Proxy
 from bot.acp.request import Request
 from bot.acp.toolcalls import ToolCallCache
+from bot.door import outcomes
+from bot.door.config import ProxyConfig
 from tests.agents.raw import RawRun
 from tests.test_acp_proxy import FakeDaemon, flags
 from tests.test_acp_proxy import daemon as fake  # noqa: F401  (the fixture)

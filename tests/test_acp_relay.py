@@ -14,7 +14,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.acp.relay import FdSink, LineRelay, read_fd
+from bot.door.relay import FdSink, LineRelay, read_fd
 from tests.agents.session import ECHO_AGENT, PY, proxy_cmd
 
 CLOSED_URL = "http://127.0.0.1:9"

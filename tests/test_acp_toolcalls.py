@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.acp.outcomes import reject_result, result_from_record
 from bot.acp.toolcalls import CONTEXT_BYTES, ToolCallCache
+from bot.door.outcomes import reject_result, result_from_record
 
 
 def upd(what: str, sid: str = "s1", **fields: Any) -> dict[str, Any]:

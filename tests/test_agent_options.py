@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from bot.acp import forms, qwen
+from bot.acp import qwen
 from bot.answers.outcomes import session_index
+from bot.door import forms
 from bot.events import validate_content
 from bot.inbox.record import Record
 from bot.inbox.submission import parse_submission

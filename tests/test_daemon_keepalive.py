@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from bot.acp.daemon_client import DaemonClient
+from bot.door.daemon_client import DaemonClient
 from bot.util.digest import submission_digest
 from tests.test_acp_proxy import free_port
 

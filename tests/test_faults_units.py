@@ -11,7 +11,7 @@ from typing import Any, cast
 import aiohttp
 import pytest
 
-from bot.acp.daemon_client import DaemonBackoff
+from bot.door.daemon_client import DaemonBackoff
 from bot.inbox.db.fence import Deposed
 from bot.inbox.record import Settlement
 from bot.matrix.errors import MatrixFatal

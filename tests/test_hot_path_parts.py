@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from nio import AsyncClient, AsyncClientConfig
 
-from bot.acp.relay import FdSink
+from bot.door.relay import FdSink
 from bot.matrix.store import STORE
 from bot.util import aio
 

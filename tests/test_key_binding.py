@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from bot.acp.config import ProxyConfig
-from bot.acp.daemon_client import WrongRecord, _checked
 from bot.acp.proxy import Proxy
+from bot.door.config import ProxyConfig
+from bot.door.daemon_client import WrongRecord, _checked
 from bot.inbox.session_rule_store import SessionRules
 from bot.inbox.session_rules import origin_of, scope_of
 from bot.inbox.store import Inbox

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.acp import forms
+from bot.door import forms
 from bot.events.kinds import question_of
 from bot.prompts import asks
 from bot.util.linkhost import BadLink, link_host, shown_host

@@ -102,7 +102,7 @@ def test_state_dir_is_made_private_even_when_it_exists(tmp_path: Path) -> None:
 
 
 def test_the_proxy_client_never_lets_an_id_walk_the_path() -> None:
-    from bot.acp.daemon_client import DaemonClient
+    from bot.door.daemon_client import DaemonClient
 
     c = DaemonClient("http://127.0.0.1:1/", None)
     assert str(c._one("x/../victim:1")) == "http://127.0.0.1:1/permissions/x%2F..%2Fvictim:1"

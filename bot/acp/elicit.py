@@ -1,7 +1,7 @@
 """One ``elicitation/create`` from the agent, from arrival to its answer (:class:`Elicitation`).
 
-The form's questions (:mod:`bot.acp.forms`) go to the room, one daemon request each
-(:class:`bot.acp.questions.QuestionRequest`), submitted in the form's order; the agent gets
+The form's questions (:mod:`bot.door.forms`) go to the room, one daemon request each
+(:class:`bot.door.questions.QuestionRequest`), submitted in the form's order; the agent gets
 ``{"action": "accept", "content": {...}}`` once every one is answered, ``decline`` as soon as one is
 declined, ``cancel`` when one times out, the turn is cancelled (``session/cancel``), the agent withdraws the
 request (``$/cancel_request``) or the proxy's run ends. A number that is not one is asked again (with why),
@@ -25,11 +25,12 @@ from typing import Any, Protocol
 
 import structlog
 
-from bot.acp import forms, messages
-from bot.acp.ids import FWD_PREFIX, id_key
-from bot.acp.questions import QuestionRequest
-from bot.acp.relay import FdSink, in_thread
+from bot.acp import messages
 from bot.acp.request import Host
+from bot.door import forms
+from bot.door.ids import FWD_PREFIX, id_key, line_of
+from bot.door.questions import QuestionRequest, QuestionSet
+from bot.door.relay import FdSink, in_thread
 
 log = structlog.get_logger("bot.acp")
 
@@ -56,7 +57,7 @@ class FormHost(Host, Protocol):
     def relay_to_client(self, data: bytes) -> None: ...
 
 
-class Elicitation:
+class Elicitation(QuestionSet):
     """One elicitation: its questions in the room, its copy at the client, its answer to the agent."""
 
     def __init__(self, proxy: FormHost, msg: dict[str, Any], n: int) -> None:
@@ -81,14 +82,8 @@ class Elicitation:
         self.room_session = self.session_id or f"request:{proxy.fwd_id}:{n}"
         self.tied_to = id_key(request_id) if self.session_id is None else None  # the client's request, if that
         self.tool_call_id = tool_call_id or f"elicitation-{proxy.fwd_id}-{n}"
-        self.questions: list[QuestionRequest] = []
+        super().__init__(proxy.cfg.cancel_budget, "client", "the agent's turn was cancelled")
         self.fwd: str | None = None  # the id the client holds it under
-        self.done = False
-        self.answer_agent = True
-        self.cancel_by = "client"
-        self.cancel_feedback = "the agent's turn was cancelled"
-        self.budget = proxy.cfg.cancel_budget
-        self._cancel = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.log = log.bind(
             rpc_id=self.rpc_id,
@@ -113,15 +108,6 @@ class Elicitation:
     def reply(self, reply: dict[str, Any]) -> dict[str, Any]:
         """The JSON-RPC reply for the agent (without its id) from the form's: an elicitation's own."""
         return reply
-
-    def cancel(self, by: str, feedback: str, budget: float | None = None, *, answer: bool = True) -> None:
-        """End it: the agent gets ``cancel`` (when ``answer``), the questions and the client's copy withdrawn."""
-        if self.done or self._cancel.is_set():
-            return
-        self.cancel_by, self.cancel_feedback, self.answer_agent = by, feedback, answer
-        if budget is not None:
-            self.budget = budget
-        self._cancel.set()
 
     async def run(self) -> None:
         try:
@@ -230,12 +216,7 @@ class Elicitation:
     async def _withdraw_room(self, room: asyncio.Future[Any] | None, by: str, feedback: str) -> None:
         if room is not None and not room.done():
             room.cancel()
-        live = [q for q in self.questions if not q.done]
-        for q in live:
-            q.withdraw(by, feedback, self.budget)
-        tasks = [q.task for q in live if q.task is not None]
-        if tasks:
-            await asyncio.wait(tasks, timeout=self.budget + 2.0)
+        await self.withdraw_questions(by, feedback)
 
     # ---- the client
 
@@ -247,7 +228,7 @@ class Elicitation:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         proxy.forwarded[self.fwd] = fut
         try:
-            await in_thread(proxy.to_client.write, messages.line_of({**self.msg, "id": self.fwd}))
+            await in_thread(proxy.to_client.write, line_of({**self.msg, "id": self.fwd}))
             return await fut
         finally:
             proxy.forwarded.pop(self.fwd, None)
@@ -261,6 +242,6 @@ class Elicitation:
         self.proxy.withdrawn_fwd.add(self.fwd)
         note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": self.fwd}}
         try:
-            await in_thread(self.proxy.relay_to_client, messages.line_of(note))
+            await in_thread(self.proxy.relay_to_client, line_of(note))
         except OSError as e:
             self.log.info("client_copy_withdraw_failed", error=str(e) or type(e).__name__)

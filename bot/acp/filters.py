@@ -15,16 +15,14 @@ agent sees the outcome of a raced request before the cancel, and later lines sta
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import json
-from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from acp.schema import CancelNotification, CloseSessionRequest
 
-from bot.acp.ids import FWD_PREFIX, id_key
-from bot.acp.messages import line_of, session_of
+from bot.acp.messages import session_of
+from bot.door.ids import FWD_PREFIX, id_key, line_of
+from bot.door.linefilter import ask_loop, may_matter, parse
 
 if TYPE_CHECKING:
     from bot.acp.proxy import Proxy
@@ -36,19 +34,6 @@ _AGENT_WORDS = (b"request_permission", b"tool_call", b"cancel_request", b"elicit
 _CLIENT_WORDS = (b"cancel", b'"cwd"', b"session/close", b"initialize")
 _SESSION_WORD = b"sessionId"
 _RESULT_WORD, _ERROR_WORD = b'"result"', b'"error"'
-
-
-def may_matter(data: bytes | bytearray, words: tuple[bytes, ...]) -> bool:
-    """False only when no line in ``data`` can spell one of ``words``: no backslash and no word."""
-    return b"\\" in data or any(w in data for w in words)
-
-
-def parse(line: bytes | bytearray) -> Any:
-    """The line's JSON value, or None when it is not JSON."""
-    try:
-        return json.loads(line)
-    except (ValueError, RecursionError):
-        return None
 
 
 def loads(line: bytes | bytearray) -> dict[str, Any] | None:
@@ -69,25 +54,6 @@ def is_elicitation(msg: Any) -> bool:
 
 def _is_request(msg: dict[str, Any]) -> bool:
     return "id" in msg and isinstance(msg.get("params"), dict) and "result" not in msg and "error" not in msg
-
-
-def _ask(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], timeout: float, what: str) -> Any:
-    """Run ``coro`` on the loop and block this relay thread on it, at most ``timeout`` seconds.
-
-    Its result, or None when none came (the loop gone, too slow, or the handler failed).
-    """
-    try:
-        fut = asyncio.run_coroutine_threadsafe(coro, loop)
-    except RuntimeError:  # the loop is closed: the proxy is on its way out
-        coro.close()
-        return None
-    try:
-        return fut.result(timeout=timeout)
-    except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
-        log.warning("line_handler_timed_out", message="no answer from the proxy in time", what=what)
-    except Exception as e:  # the handler failed: relay the line as it is
-        log.warning("line_handler_failed", message="relaying the line unchanged", what=what, error=repr(e))
-    return None
 
 
 class FromAgent:
@@ -124,7 +90,7 @@ class FromAgent:
             self._loop.call_soon_threadsafe(proxy.on_elicitation, msg)
             return False
         if method == "$/cancel_request" and "id" not in msg:
-            return not _ask(self._loop, proxy.on_cancel_request(msg.get("params")), 5.0, "$/cancel_request")
+            return not ask_loop(self._loop, proxy.on_cancel_request(msg.get("params")), 5.0, "$/cancel_request")
         if method is None and ("result" in msg or "error" in msg) and (self._tied or proxy.elicitations):
             self._tied.discard(id_key(msg.get("id")))
             self._loop.call_soon_threadsafe(proxy.on_agent_answered, msg.get("id"))  # after on_elicitation: FIFO
@@ -175,11 +141,11 @@ class FromClient:
         params = msg.get("params")
         if method == "session/cancel" and "id" not in msg:
             if (sid := session_of(CancelNotification, params)) is not None:
-                _ask(self._loop, proxy.cancel_session(sid), proxy.cfg.cancel_budget + 3.0, "session/cancel")
+                ask_loop(self._loop, proxy.cancel_session(sid), proxy.cfg.cancel_budget + 3.0, "session/cancel")
             return True  # relayed after the raced requests were answered
         if method == "$/cancel_request" and "id" not in msg:
             if proxy.elicitations:  # a dict read: safe from this thread
-                _ask(self._loop, proxy.cancel_tied(params), proxy.cfg.cancel_budget + 3.0, "$/cancel_request")
+                ask_loop(self._loop, proxy.cancel_tied(params), proxy.cfg.cancel_budget + 3.0, "$/cancel_request")
             return True  # relayed after the forms tied to that request were answered
         if method == "initialize" and _is_request(msg):
             return self._initialize(msg)

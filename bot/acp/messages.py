@@ -10,7 +10,6 @@ relay and the daemon submission keep the agent's bytes and values.
 
 from __future__ import annotations
 
-import json
 from typing import Any, TypeVar
 
 from acp.schema import (
@@ -36,11 +35,6 @@ TOOL_CALL_UPDATES = ("tool_call", "tool_call_update")
 # What a permission prompt needs from a tool call: the model's attribute names, and ACP's wire names.
 _CONTEXT_ATTRS = {"title", "kind", "raw_input", "content", "locations", "field_meta"}
 CONTEXT_FIELDS = ("title", "kind", "rawInput", "content", "locations", "_meta")
-
-
-def line_of(msg: Any) -> bytes:
-    """A JSON-RPC message as one compact line on the wire (UTF-8, newline-terminated)."""
-    return (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
 
 
 def empty(value: Any) -> bool:

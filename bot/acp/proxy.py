@@ -1,63 +1,51 @@
 """The ACP proxy's state: the pending requests and the hooks the line filters call.
 
-Everything it does not handle passes byte for byte, both ways (:mod:`bot.acp.relay`), every ACP
+Everything it does not handle passes byte for byte, both ways (:mod:`bot.door.relay`), every ACP
 method and notification it does not know included. From the agent it takes
 ``session/request_permission`` (:mod:`bot.acp.request`), ``$/cancel_request`` for one of them
 (withdrawn) and notes ``session/update`` tool calls (to complete sparse requests); from the
 client it acts on ``session/cancel`` (pending requests cancelled in the daemon and answered
 before the cancel is relayed), notes the ``cwd`` of ``session/new`` and kin, and takes the answers
 to requests it forwarded in ``--fallback forward`` mode. Which lines are parsed:
-:mod:`bot.acp.filters`; what the agent is told: :mod:`bot.acp.outcomes`; the run (the agent,
+:mod:`bot.acp.filters`; what the agent is told: :mod:`bot.door.outcomes`; the run (the agent,
 both pumps, the end): :mod:`bot.acp.run`.
 """
 from __future__ import annotations
 
 import asyncio
-import secrets
-import uuid
 from typing import Any
 
 import structlog
 from acp.schema import CancelRequestNotification
 
-from bot.acp import outcomes
-from bot.acp.config import ProxyConfig
-from bot.acp.daemon_client import DaemonClient, DaemonError
 from bot.acp.elicit import Elicitation
-from bot.acp.ids import FWD_PREFIX, id_key
-from bot.acp.messages import line_of, withdrawn_id
+from bot.acp.messages import withdrawn_id
 from bot.acp.qwen import QwenQuestions, is_user_question
-from bot.acp.relay import FdSink, in_thread
 from bot.acp.request import Request
 from bot.acp.toolcalls import ToolCallCache
+from bot.door import outcomes
+from bot.door.config import ProxyConfig
+from bot.door.ids import FWD_PREFIX, id_key, line_of
+from bot.door.proxy import DoorProxy
+from bot.door.relay import in_thread
+from bot.door.request import DaemonRequest
 
 log = structlog.get_logger("bot.acp")
 
 
-class Proxy:
-    """One proxy run's state: the pending and forwarded requests, the sinks to both sides."""
+class Proxy(DoorProxy):
+    """One ACP proxy run's state: the pending and forwarded requests, the sinks to both sides."""
 
     def __init__(self, cfg: ProxyConfig) -> None:
-        self.cfg = cfg
-        self.proxy_id = secrets.token_hex(16)  # the run's secret (128 bits): the origin of its keys, never shown
-        self.fwd_id = uuid.uuid4().hex[:16]  # the run's public name in the ids of forwarded requests
-        self.used_keys: dict[str, str] = {}  # session id -> the key of a request of it the daemon took
+        super().__init__(cfg)
         self.cache = ToolCallCache()
-        self.daemon = DaemonClient(cfg.url, cfg.token)
         self.requests: dict[int, Request] = {}
         self.forwarded: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.elicitations: dict[int, Elicitation] = {}
         self.client_elicitation: frozenset[str] = frozenset()  # the modes the client advertised (initialize)
         self.withdrawn_fwd: set[str] = set()  # ids of copies withdrawn from the client: their replies are dropped
-        # working directories: by the id of a session/new not answered yet, then by session id
+        # working directories: by the id of a session/new not answered yet (then by session id: cwd_by_session)
         self.cwd_by_rpc: dict[tuple[str, Any], str] = {}
-        self.cwd_by_session: dict[str, str] = {}
-        self._n = 0
-        self.to_agent: FdSink | None = None
-        self.to_client: FdSink | None = None
-        self._oversize_noted = False
-        self._ending: set[asyncio.Task[None]] = set()
-        self._claims: dict[str, asyncio.Task[bool]] = {}  # session id -> its claim in the daemon
 
     # ---- hooks called by the line filters
 
@@ -66,18 +54,12 @@ class Proxy:
         if is_user_question(msg.get("params")):
             self._start_form(QwenQuestions(self, msg, self.next_n()))
             return
-        self._n += 1
-        req = Request(self, msg, self._n)
+        req = Request(self, msg, self.next_n())
         self.requests[req.n] = req
         req.log.info("permission_request_received")
         req.submission = req.body()  # now, while the cache holds what the agent said up to this line
         req.task = asyncio.create_task(req.run())
         req.task.add_done_callback(lambda _t: self.requests.pop(req.n, None))
-
-    def next_n(self) -> int:
-        """The next request number of this run (its key's suffix)."""
-        self._n += 1
-        return self._n
 
     def on_elicitation(self, msg: dict[str, Any]) -> None:
         """Take an ``elicitation/create`` off the relay: the room asks it (:mod:`bot.acp.elicit`)."""
@@ -145,89 +127,10 @@ class Proxy:
         req.cancel("agent", withdrawn=True)
         return True
 
-    def on_session(self, session_id: str) -> None:
-        """A session this run relays (``session/new`` answered, or loaded): claim it in the daemon now,
-        before the agent can ask anything in it (only the claiming run's requests stand in for a hook's)."""
-        self.claim(session_id)
-
-    def claim(self, session_id: str) -> asyncio.Task[bool]:
-        """The claim of ``session_id`` in the daemon (made once; again after one that could not reach it)."""
-        task = self._claims.get(session_id)
-        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
-            task = self._claims[session_id] = asyncio.ensure_future(self._claim(session_id))
-        return task
-
-    async def _claim(self, session_id: str) -> bool:
-        try:
-            return await self.daemon.claim_session(session_id, f"{self.proxy_id}:0")
-        except DaemonError as e:
-            log.info("session_claim_failed", session_id=session_id, error=str(e))
-            raise
-
-    async def claimed(self, session_id: str, wait: float = 2.0) -> None:
-        """Wait (at most ``wait`` seconds) for the session's claim; a failed one is only logged: a request
-        is submitted all the same (without a claim, a hook of that session just does not stand down)."""
-        task = self.claim(session_id)
-        await asyncio.wait({task}, timeout=wait)
-        if task.done() and not task.cancelled():
-            task.exception()  # retrieved: logged in _claim
-
-    def on_session_close(self, session_id: str) -> None:
-        """``session/close`` from the client: the session's rules end (in the background; the line is relayed)."""
-        if self._n:
-            task = asyncio.create_task(self.end_rules(session_id))
-            self._ending.add(task)
-            task.add_done_callback(self._ending.discard)
-
-    async def end_rules(self, session_id: str | None = None) -> None:
-        """Tell the daemon a session (None: every session of this run) ended, so its session rules end.
-        The key of a request of that session (any, for all) proves to the daemon that the run is ours."""
-        if session_id is not None:
-            key = self.used_keys.get(session_id)
-        else:
-            key = next(iter(self.used_keys.values()), None)
-        if key is None:
-            return  # the daemon took no request (of that session): no rule can exist
-        try:
-            n = await self.daemon.end_session_rules(key, session_id)
-        except DaemonError as e:
-            log.warning("session_rules_end_failed", error=str(e))
-            return
-        if n:
-            log.info("session_rules_ended", session_id=session_id, count=n)
-
-    def note_oversize(self, size: int) -> None:
-        """A relay's line too long to inspect: said once a run."""
-        if not self._oversize_noted:
-            self._oversize_noted = True
-            log.warning("oversize_line_relayed_uninspected", bytes=size)
-
-    # ---- writing our own lines
-
-    async def answer(self, rpc_id: Any, result: dict[str, Any]) -> None:
-        """Send the agent a JSON-RPC result for one of its requests."""
-        await self.send_agent({"jsonrpc": "2.0", "id": rpc_id, "result": result})
-
-    async def send_agent(self, msg: dict[str, Any]) -> None:
-        """Write one JSON-RPC message to the agent (nothing when it is gone)."""
-        if self.to_agent is None:
-            return
-        try:
-            line = line_of(msg)
-            if not self.to_agent.try_write(line):  # a short answer goes at once, not through a thread
-                await in_thread(self.to_agent.write, line)
-        except OSError as e:
-            log.info("agent_write_failed", error=str(e) or type(e).__name__)
-
-    def relay_to_client(self, data: bytes) -> None:
-        """Write a line of our own to the client, from the relay thread (the sink keeps writes whole)."""
-        if self.to_client is not None:
-            self.to_client.write(data)
-
-    def _fwd_id(self, req: Request) -> str:  # the id a forwarded request has at the client
+    def _fwd_id(self, req: DaemonRequest) -> str:  # the id a forwarded request has at the client
         return f"{FWD_PREFIX}{self.fwd_id}:{req.n}"
 
-    async def forward(self, req: Request) -> None:
+    async def forward(self, req: DaemonRequest) -> None:
         """Fallback: send the request to the client under a fresh id, relay its answer back."""
         assert self.to_client is not None
         fresh = self._fwd_id(req)
@@ -267,11 +170,6 @@ class Proxy:
             for t in late:
                 t.cancel()
 
-    async def close_agent_stdin(self, wait: float = 2.0) -> None:
-        """EOF for the agent. The close waits for a write in progress, so it runs in a thread."""
-        if self.to_agent is not None and not self.to_agent.closed:
-            await asyncio.wait({in_thread(self.to_agent.close)}, timeout=wait)
-
     async def finish(self) -> None:
         """After the run: stop what is left, close both sinks, end the run's session rules (bounded)."""
         for r in list(self.requests.values()):
@@ -280,11 +178,4 @@ class Proxy:
         for e in list(self.elicitations.values()):
             if e.task is not None:
                 e.task.cancel()
-        if self.to_agent is not None:
-            in_thread(self.to_agent.close)  # not awaited: it may wait on a write that never ends
-        if self.to_client is not None:
-            self.to_client.closed = True
-        for task in self._claims.values():
-            task.cancel()
-        await asyncio.wait({asyncio.ensure_future(self.end_rules()), *self._ending}, timeout=3.0)
-        await self.daemon.close()
+        await self.close_door()

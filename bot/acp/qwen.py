@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from bot.acp import forms, messages, outcomes
+from bot.acp import messages
 from bot.acp.elicit import ACCEPT, DECLINE, Elicitation
+from bot.door import forms, outcomes
 from bot.events.kinds import joined
 
 USER_QUESTION = "user_question"

@@ -1,144 +1,27 @@
-"""One proxy run: start the agent, pump stdio both ways, and end when a side goes.
-
-Two relay threads (:mod:`bot.acp.relay`): the client's stdin to the agent, the agent's stdout to
-the client, each through its line filter (:mod:`bot.acp.filters`) to the :class:`Proxy`. The run
-ends at the agent's exit, a signal (a second one kills the agent), or a side that closes: pending
-requests are settled first (answered cancelled when the client went, not when the agent did), the
-agent gets EOF and a grace period (:func:`bot.acp.process.wait_agent`), the run's session rules end.
-An agent still running ``CLIENT_GONE_GRACE`` after the client closed stdin is stopped the same way
-(Claude Code's ACP adapter does not exit at EOF: it would outlive the proxy's client for good).
-"""
+"""One ACP proxy run: the door's run (:mod:`bot.door.run`) with the ACP line filters (:mod:`bot.acp.filters`)
+and the :class:`Proxy`."""
 
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-from typing import Any
 
 import structlog
 
-from bot.acp.config import ProxyConfig
 from bot.acp.filters import FromAgent, FromClient
-from bot.acp.log import configure_stderr_logging
-from bot.acp.process import spawn, wait_agent
 from bot.acp.proxy import Proxy
-from bot.acp.relay import FdSink, LineRelay, read_fd, relay_thread
-from bot.util.aio import on_signals
-
-log = structlog.get_logger("bot.acp")
-
-CLIENT_GONE_GRACE = 30.0  # seconds an agent may run on after the client closed stdin (some never exit at EOF)
+from bot.door import run as door_run
+from bot.door.config import ProxyConfig
+from bot.door.log import configure_stderr_logging
+from bot.door.relay import LineFilter
 
 
 async def run(proxy: Proxy) -> int:
     """Run until the agent exits; its exit code (128+N for a signal)."""
-    cfg = proxy.cfg
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    procs: list[asyncio.subprocess.Process] = []
-    signals = 0
 
-    def on_signal(signame: str) -> None:
-        nonlocal signals
-        signals += 1
-        log.info("signal_received", signal=signame)
-        stop.set()
-        if signals > 1 and procs and procs[0].returncode is None:
-            procs[0].kill()
+    def filters(loop: asyncio.AbstractEventLoop) -> tuple[LineFilter, LineFilter]:
+        return FromClient(proxy, loop), FromAgent(proxy, loop)
 
-    on_signals(lambda sig: on_signal(sig.name), (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
-    spawned = await spawn(cfg.command)
-    if isinstance(spawned, int):
-        return spawned
-    proc, agent_in, agent_out = spawned
-    procs.append(proc)
-    log.info(
-        "agent_started",
-        pid=proc.pid,
-        command=cfg.command,
-        daemon=cfg.url,
-        label=cfg.label,
-        fallback=cfg.fallback,
-        has_token=bool(cfg.token),
-    )
-    proxy.to_agent = to_agent = FdSink(agent_in, owned=True)
-    proxy.to_client = to_client = FdSink(cfg.stdout_fd, owned=False)
-    big = proxy.note_oversize
-    up = relay_thread(
-        "acp-client-to-agent",
-        lambda: read_fd(cfg.stdin_fd),
-        LineRelay(to_agent, FromClient(proxy, loop), on_oversize=big),
-        loop,
-    )
-    down = relay_thread(
-        "acp-agent-to-client",
-        lambda: read_fd(agent_out),
-        LineRelay(to_client, FromAgent(proxy, loop), on_oversize=big),
-        loop,
-        after=lambda: os.close(agent_out),
-    )
-    stopper = asyncio.ensure_future(stop.wait())
-    exited = asyncio.ensure_future(proc.wait())
-    waiting: set[asyncio.Future[Any]] = {up, down, stopper, exited}
-    grace: float | None = None  # how long the agent may take to exit before it is terminated
-    gone: asyncio.Future[Any] | None = None  # CLIENT_GONE_GRACE after the client's EOF
-    try:
-        while True:
-            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-            waiting -= done
-            if up in done:
-                exc = up.exception()
-                if exc is None:
-                    log.info("client_closed_stdin")
-                    await proxy.settle_all("client", answer=True)
-                    await proxy.close_agent_stdin()
-                    gone = asyncio.ensure_future(asyncio.sleep(CLIENT_GONE_GRACE))
-                    waiting.add(gone)
-                elif not isinstance(exc, ConnectionError):
-                    log.error("client_relay_failed", error=repr(exc))
-                    await proxy.close_agent_stdin()
-                # a ConnectionError here: the agent's stdin is gone, it is on its way out
-            if down in done:
-                exc = down.exception()
-                if exc is None:
-                    # keep going: the client's EOF must still reach the agent, which may wait for it
-                    log.info("agent_closed_stdout")
-                    await proxy.settle_all("agent", answer=False)
-                else:
-                    if isinstance(exc, ConnectionError):
-                        log.info("client_stopped_reading", message="closing the agent's stdin")
-                    else:
-                        log.error("agent_relay_failed", error=repr(exc))
-                    await proxy.settle_all("client", answer=True)
-                    await proxy.close_agent_stdin()
-                    grace = 5.0
-                    break
-            if exited in done:
-                if down in waiting:
-                    # the agent is gone; let its last output through (a child may hold stdout open)
-                    finished, _ = await asyncio.wait({down}, timeout=2.0)
-                    waiting -= finished
-                    if not finished:
-                        log.info("agent_exited_stdout_open", message="its stdout is still open elsewhere; leaving it")
-                await proxy.settle_all("agent", answer=False)
-                break
-            if stopper in done:
-                await proxy.settle_all("client", answer=True)
-                grace = 0.0
-                break
-            if gone is not None and gone in done:  # nobody is left to talk to it: never an orphan
-                log.info("agent_outlived_client", after_s=CLIENT_GONE_GRACE, pid=proc.pid)
-                grace = 0.0
-                break
-        rc = await wait_agent(proc, stop, grace, proxy.close_agent_stdin)
-    finally:
-        for t in (stopper, exited, gone):
-            if t is not None:
-                t.cancel()
-        await proxy.finish()
-    log.info("agent_exited", code=rc)
-    return rc
+    return await door_run.run(proxy, filters)
 
 
 async def run_proxy(cfg: ProxyConfig) -> int:

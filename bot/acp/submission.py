@@ -12,17 +12,8 @@ from typing import Any
 from acp.schema import RequestPermissionRequest
 
 from bot.acp.toolcalls import ToolCallCache
+from bot.door.fields import proxy_fields
 from bot.util.digest import EXTRAS
-
-
-def proxy_fields(body: dict[str, Any], *, key: str, label: str | None, cwd: str | None) -> dict[str, Any]:
-    """``body`` with the proxy's ``key``, and its ``label`` and the session's ``cwd`` when they are set."""
-    body["key"] = key
-    if label:
-        body["label"] = label
-    if cwd:
-        body["cwd"] = cwd
-    return body
 
 
 def submission_body(

@@ -1,9 +1,10 @@
-"""The command line (argparse): ``permission-bot`` run, acp, hook, permissions, check-event, doctor, e2ee, state,
-demo.
+"""The command line (argparse): ``permission-bot`` run, acp, codex-app-server, hook, permissions, check-event,
+doctor, e2ee, state, demo.
 
 Parts: ``main`` (the front: the parser, each verb imported when used), ``run_cmd`` (the daemon: config,
-service, API, supervisor), ``acp_cmd``, ``hook_cmd``, ``e2ee_cmd``, ``state_cmd`` (state migrate: the
-crypto-store check, then ``bot.inbox.migrate``), ``check_event``, ``config_file``
+service, API, supervisor), ``acp_cmd`` (the front doors: ``acp`` and ``codex-app-server``), ``hook_cmd``,
+``e2ee_cmd``, ``state_cmd`` (state migrate: the crypto-store check, then ``bot.inbox.migrate``), ``check_event``,
+``config_file``
 (the one "config, or one line naming the key and exit 2"), ``log_setup`` (the log of every command that
 logs: the environment's style first, the config's once loaded, every secret masked), ``flags`` (duration
 flags), ``http`` (the CLI's client of the daemon's API), ``permissions/`` (ls / approve / deny / watch /

@@ -1,6 +1,7 @@
-"""`permission-bot acp [--url URL] [--token-file PATH] [--label NAME] -- AGENT_CMD [ARGS...]`.
+"""`permission-bot acp [--url URL] [--token-file PATH] [--label NAME] -- AGENT_CMD [ARGS...]`, and the same for
+`permission-bot codex-app-server ... -- CODEX_CMD app-server [ARGS...]` (Codex's app-server protocol).
 
-Stands where an ACP client would start the agent: starts it, relays stdio both ways and
+Stands where an ACP client (an IDE, for Codex) would start the agent: starts it, relays stdio both ways and
 takes its permission requests to the daemon. stdout carries only the agent's bytes; the
 proxy's own logs go to stderr. The agent is untrusted: it starts without any
 ``PERMISSION_BOT_*`` variable, and the proxy hides the token from the agent's view of
@@ -18,8 +19,8 @@ from typing import Literal, cast
 from bot.cli.flags import duration_flag
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Add the ``acp`` flags and the agent command (everything after ``--``)."""
+def add_arguments(p: argparse.ArgumentParser, metavar: str = "-- AGENT_CMD [ARGS...]") -> None:
+    """Add a door's flags (``acp``, ``codex-app-server``) and the agent command (everything after ``--``)."""
     p.add_argument(
         "--url",
         default=None,
@@ -44,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     # dest is not "command": the main parser's subcommand already lives there
     p.add_argument(
-        "agent_command", nargs=argparse.REMAINDER, metavar="-- AGENT_CMD [ARGS...]", help="the agent to start"
+        "agent_command", nargs=argparse.REMAINDER, metavar=metavar, help="the agent to start"
     )
 
 
@@ -61,46 +62,53 @@ def _agent_command(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the proxy until the agent exits; its exit code (2 for a usage error)."""
+    return run_door(args, "acp", "AGENT_CMD [ARGS]")
+
+
+def run_door(args: argparse.Namespace, door: str, usage: str) -> int:
+    """Run the door ``door`` (``acp``, ``codex-app-server``) until the agent exits; its exit code."""
     from bot.util.discovery import ARGV_TOKEN_WARNING, TokenFileError, discover
 
+    prog = f"permission-bot {door}"
     cmd = _agent_command(args)
     if not cmd:
-        print(
-            "permission-bot acp: no agent command; usage: permission-bot acp [flags] -- AGENT_CMD [ARGS]",
-            file=sys.stderr,
-        )
+        print(f"{prog}: no agent command; usage: {prog} [flags] -- {usage}", file=sys.stderr)
         return 2
     from bot.util.ids import SAFE_ID_RULE, is_safe_id
 
     if args.label is not None and args.label != "" and not is_safe_id(args.label):
         # the daemon refuses such a label (422) on every request: say so now, once
-        print(f"permission-bot acp: --label must be {SAFE_ID_RULE} (got {args.label[:80]!r})", file=sys.stderr)
+        print(f"{prog}: --label must be {SAFE_ID_RULE} (got {args.label[:80]!r})", file=sys.stderr)
         return 2
-    connect_timeout = duration_flag("permission-bot acp", "--connect-timeout", args.connect_timeout)
+    connect_timeout = duration_flag(prog, "--connect-timeout", args.connect_timeout)
     if connect_timeout is None:
         return 2
     try:
         url, token = discover(args.url, args.token, args.token_file)
     except TokenFileError as e:
-        print(f"permission-bot acp: {e}", file=sys.stderr)
+        print(f"{prog}: {e}", file=sys.stderr)
         return 2
     from bot.util.hide import hide_secrets
 
     hide_secrets()
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        print(f"permission-bot acp: --url must look like http://HOST:PORT (got {url!r})", file=sys.stderr)
+        print(f"{prog}: --url must look like http://HOST:PORT (got {url!r})", file=sys.stderr)
         return 2
 
-    from bot.acp.config import ProxyConfig
-    from bot.acp.log import configure_stderr_logging, drain_stderr_logging
-    from bot.acp.run import run_proxy
+    from bot.door.config import ProxyConfig
+    from bot.door.log import configure_stderr_logging, drain_stderr_logging
+
+    if door == "acp":
+        from bot.acp.run import run_proxy
+    else:
+        from bot.codex.run import run_proxy
 
     configure_stderr_logging(secrets=[token] if token else ())
     if args.token is not None:
         import structlog
 
-        structlog.get_logger("bot.acp").warning("token_on_command_line", message=ARGV_TOKEN_WARNING)
+        structlog.get_logger(f"bot.{door}").warning("token_on_command_line", message=ARGV_TOKEN_WARNING)
     cfg = ProxyConfig(
         command=cmd,
         url=url,

@@ -3,7 +3,7 @@ style, with every secret the command may hold masked.
 
 :func:`setup` runs twice: before the config is read (bot.cli.main: the environment's level and format, its
 secrets masked), then with the config (:func:`refine`: its ``[log]`` table, its secrets; bot.cli.config_file
-does it for the commands that load one). `acp` has its own writer (bot.acp.log) over the same set-up.
+does it for the commands that load one). `acp` has its own writer (bot.door.log) over the same set-up.
 """
 
 from __future__ import annotations

@@ -47,6 +47,15 @@ def _parser() -> argparse.ArgumentParser:
 
     acp_cmd.add_arguments(acp)
 
+    codex = sub.add_parser(
+        "codex-app-server",
+        help="stand between an IDE and `codex app-server`, taking its approvals and questions",
+        description="A transparent proxy for Codex's app-server protocol (JSON-RPC over stdio): command and file "
+        "approvals are posted as permission prompts, item/tool/requestUserInput as questions, and the answers go "
+        "back to Codex in its own words; everything else is relayed byte for byte.",
+    )
+    acp_cmd.add_arguments(codex, "-- CODEX_CMD app-server [ARGS...]")
+
     hook = sub.add_parser(
         "hook", help="a Claude Code or Codex permission hook (stdin -> decision)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -132,6 +141,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.cli import acp_cmd
 
         return acp_cmd.run(args)
+    if args.command == "codex-app-server":
+        from bot.cli import acp_cmd
+
+        return acp_cmd.run_door(args, "codex-app-server", "CODEX_CMD app-server [ARGS]")
     if args.command == "hook":
         from bot.cli import hook_cmd
 

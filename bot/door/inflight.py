@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from bot.acp.daemon_client import DaemonClient, SubmitState
+from bot.door.daemon_client import DaemonClient, SubmitState
 
 HEAD_START = 0.2  # seconds the POST in flight has to answer before the same body goes again
 

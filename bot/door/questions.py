@@ -1,9 +1,10 @@
-"""One question of an elicitation's form as a daemon request (:class:`QuestionRequest`).
+"""One question of a form as a daemon request (:class:`QuestionRequest`), and what ends a set of questions
+asked together (:class:`QuestionSet`: an ACP form, a Codex ``requestUserInput``).
 
-A :class:`bot.acp.request.Request` whose params the proxy wrote (:func:`bot.acp.forms.question_body`), not the
-agent: submitted, long-polled, cancelled and re-submitted exactly as a permission request is, but its result
-is kept for the form (:mod:`bot.acp.elicit`) instead of being sent to the agent, and a refusal or an
-unreachable daemon is a failure of the room, not a fallback answer.
+A :class:`bot.door.request.DaemonRequest` whose params the proxy wrote (:func:`bot.door.forms.question_body`),
+not the agent: submitted, long-polled, cancelled and re-submitted exactly as a permission request is, but its
+result is kept for the form (ACP's elicitation, Codex's ``requestUserInput``) instead of being sent to the
+agent, and a refusal or an unreachable daemon is a failure of the room, not a fallback answer.
 """
 
 from __future__ import annotations
@@ -13,20 +14,17 @@ from typing import Any
 
 import structlog
 
-from bot.acp.daemon_client import DaemonError
-from bot.acp.request import Host, Request
-from bot.acp.submission import proxy_fields
+from bot.door.daemon_client import DaemonError
+from bot.door.request import DaemonRequest, Host
 
 log = structlog.get_logger("bot.acp")
 
 
-class QuestionRequest(Request):
+class QuestionRequest(DaemonRequest):
     """One question in the room: its record, once settled, is :meth:`record`."""
 
     def __init__(self, proxy: Host, body: dict[str, Any], n: int) -> None:
         super().__init__(proxy, {"id": f"question:{n}", "params": body}, n)
-        self.acp = None
-        self.invalid = None  # the proxy's own params: a question's choices are not ACP permission options
         self.session_id = str(body["sessionId"])
         self.tool_call_id = str(body["toolCall"]["toolCallId"])
         self.log = log.bind(question=n, session_id=self.session_id, tool_call_id=self.tool_call_id)
@@ -37,10 +35,6 @@ class QuestionRequest(Request):
 
     def on_submitted(self) -> None:
         self.submitted.set()
-
-    def body(self) -> dict[str, Any]:
-        cwd = self.proxy.cwd_by_session.get(self.session_id or "")
-        return proxy_fields(dict(self.params), key=self.key, label=self.proxy.cfg.label, cwd=cwd)
 
     def withdraw(self, by: str, feedback: str, budget: float | None = None) -> None:
         """Cancel it in the daemon (the prompt is edited to say why), unless it is settled."""
@@ -73,3 +67,34 @@ class QuestionRequest(Request):
         except DaemonError as e:
             self.log.warning("question_record_unreadable", error=str(e))
             return None
+
+
+class QuestionSet:
+    """Questions asked together: how the set is ended (:meth:`cancel`) and its open questions withdrawn."""
+
+    def __init__(self, budget: float, by: str, feedback: str) -> None:
+        self.questions: list[QuestionRequest] = []
+        self.done = False
+        self.answer_agent = True
+        self.cancel_by, self.cancel_feedback = by, feedback
+        self.budget = budget
+        self._cancel = asyncio.Event()
+
+    def cancel(self, by: str, feedback: str, budget: float | None = None, *, answer: bool = True) -> None:
+        """End it: the open questions withdrawn (their prompts say ``feedback``); the agent answered when
+        ``answer``."""
+        if self.done or self._cancel.is_set():
+            return
+        self.cancel_by, self.cancel_feedback, self.answer_agent = by, feedback, answer
+        if budget is not None:
+            self.budget = budget
+        self._cancel.set()
+
+    async def withdraw_questions(self, by: str, feedback: str) -> None:
+        """Withdraw the questions still open (bounded by the budget)."""
+        live = [q for q in self.questions if not q.done]
+        for q in live:
+            q.withdraw(by, feedback, self.budget)
+        tasks = [q.task for q in live if q.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=self.budget + 2.0)
