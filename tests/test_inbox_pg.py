@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from bot.events.states import Via
-from bot.inbox.across import Across
 from bot.inbox.db import create
 from bot.inbox.db.fence import FENCE, Deposed, Fence, confirm
 from bot.inbox.db.leader import LEADERSHIP
+from bot.inbox.other_daemons import Across
 from bot.inbox.record import Settlement
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission

@@ -19,6 +19,8 @@ whole text is a choice, + feedback after a separator), ``outcomes`` (answers and
 ``decide`` (:func:`resolve`), ``timeline`` (plain answers bind to what the sender saw: the room's
 marks -> the one prompt), ``lookalike`` (what a reader could take for a prompt, judged on normalised
 text: NFKC, confusables, invisibles removed, HTML reduced to its text).
+
+Also: ``questions`` (typed answers to a question's prompt (bot.events.kinds)).
 """
 
 from __future__ import annotations

@@ -8,4 +8,6 @@ middleware; registers the other route modules), ``hooks`` (``/hooks/{cli}``), ``
 imports the app), ``auth`` (who calls and what each role may do; pure), ``limits`` (connection
 cap and whom to close at it, header-read timeout, long-poll cap, agent budgets; /events holds a slot),
 ``budget`` (each request's caller marked, agent requests counted, the body-read deadline).
+
+Also: ``audit`` (``GET /audit[?since=&room=]``), ``sessions`` (``POST /sessions/claim``).
 """

@@ -10,4 +10,7 @@ logs: the environment's style first, the config's once loaded, every secret mask
 flags), ``http`` (the CLI's client of the daemon's API), ``permissions/`` (ls / approve / deny / watch /
 rules: args, render (terminal-safe text, the ls table), report, verbs, watch (inbox/rules at work), session_rules),
 ``doctor/`` (report, state, config, homeserver, e2ee, room, answerers; harness/check.py).
+
+Also: ``audit_cmd`` (``permission-bot audit``), ``audit_room`` (the ledger checkpoints the bot posted in its station
+rooms, read back for ``audit verify…).
 """

@@ -9,6 +9,8 @@ secrets from the environment), service.py ([state], [prompts], [log], [[webhooks
 ([[harnesses]]), rooms.py ([[rooms]]: more station rooms, checked across tables), env.py (secrets from the
 environment), messages.py (a validation error as one line),
 load.py (the whole Config, parse_config, load_config; [[rules]] are checked by bot.inbox.rules).
+
+Also: ``escalation`` ([escalation] (and ``[[rooms]] escalation = {...}``)).
 """
 
 from __future__ import annotations

@@ -2,6 +2,12 @@
 
 ``run(args)`` / ``add_arguments(parser)`` are what a ``permission-bot demo`` subcommand calls;
 ``run`` imports the heavy parts only when used, so ``bot.demo.homeserver`` stays cheap to import.
+
+Also: ``client`` (the demo's ACP client (official SDK)), ``daemon`` (the demo's permission-bot daemon),
+``homeserver`` (A local Synapse on 127.0.0.1 (SQLite, rate limits lifted) for the demo and the tests;…), ``saved``
+(what the demo keeps between runs (``demo.json``, mode 600) and the lock one state dir…), ``say`` (what the demo
+prints and how it names things for the reader), ``station`` (the demo's Matrix side), ``synapse_config`` (synapse's
+generated config, adjusted as YAML (loaded, changed, dumped)).
 """
 
 from __future__ import annotations

@@ -11,6 +11,8 @@ request), ``forms`` (questions for the room, and their answers read back: pure),
 record as the daemon's ACP result: pure), ``inflight`` (a submission unanswered at a cancel: the same body
 again, idempotent by key, to learn the record to cancel), ``timing`` (``request_timing`` fields: pure),
 ``log`` (the proxy's stderr logging), ``sdk`` (acp.schema imported lean: the record's shape).
+
+Also: ``linefilter`` (what every door's line filters share (they run in the relay threads)).
 """
 
 from bot.door import sdk  # noqa: F401 - first: acp.schema imported lean, before any module of ours uses it

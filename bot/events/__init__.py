@@ -11,6 +11,8 @@ Parts: ``models`` (the pydantic models), ``validate`` (``validate_content``, ans
 record, store, prompts, answers and API; ``VIA_WORDS``: a via as people read it), ``ledger`` (the ledger's
 chain), ``checkpoints`` (its checkpoints read back from a room: the state event, the older notice, a
 redacted one as a gap naming the seqs it covered).
+
+Also: ``_util`` (small helpers shared by the model and the schema checks), ``kinds`` (what a request asks).
 """
 
 from bot.events.models import (

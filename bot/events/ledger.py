@@ -1,4 +1,4 @@
-"""The ledger's chain (CONTRACT.md, "Approvals an organisation relies on"): pure, no I/O, no clock.
+"""The ledger's chain (docs/audit.md): pure, no I/O, no clock.
 
 One entry per settlement, each carrying ``prev`` (the previous entry's ``hash``; 64 zeros for the first)
 and ``hash``: lowercase hex SHA-256 of the RFC 8785 (JCS) canonical JSON of the entry without ``hash``.

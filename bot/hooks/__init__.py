@@ -8,4 +8,6 @@ writes); ``program`` (this install's permission-bot, by its path); ``preview_fil
 file a Write's preview may read, else path, size and SHA-256); ``clis`` the hook CLI names (imported
 by the command line without pydantic). The daemon side (``/hooks/{cli}`` and the hold of one request
 until it settles or its hook goes away) is in api/hooks.py and api/hook_hold.py.
+
+Also: ``asks`` (claude Code's ``AskUserQuestion`` and ``ExitPlanMode`` through the hook…).
 """

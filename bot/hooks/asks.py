@@ -1,4 +1,4 @@
-"""Claude Code's ``AskUserQuestion`` and ``ExitPlanMode`` through the hook (FACTS.md of issue 33). Pure: no I/O.
+"""Claude Code's ``AskUserQuestion`` and ``ExitPlanMode`` through the hook (docs/questions.md). Pure: no I/O.
 
 Claude Code 2.1.332 takes no plain ``allow`` for either tool (it is "no decision"):
 

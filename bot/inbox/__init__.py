@@ -17,4 +17,9 @@ expire); ``migrate`` (a SQLite inbox copied into an empty PostgreSQL
 database: ``state migrate``); ``rules/`` (allow/deny rules: ``permissions watch`` and the config's ``[[rules]]``: model,
 parse, flags); ``db/`` (one database interface over SQLite and PostgreSQL, versioned upgrades,
 leadership with a fencing term, LISTEN/NOTIFY of ids: the ground for high availability).
+
+Also: ``other_daemons`` (changes across daemons on one PostgreSQL database), ``approvals`` (the inbox part for
+approvals), ``holds`` (the inbox part for hook holders), ``ledger`` (the ledger's storage), ``quorum`` (who counts
+toward a quorum's approvals: distinct people), ``schema_steps`` (the inbox schema's steps whose SQLite body is
+Python, not one script (bot.inbox.schema's…), ``sessions`` (sessions (table ``seq``)).
 """

@@ -23,7 +23,8 @@ from bot.inbox.record import Outcome, Record, dumps
 
 Listener = Callable[[str, Record], None]
 CHANGED = "pb_changed"
-"""The NOTIFY channel of committed changes on PostgreSQL: ``kind<TAB>holder<TAB>request id`` (bot.inbox.across)."""
+"""The NOTIFY channel of committed changes on PostgreSQL: ``kind<TAB>holder<TAB>request id``
+(bot.inbox.other_daemons)."""
 RELEASED = "released"
 """The kind of a NOTIFY that a held request may be posted now: only ``on_release`` callbacks hear it."""
 
@@ -120,7 +121,7 @@ class InboxBase:
             fn(kind, rec)
 
     def heard(self, kind: str, rec: Record) -> None:
-        """A change another daemon committed (bot.inbox.across): wake this daemon's waiters and the listeners
+        """A change another daemon committed (bot.inbox.other_daemons): wake this daemon's waiters and the listeners
         that follow every daemon's changes (not webhooks or counters: the committing daemon tells those)."""
         if kind == RELEASED:
             for wake in self._released:

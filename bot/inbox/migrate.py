@@ -1,4 +1,4 @@
-"""Copy a SQLite inbox into an empty PostgreSQL database (``permission-bot state migrate``, issue 27).
+"""Copy a SQLite inbox into an empty PostgreSQL database (``permission-bot state migrate``).
 
 The source is read in one read transaction (a consistent snapshot); a folder at an older schema is first
 brought up to date (as ``run`` would), a newer one is refused. The target is brought up to the same schema

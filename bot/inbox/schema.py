@@ -154,7 +154,7 @@ STEPS: list[Step] = [
         post_held_sqlite,
         "ALTER TABLE requests ADD COLUMN IF NOT EXISTS post_held INTEGER NOT NULL DEFAULT 0",
     ),
-    # Rooms are a boundary (issue 32): a session belongs to one room, the room of its first request (seq.room;
+    # Rooms are a boundary: a session belongs to one room, the room of its first request (seq.room;
     # another room's submission under its id is refused); the ACP proxy run that claimed it (seq.proxy_origin,
     # seq.proxy_token: only its requests may replace a held hook's); pending counts per agent token and per
     # session (the caps on floods) read from partial indexes of the pending requests.
@@ -165,12 +165,12 @@ STEPS: list[Step] = [
         " ALTER TABLE seq ADD COLUMN IF NOT EXISTS proxy_origin TEXT;"
         " ALTER TABLE seq ADD COLUMN IF NOT EXISTS proxy_token TEXT;" + SESSION_ROOMS,
     ),
-    # Approvals an organisation relies on (issue 37). The ledger (bot.inbox.ledger): one hash-chained entry
+    # Approvals an organisation relies on. The ledger (bot.inbox.ledger): one hash-chained entry
     # per settlement, appended in the settlement's transaction; ledger_head is its one-row head, the row every
     # append takes its turn on. And the quorum columns of a request (QUORUM_COLUMNS).
     Step("ledger and quorum", ledger_and_quorum_sqlite, LEDGER_DDL + "; " + "; ".join(
         f"ALTER TABLE requests ADD COLUMN IF NOT EXISTS {c} {t}" for c, t in QUORUM_COLUMNS)),
-    # Questions and plans (issue 33): what a request asks (permission, question, plan), and a question's answers
+    # Questions and plans: what a request asks (permission, question, plan), and a question's answers
     # (its text -> the answer as given, and the option ids picked) stored with the outcome.
     Step(
         "questions and plans",
@@ -178,7 +178,7 @@ STEPS: list[Step] = [
         "ALTER TABLE requests ADD COLUMN IF NOT EXISTS kind TEXT NOT NULL DEFAULT 'permission';"
         " ALTER TABLE requests ADD COLUMN IF NOT EXISTS outcome_answers TEXT",
     ),
-    # Hook holders (issue 32, item 5): the daemon holding a hook's request live (requests.held_by, its holder
+    # Hook holders: the daemon holding a hook's request live (requests.held_by, its holder
     # id; '' for one held before this step, whose holder is unknown) and each daemon's lease (database clock),
     # so a daemon withdraws only what a gone daemon held (bot.service.hook_leases), found by an index.
     Step(
@@ -186,7 +186,7 @@ STEPS: list[Step] = [
         hook_holders_sqlite,
         "ALTER TABLE requests ADD COLUMN IF NOT EXISTS held_by TEXT; " + HOOK_HOLDERS,
     ),
-    # Backlog (issue 35): the prompts not posted yet, from either end (Inbox.needing_post: new arrivals are
+    # Backlog: the prompts not posted yet, from either end (Inbox.needing_post: new arrivals are
     # never behind a backlog), the pending hook requests (Inbox.pending_hook_requests, at start), the next
     # expiry (the timer, woken by every submission) and the prompts still to seed with keycaps (after every
     # post), each found without reading every pending request. The queries repeat these WHEREs (partial indexes).
@@ -201,7 +201,7 @@ STEPS: list[Step] = [
         f" CREATE INDEX IF NOT EXISTS requests_expiry ON requests (expires_at) WHERE {PENDING_LIVE};"
         f" CREATE INDEX IF NOT EXISTS requests_unseeded ON requests (requested_at, rowid) WHERE {UNSEEDED}",
     ),
-    # A listing's pages on PostgreSQL (issue 35, `permissions ls`): the keyset (requested_at, rowid) in one index,
+    # A listing's pages on PostgreSQL (`permissions ls`): the keyset (requested_at, rowid) in one index,
     # as SQLite's requests_state already is (its rowid implied), so a page is read in order and stops at its end;
     # it serves all that requests_state did, which goes. Nothing to do on SQLite.
     Step(

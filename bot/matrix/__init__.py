@@ -17,4 +17,7 @@ per ``[[rooms]]`` entry and the default room, over the one client and sync), ``n
 m.notice chatter, threaded under the prompt it concerns), ``store`` (nio's crypto store without its
 write on every sync), ``vault`` (PostgreSQL: the device's crypto store and cross-signing keys packed
 into the key/value store, restored before the store opens), ``txn`` (txn ids), ``errors``.
+
+Also: ``identity_backup`` (the bot's cross-signing keys in the account's secret storage (SSSS), so that a fresh…),
+``probe`` (before logging in, the same story doctor tells).
 """

@@ -8,6 +8,9 @@ its HTML), ``build`` (the prompt, options by meaning), ``options`` (the order op
 numbered in: by meaning, whatever order the agent sent; answers read numbers in it), ``meanings`` (what an
 agent's option really does where its words say less: the note on its line), ``settled`` (the
 edit that shows the outcome), ``attachment`` (the full text of a shortened prompt, posted in its thread).
+
+Also: ``asks`` (A question or a plan -> the prompt's prose, HTML and preview (bot.events.kinds)), ``markdown``
+(agent Markdown (a plan) -> HTML a Matrix client shows).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A permission request -> the prompt's Matrix content. Pure: no I/O, no clock.
 
 The prompt is one ``m.room.message`` whose content is a valid ``dev.agentpod.permission.v2`` object with the
-v1 card beside it (CONTRACT.md, "Matrix wire"). Options are numbered by meaning
+v1 card beside it (docs/wire.md). Options are numbered by meaning
 (:func:`bot.prompts.options.by_meaning`, the one place that order is decided); the v2 ``options`` and the
 v1 card list them in that order with the agent's ids. Everything built here passes ``validate_content``.
 """

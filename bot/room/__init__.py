@@ -12,4 +12,7 @@ prompts still pending, taken back once settled; background work behind the outbo
 settle, notice), ``targets`` (a record as the answer cores see it: pure), ``pages`` (the escalation page: one ``m.text``
 mentioning who is paged and naming the prompts waiting; pure), ``timing``
 (``request_timing``: one log event per request with the time between its stages; bench/latency.py reads it).
+
+Also: ``api_answers`` (A decision from the HTTP API (or a rule) on a question or a plan), ``backlog`` (in which
+order the poster sends the prompts not in the room yet (pure)), ``poster`` (the outbox's poster).
 """

@@ -10,4 +10,10 @@ them all; the exit code), ``health`` (/healthz: ok or degraded, with reasons; pu
 (prometheus-client, a CollectorRegistry per daemon: the inbox listener counts submissions and
 settlements, the outbox its posts; the Matrix side's and the webhooks' counts read at scrape time;
 knows no daemon), ``webhooks`` (signed outgoing webhooks).
+
+Also: ``checkpoints`` (the ledger's head posted into each station room (docs/audit.md)), ``escalation`` (a prompt
+unanswered too long paged, one page per room per window), ``floods`` (the caps on pending requests, and the room's
+notice at a cap), ``hook_leases`` (each daemon owns the hooks it holds), ``leadership`` (leader or standby),
+``state_db`` (which database the daemon's state lives in), ``leader_term`` (one term of leadership's Matrix side,
+and what is left of it once the term is over), ``tick_loop`` (one loop for a leader's timed worker).
 """

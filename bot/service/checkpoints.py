@@ -1,4 +1,4 @@
-"""The ledger's head posted into each station room (CONTRACT.md, "Approvals an organisation relies on").
+"""The ledger's head posted into each station room (docs/audit.md).
 
 A state event of type ``dev.permission-bot.ledger.checkpoint`` (state key ``""``, content ``{"seq": N, "hash":
 H}``): clients show no message for it and it is never encrypted, yet the room's history keeps every one. Within
@@ -30,7 +30,7 @@ from bot.inbox import ledger
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix, SendFailed
 from bot.matrix.txn import txn_id
-from bot.service.ticking import tick_loop
+from bot.service.tick_loop import tick_loop
 
 log = structlog.get_logger("checkpoints")
 KV = "ledger.checkpoint."  # + room name: {"seq", "at"} of the last checkpoint sent there

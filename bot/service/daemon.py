@@ -19,10 +19,10 @@ import structlog
 from bot.config import Config
 from bot.events.states import Via
 from bot.harness import Harnesses
-from bot.inbox.across import Across
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.fence import Deposed
 from bot.inbox.decisions import timeout_choice
+from bot.inbox.other_daemons import Across
 from bot.inbox.record import EXPIRED, Record, Settlement
 from bot.inbox.sessions import TooManyPending
 from bot.inbox.store import Inbox
@@ -39,11 +39,11 @@ from bot.service.checkpoints import Checkpoints
 from bot.service.escalation import Escalations
 from bot.service.floods import Floods, caps_of
 from bot.service.hook_leases import HookLeases
+from bot.service.leader_term import CurrentMatrix, discard
 from bot.service.leadership import Leadership
 from bot.service.metrics import Metrics, export_figures
 from bot.service.rooms import RoomFigures, Rooms
 from bot.service.state_db import new_holder, state_database
-from bot.service.term import CurrentMatrix, discard
 from bot.service.webhooks import Webhooks
 from bot.util.aio import wait_any
 from bot.util.backoff import Backoff
@@ -75,7 +75,7 @@ class Daemon:
         self._build_matrix_side()  # matrix, outbox, rooms, checkpoints, escalations: built again each term
         self.room_figures = RoomFigures(self.rooms)
         self.metrics.registry.register(self.room_figures)
-        # the listeners reach the Matrix side of now (a demoted leader builds a new one: bot.service.term)
+        # the listeners reach the Matrix side of now (a demoted leader builds a new one: bot.service.leader_term)
         self.inbox.listen(self._on_change, every_daemon=True)
         self.inbox.listen(lambda k, r: self.outbox.on_change(k, r), every_daemon=True)  # another daemon's too
         self.inbox.on_release(lambda: self.outbox.wake_post.set())  # a held request another daemon released

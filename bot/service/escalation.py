@@ -28,7 +28,7 @@ from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix
 from bot.matrix.txn import txn_id
 from bot.room.pages import page
-from bot.service.ticking import tick_loop
+from bot.service.tick_loop import tick_loop
 
 log = structlog.get_logger("escalation")
 KV = "escalation.page."  # + room name: {"at", "ids", "done"} of the last page sent there

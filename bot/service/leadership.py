@@ -10,7 +10,7 @@ a newer term): the supervisor then ends the Matrix side at once, :meth:`Leadersh
 daemon a standby again and the daemon builds its Matrix side anew (bot.service.daemon): nothing of the
 old term's Matrix state (nio client, sync position, outbox queues) is reused, and a later election
 starts a fresh term from the database's state. The HTTP API serves throughout. On SQLite the daemon is always the leader
-and nothing is checked. A database lost for a while deposes no one by itself (issue 36): the leader's
+and nothing is checked. A database lost for a while deposes no one by itself: the leader's
 beat waits and reclaims its term when it is back (:meth:`bot.inbox.db.leader.Leader.beat`).
 """
 

@@ -13,4 +13,9 @@ or JSON lines, and its masking, the ACP proxy's too), ``liblogs`` (library recor
 default; never a token on argv), ``hide`` (clients' tokens out of an agent's view of /proc), ``words``
 (``clip()``, the one text trimmer), ``linkhost`` (the host a person opens from a link, read as a browser
 reads it, WHATWG by ada-url; links any common reading disagrees on refused).
+
+Also: ``digest`` (the request digest), ``lean_models`` (importing a module that declares many pydantic models,
+without the work nobody uses…), ``outage`` (what one retry loop says about an outage (the state's database away, for
+now)), ``plainhttp`` (does a ``https://`` URL's port speak plain HTTP? (A TLS handshake to such a port hangs or…),
+``urlsecrets`` (A URL's own credentials kept out of logs).
 """

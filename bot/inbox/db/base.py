@@ -136,7 +136,7 @@ class Database(ABC):
 
     @asynccontextmanager
     async def _begin_fenced(self, term: fence.Fence) -> AsyncIterator[Connection]:
-        """A write transaction that first checks ``term``, this context's fence (:func:`fence.check`);
+        """A write transaction that first checks ``leader_term``, this context's fence (:func:`fence.check`);
         PostgreSQL does both in one round trip."""
         async with self._begin() as conn:
             await fence.check(conn)

@@ -55,7 +55,7 @@ TERM_SQL = "SELECT term FROM leadership WHERE id=1"
 
 
 async def check_term(conn: Connection, term: int) -> None:
-    """Inside a writing transaction: raise Deposed unless ``term`` is still the current one."""
+    """Inside a writing transaction: raise Deposed unless ``leader_term`` is still the current one."""
     current = await conn.fetchval(TERM_SQL + conn.dialect.fence_lock())
     if current != term:
         raise Deposed(f"term {term} is over (now {current})")

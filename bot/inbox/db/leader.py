@@ -11,7 +11,7 @@
   lock held but the beat older than ``stale_after`` ends the holder's backend (``pg_terminate_backend``),
   which frees the lock. A take-over blocked by a paused daemon's open transaction ends that daemon's
   backends (found by ``application_name``) and tries again.
-- The database lost for a while (a restart, a fail-over to a promoted standby: issue 36) deposes no one by
+- The database lost for a while (a restart, a fail-over to a promoted standby) deposes no one by
   itself: the leader retries with back-off until it has the lock again and finds its term still current
   (:meth:`Leader.beat` then returns: it carries on), or another term (Deposed). A standby whose own
   connection was lost leaves a free lock alone for ``stale_after`` seconds from its reconnection when the

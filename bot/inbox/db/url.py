@@ -111,7 +111,7 @@ def source_key(env: Mapping[str, str] | None = None) -> str:
 
 
 def session_attrs(target: Target) -> str | None:
-    """The ``target_session_attrs`` to connect with (issue 36): the URL's own, else ``read-write`` when it
+    """The ``target_session_attrs`` to connect with: the URL's own, else ``read-write`` when it
     names several hosts (after a fail-over only the promoted primary takes writes), else None (the driver's)."""
     for name, v in parse_qsl(urlsplit(target.dsn or "").query):
         if name == "target_session_attrs":

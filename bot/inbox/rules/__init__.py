@@ -32,6 +32,8 @@ Rules are numbered from 1 in error messages and in ``watch`` output.
 The parts, one job each: :mod:`.model` (what a rule is and what it matches, :func:`decide`),
 :mod:`.parse` (rules from JSON or TOML data and ``--rules-json``; errors in one line),
 :mod:`.flags` (``watch``'s command line: the tool flags, ``--session``/``--label``, ``--always``).
+
+Also: ``parse`` (rules from their data (JSON, TOML ``[[rules]]``, ``--rules-json`` or its ``@FILE``),…).
 """
 
 from bot.inbox.rules.flags import build_rules, flag_rule, restrict_to_session
