@@ -1,7 +1,7 @@
 """The real Codex 0.171.0 app-server behind ``permission-bot codex-app-server``, offline, in the real room.
 
 An IDE stand-in (:mod:`tests.support.codex_app`) drives Codex's own JSON-RPC through the proxy; Codex's model is
-answered on loopback (:mod:`tests.support.responses_api`). The model asks to run a command outside the
+answered on loopback (:mod:`tests.support.model_api`). The model asks to run a command outside the
 read-only sandbox (an approval) or, in plan mode, asks questions (``request_user_input``); alice answers in the
 room; Codex gets the answer in its own words and the model what the person chose. A tap between the proxy and
 Codex checks that everything else passes byte for byte.
@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from tests.support.codex_app import BIN, CodexApp
-from tests.support.responses_api import ResponsesApi, script_prompt
+from tests.support.model_api import ModelApi
+from tests.support.scripted_model import scripted
 from tests.test_acp_e2e import prompt_for, record
 
 REQUIRED = os.environ.get("PB_REAL_AGENTS") == "required"
@@ -43,18 +44,18 @@ QUESTIONS = [
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[ResponsesApi]:
+async def model() -> AsyncIterator[ModelApi]:
     if not (BIN / "codex").exists():  # PB_REAL_AGENTS=required (scripts/test, CI): a failure, never a skip
         pytest.fail(f"{BIN.parent} is missing: run `npm ci --ignore-scripts` in tests/agents-npm")
     if shutil.which("bwrap") is None:
         pytest.fail("Codex's Linux sandbox needs bwrap: apt-get install bubblewrap")
-    api = await ResponsesApi().start()
+    api = await ModelApi().start()
     yield api
     await api.close()
 
 
 @pytest.fixture
-async def codex(station: Any, model: ResponsesApi, tmp_path: Path) -> AsyncIterator[CodexApp]:
+async def codex(station: Any, model: ModelApi, tmp_path: Path) -> AsyncIterator[CodexApp]:
     app = await CodexApp.start(station.exe, station.api_url, station.token, model, tmp_path)
     yield app
     await app.close()
@@ -75,7 +76,7 @@ async def asked_to_run(
     work = tmp_path / "work"
     work.mkdir()
     thread = await codex.begin(work)
-    turn = await codex.turn(thread, script_prompt([ESCALATED], "run"))
+    turn = await codex.turn(thread, scripted([ESCALATED], "run"))
     p = await prompt_for(station, thread, timeout=90)
     assert p, f"no prompt for Codex's approval; stderr:\n{codex.stderr()}"
     rec = await record(station, p["content"]["request_id"])
@@ -84,7 +85,7 @@ async def asked_to_run(
 
 
 async def test_a_command_approval_answered_1_runs_it_and_the_rest_passes_byte_for_byte(
-    station: Any, model: ResponsesApi, codex: CodexApp, tmp_path: Path
+    station: Any, model: ModelApi, codex: CodexApp, tmp_path: Path
 ) -> None:
     work, _thread, _turn, p, rec = await asked_to_run(station, codex, tmp_path)
     params = rec["params"]
@@ -119,7 +120,7 @@ async def test_a_command_approval_answered_1_runs_it_and_the_rest_passes_byte_fo
 
 
 async def test_a_command_approval_denied_gives_the_model_the_rejection(
-    station: Any, model: ResponsesApi, codex: CodexApp, tmp_path: Path
+    station: Any, model: ModelApi, codex: CodexApp, tmp_path: Path
 ) -> None:
     work, _thread, _turn, p, rec = await asked_to_run(station, codex, tmp_path)
     shown = [o["id"] for o in p["content"]["options"]]
@@ -129,18 +130,18 @@ async def test_a_command_approval_denied_gives_the_model_the_rejection(
     got = await record(station, rec["id"])
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "decline"
     assert not (work / "a.txt").exists()
-    assert model.tool_results and "rejected by user" in model.tool_results[-1], model.calls
+    assert model.tool_results and "rejected by user" in model.tool_results[-1], model.requests
     assert any("rejected by user" in t for t in codex.agent_text())
 
 
 async def test_questions_answered_by_number_label_and_free_text_reach_the_model_as_codex_json(
-    station: Any, model: ResponsesApi, codex: CodexApp, tmp_path: Path
+    station: Any, model: ModelApi, codex: CodexApp, tmp_path: Path
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
     thread = await codex.begin(work)
     ask = {"tool": "request_user_input", "args": {"questions": QUESTIONS}}
-    await codex.turn(thread, script_prompt([ask], "ask me"), plan=True)
+    await codex.turn(thread, scripted([ask], "ask me"), plan=True)
     prompts: list[dict[str, Any]] = []
     for n in range(1, 4):
         ev = await station.alice.wait(
@@ -158,13 +159,13 @@ async def test_questions_answered_by_number_label_and_free_text_reach_the_model_
     await codex.turn_done()
     want = {"answers": {"database": {"answers": ["SQLite"]}, "name": {"answers": ["backend"]},
                         "lang": {"answers": ["Rust, please"]}}}
-    assert len(model.tool_results) == 1, (model.calls, codex.stderr())
+    assert len(model.tool_results) == 1, (model.requests, codex.stderr())
     assert json.loads(model.tool_results[0]) == want  # Codex's JSON of the reply, verbatim (its key order is its own)
     assert not LIFTED & set(codex.methods())
 
 
 async def test_an_interrupted_turn_withdraws_the_prompt_and_codex_gets_cancel(
-    station: Any, model: ResponsesApi, codex: CodexApp, tmp_path: Path
+    station: Any, model: ModelApi, codex: CodexApp, tmp_path: Path
 ) -> None:
     work, thread, turn, p, rec = await asked_to_run(station, codex, tmp_path)
     await codex.request("turn/interrupt", {"threadId": thread, "turnId": turn})
@@ -183,13 +184,13 @@ async def test_an_interrupted_turn_withdraws_the_prompt_and_codex_gets_cancel(
 
 
 async def test_a_file_change_approval_shows_the_file_and_answered_1_writes_it(
-    station: Any, model: ResponsesApi, codex: CodexApp, tmp_path: Path
+    station: Any, model: ModelApi, codex: CodexApp, tmp_path: Path
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
     thread = await codex.begin(work)
     patch = "*** Begin Patch\n*** Add File: notes.txt\n+hello from codex\n*** End Patch\n"
-    await codex.turn(thread, script_prompt([{"custom": "apply_patch", "input": patch}], "write"))
+    await codex.turn(thread, scripted([{"custom": "apply_patch", "input": patch}], "write"))
     p = await prompt_for(station, thread, timeout=90)
     assert p, f"no prompt for Codex's file change; methods {codex.methods()}; stderr:\n{codex.stderr()}"
     rec = await record(station, p["content"]["request_id"])

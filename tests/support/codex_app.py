@@ -1,5 +1,5 @@
 """An IDE stand-in for ``permission-bot codex-app-server``: starts the proxy in front of the real
-``codex app-server`` (offline: its model is :mod:`tests.support.responses_api`), speaks Codex's JSON-RPC over
+``codex app-server`` (offline: its model is :mod:`tests.support.model_api`), speaks Codex's JSON-RPC over
 the proxy's stdio, and keeps every line it sent and got, as bytes, for the relay checks.
 
 A tap between the proxy and Codex (``tee`` on both pipes) keeps what Codex itself sent and got
@@ -17,18 +17,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tests.support.responses_api import ResponsesApi
+from tests.support.model_api import ModelApi
 
 BIN = Path(__file__).resolve().parent.parent / "agents-npm" / "node_modules" / ".bin"
 MODEL = "gpt-5.5"  # a model Codex 0.171.0 knows: it then offers its usual tools, apply_patch among them
 
 
-def codex_home(api: ResponsesApi) -> Path:
+def codex_home(api: ModelApi) -> Path:
     """A fresh CODEX_HOME whose model provider is ``api`` (the caller removes it)."""
     home = Path(tempfile.mkdtemp(prefix="pb-codex-home-", dir="/var/tmp"))
     (home / "config.toml").write_text(
         f'model = "{MODEL}"\nmodel_provider = "mock"\n'
-        f'[model_providers.mock]\nname = "mock"\nbase_url = "{api.url}"\nwire_api = "responses"\n'
+        f'[model_providers.mock]\nname = "mock"\nbase_url = "{api.url}/v1"\nwire_api = "responses"\n'
         "requires_openai_auth = false\nrequest_max_retries = 0\nstream_max_retries = 0\n"
     )
     return home
@@ -50,7 +50,7 @@ class CodexApp:
         self.stderr_text = b""
 
     @classmethod
-    async def start(cls, exe: str, daemon_url: str, token: str, api: ResponsesApi, tmp: Path,
+    async def start(cls, exe: str, daemon_url: str, token: str, api: ModelApi, tmp: Path,
                     label: str = "codex-app") -> CodexApp:
         home = codex_home(api)
         tap = tmp / "tap"

@@ -1,40 +1,30 @@
-"""A scripted model API on loopback for real agents: Anthropic Messages, Google Gemini, and (through
-:mod:`tests.support.scripted_model`) OpenAI Responses and Chat Completions.
+"""A scripted model API on loopback for real agents: Anthropic Messages (through
+:mod:`tests.support.claude_model`), Google Gemini, and (through :mod:`tests.support.scripted_model`) OpenAI
+Responses and Chat Completions; the one model stand-in for every agent, Codex's app-server included.
 
 One turn: the first model call of a turn answers with a shell tool call running the command
 the user's prompt names after ``RUN: `` (to the end of that line); once the tool's result (or
 refusal) is in the conversation, a short text answer ends the turn. A prompt carrying a ``SCRIPT:``
 (:func:`tests.support.scripted_model.scripted`) is played step by step instead (Gemini and the OpenAI
-formats; their tool results are kept in ``tool_results`` too). Side calls (titles,
-quota checks, routing, next-speaker checks) get a short text. Every request is logged in
-``requests`` (method, path, and whether it was answered with the tool call).
-``proxy_url`` names a loopback port that refuses every connection (bound, never listening):
-agents given it as their HTTP(S) proxy resolve and reach nothing beyond loopback.
+formats). Every tool result the model was sent is kept in ``tool_results`` (in full, once each). Side calls
+(titles, quota checks, routing, next-speaker checks) get a short text. Every request is logged in
+``requests`` (method, path, and whether it was answered with the tool call). ``url`` has no ``/v1``: OpenAI
+clients take ``url + "/v1"``. ``proxy_url`` names a loopback port that refuses every connection (bound, never
+listening): agents given it as their HTTP(S) proxy resolve and reach nothing beyond loopback.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import socket
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from tests.support import scripted_model
+from tests.support import claude_model, scripted_model
 
-RUN = re.compile(r"RUN: ([^\n\"\\]+)")
-ASK = re.compile(r"ASK: (\{.*\})")  # the model calls AskUserQuestion with this JSON input
-PLAN = re.compile(r"PLAN: ([^\n]+)")  # plan mode: the model enters it, writes its plan, asks to exit
-PLAN_FILE = re.compile(r"(/[^\s\"'`\\]*/\.claude/plans/[A-Za-z0-9._-]+\.md)")
-WRITE = re.compile(r"WRITE: ([^\s\"\\]+)")  # with PLAN: once the plan is approved, the model writes this file
 DONE_TEXT = "Done."
-
-
-def _command(text: str) -> str | None:
-    m = RUN.search(text)
-    return m.group(1).strip() if m else None
 
 
 @dataclass
@@ -78,12 +68,16 @@ class ModelApi:
     def _log(self, request: web.Request, answered: str) -> None:
         self.requests.append({"method": request.method, "path": request.path_qs, "answered": answered})
 
-    def _played(self, request: web.Request, turn: scripted_model.Turn) -> dict[str, Any] | None:
-        """Keep the scripted turn's new tool results and log the request; the step to answer with."""
-        for call_id, text in turn.history:
+    def _keep(self, results: list[tuple[Any, str]]) -> None:
+        """Keep the tool results (call id, text) not kept yet."""
+        for call_id, text in results:
             if call_id not in self._seen:
                 self._seen.add(call_id)
                 self.tool_results.append(text)
+
+    def _played(self, request: web.Request, turn: scripted_model.Turn) -> dict[str, Any] | None:
+        """Keep the scripted turn's new tool results and log the request; the step to answer with."""
+        self._keep(turn.history)
         step = turn.step
         self._log(request, "side" if step is None else "tool_use" if "text" not in step else "text")
         return step
@@ -99,7 +93,8 @@ class ModelApi:
 
     async def _models(self, request: web.Request) -> web.Response:
         self._log(request, "models")
-        return web.json_response({"object": "list", "data": [{"id": "mock-model", "object": "model", "created": 0}]})
+        data = [{"id": "mock-model", "object": "model", "created": 0}]
+        return web.json_response({"object": "list", "data": data, "models": []})  # "models": Codex's own list
 
     async def _other(self, request: web.Request) -> web.Response:
         self._log(request, "404")
@@ -113,80 +108,10 @@ class ModelApi:
 
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
-        messages = body.get("messages") or []
-        tools = {t.get("name") for t in body.get("tools") or []}
-        last = messages[-1] if messages else {}
-        last_content = last.get("content")
-        has_result = isinstance(last_content, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in last_content
-        )
-        for m in messages:  # every tool result the model has been sent, once each
-            for b in m.get("content") if isinstance(m.get("content"), list) else []:
-                if isinstance(b, dict) and b.get("type") == "tool_result" and b.get("tool_use_id") not in self._seen:
-                    self._seen.add(b.get("tool_use_id"))
-                    self.tool_results.append(_text_of(b))
-        call = _next_tool(messages, tools, body, has_result)
-        if call is not None:
-            name, tool_input = call
-            blocks: list[dict[str, Any]] = [
-                {"type": "tool_use", "id": f"toolu_{len(self.requests)}", "name": name, "input": {}}
-            ]
-            deltas = [{"type": "input_json_delta", "partial_json": json.dumps(tool_input)}]
-            stop = "tool_use"
-            self._log(request, "tool_use")
-        else:
-            blocks = [{"type": "text", "text": ""}]
-            deltas = [{"type": "text_delta", "text": DONE_TEXT}]
-            stop = "end_turn"
-            self._log(request, "text")
-        model = body.get("model", "claude")
-        if not body.get("stream"):
-            content = [
-                {**blocks[0], "input": tool_input} if stop == "tool_use" else {"type": "text", "text": DONE_TEXT}
-            ]
-            return web.json_response(
-                {
-                    "id": "msg_1",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": model,
-                    "content": content,
-                    "stop_reason": stop,
-                    "stop_sequence": None,
-                    "usage": {"input_tokens": 10, "output_tokens": 5},
-                }
-            )
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await resp.prepare(request)
-
-        async def send(kind: str, data: dict[str, Any]) -> None:
-            await resp.write(f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode())
-
-        await send(
-            "message_start",
-            {
-                "message": {
-                    "id": "msg_1",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": model,
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": {"input_tokens": 10, "output_tokens": 1},
-                }
-            },
-        )
-        await send("content_block_start", {"index": 0, "content_block": blocks[0]})
-        for d in deltas:
-            await send("content_block_delta", {"index": 0, "delta": d})
-        await send("content_block_stop", {"index": 0})
-        await send(
-            "message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 5}}
-        )
-        await send("message_stop", {})
-        await resp.write_eof()
-        return resp
+        self._keep(claude_model.tool_results(body.get("messages") or []))
+        call = claude_model.next_call(body)
+        self._log(request, "text" if call is None else "tool_use")
+        return await claude_model.messages_reply(request, body, call, len(self.requests) - 1)
 
     # Gemini --------------------------------------------------------------------------------
 
@@ -198,7 +123,7 @@ class ModelApi:
             return web.json_response({"totalTokens": 10})
         contents = body.get("contents") or []
         decls = {d.get("name") for t in body.get("tools") or [] for d in (t.get("functionDeclarations") or [])}
-        cmd = _command(json.dumps(contents[:1]) + json.dumps(contents))
+        cmd = claude_model.command(json.dumps(contents[:1]) + json.dumps(contents))
         used = any("functionCall" in p for c in contents for p in c.get("parts") or [])
         turn = scripted_model.gemini_turn(body)
         wants_json = (body.get("generationConfig") or {}).get("responseMimeType") == "application/json"
@@ -223,98 +148,6 @@ class ModelApi:
         await resp.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
         await resp.write_eof()
         return resp
-
-
-def _next_tool(
-    messages: list[Any], tools: set[Any], body: dict[str, Any], has_result: bool
-) -> tuple[str, dict[str, Any]] | None:
-    """The tool call the model makes next, or None (a text answer ends the turn).
-
-    ``RUN: cmd``: Bash once. ``ASK: {json}``: AskUserQuestion once. ``PLAN: title``: plan mode's flow
-    (EnterPlanMode, the plan written to the plan file its reminder names, ExitPlanMode), then done; with
-    ``WRITE: path`` too, a plan approved (its tool_result no error) is followed by a Write of that file."""
-    used = _tools_used(messages)
-    plan = PLAN.search(_first_text(messages))
-    if plan is not None:
-        text = f"# Plan\n\n1. {plan.group(1).strip()}\n2. Run the tests\n"
-        if not used:
-            return "EnterPlanMode", {}
-        if used[-1] == "EnterPlanMode":
-            path = PLAN_FILE.search(json.dumps(messages) + json.dumps(body.get("system")))
-            if path is not None:
-                return "Write", {"file_path": path.group(1), "content": text}
-            return "ExitPlanMode", {"plan": text}
-        if used[-1] == "Write" and "ExitPlanMode" not in used:
-            return "ExitPlanMode", {}
-        write = WRITE.search(_first_text(messages))
-        if used[-1] == "ExitPlanMode" and write is not None and not _result_error(messages, "ExitPlanMode"):
-            return "Write", {"file_path": write.group(1), "content": "M1\n"}
-        return None
-    if used or has_result:
-        return None
-    ask = _ask(messages[:1])
-    if "AskUserQuestion" in tools and ask is not None:
-        return "AskUserQuestion", ask
-    cmd = _command(json.dumps(messages[:1]))
-    if "Bash" in tools and cmd:
-        return "Bash", {"command": cmd, "description": "Touch"}
-    return None
-
-
-def _tools_used(messages: list[Any]) -> list[str]:
-    return [
-        str(b.get("name"))
-        for m in messages
-        if m.get("role") == "assistant" and isinstance(m.get("content"), list)
-        for b in m["content"]
-        if isinstance(b, dict) and b.get("type") == "tool_use"
-    ]
-
-
-def _result_error(messages: list[Any], name: str) -> bool:
-    """Whether the result of the last call of tool ``name`` was an error (a refusal)."""
-    blocks = [b for m in messages if isinstance(m.get("content"), list) for b in m["content"] if isinstance(b, dict)]
-    ids = [b.get("id") for b in blocks if b.get("type") == "tool_use" and b.get("name") == name]
-    return any(b.get("type") == "tool_result" and b.get("tool_use_id") == ids[-1] and b.get("is_error") is True
-               for b in blocks) if ids else False
-
-
-def _first_text(messages: list[Any]) -> str:
-    content = messages[0].get("content") if messages else None
-    texts = [content] if isinstance(content, str) else [
-        b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
-    out = []
-    for t in texts:
-        try:
-            t = json.loads(t) if t.startswith('"') else t  # a prompt the scripted client sent JSON-quoted
-        except ValueError:
-            pass
-        out.append(str(t))
-    return "\n".join(out)
-
-
-def _ask(messages: list[Any]) -> dict[str, Any] | None:
-    """The AskUserQuestion input the first user message names after ``ASK: `` (one JSON object), or None."""
-    for m in messages:
-        content = m.get("content")
-        texts = [content] if isinstance(content, str) else [
-            b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
-        for t in texts:
-            try:
-                t = json.loads(t) if t.startswith('"') else t  # a prompt the scripted client sent JSON-quoted
-            except ValueError:
-                pass
-            if isinstance(t, str) and (found := ASK.search(t)) is not None:
-                got = json.loads(found.group(1))
-                return got if isinstance(got, dict) else None
-    return None
-
-
-def _text_of(block: dict[str, Any]) -> str:
-    c = block.get("content")
-    if isinstance(c, str):
-        return c
-    return "".join(b.get("text", "") for b in c or [] if isinstance(b, dict))
 
 
 def _gemini_text(body: dict[str, Any]) -> str:

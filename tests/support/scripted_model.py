@@ -1,11 +1,12 @@
-"""Scripted model turns for real agents: OpenAI Responses (Codex), Chat Completions (Qwen Code, OpenCode,
-Copilot CLI) and Gemini, each step chosen by a script the user's prompt carries.
+"""Scripted model turns for real agents: OpenAI Responses (Codex, codex-acp), Chat Completions (Qwen Code,
+OpenCode, Copilot CLI) and Gemini, each step chosen by a script the user's prompt carries.
 
 The prompt holds ``SCRIPT:<base64 of a JSON list>`` (:func:`scripted` writes one); each element is one model turn:
 ``{"tool": NAME, "args": {...}}`` a function call, ``{"custom": NAME, "input": "..."}`` a Responses-API freeform
 call (Codex's ``apply_patch``), ``{"text": "..."}`` an answer. Step N is the one after N tool results that follow
-the last user message holding a script; past the end the model answers ``Done.``. A request without a script
-(titles, summaries, routing) gets :data:`DONE_TEXT`, or JSON when it asks for JSON.
+the last user message holding a script; past the end the model answers ``DONE: <the last tool result>`` (so the
+agent shows what the model got), or :data:`DONE_TEXT` when there was none. A request without a script (titles,
+summaries, routing) gets :data:`DONE_TEXT`, or JSON when it asks for JSON.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-SCRIPT = re.compile(r"SCRIPT:([A-Za-z0-9+/=]+)")
+SCRIPT = re.compile(r"SCRIPT:([A-Za-z0-9+/=_-]+)")
 DONE_TEXT = "Done."
 SIDE_JSON = {"reasoning": "done", "next_speaker": "user", "model_choice": "flash", "complexity_reasoning": "simple",
              "complexity_score": 1, "ok": True}
@@ -27,6 +28,9 @@ SIDE_JSON = {"reasoning": "done", "next_speaker": "user", "model_choice": "flash
 def scripted(steps: list[dict[str, Any]], text: str = "Please do this.") -> str:
     """A user prompt carrying ``steps`` for the model."""
     return f"{text} SCRIPT:{base64.b64encode(json.dumps(steps).encode()).decode()}"
+
+
+RESPONSES_OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
 
 
 @dataclass
@@ -43,14 +47,15 @@ class Turn:
             return None
         if len(self.results) < len(self.script):
             return self.script[len(self.results)]
-        return {"text": DONE_TEXT}
+        return {"text": "DONE: " + self.results[-1][1] if self.results else DONE_TEXT}
 
 
 def _script(text: str) -> list[dict[str, Any]] | None:
     m = SCRIPT.search(text)
     if m is None:
         return None
-    got = json.loads(base64.b64decode(m.group(1)))
+    raw = m.group(1) + "=" * (-len(m.group(1)) % 4)  # also unpadded or URL-safe, as an agent may pass it on
+    got = json.loads(base64.b64decode(raw.replace("-", "+").replace("_", "/")))
     return got if isinstance(got, list) else None
 
 
@@ -80,11 +85,11 @@ def _turn(items: list[Any], user: Any, result: Any) -> Turn:
 
 
 def responses_turn(body: dict[str, Any]) -> Turn:
-    outputs = ("function_call_output", "custom_tool_call_output")
     return _turn(
         body.get("input") or [],
         lambda it: _text(it.get("content")) if it.get("role") == "user" else None,
-        lambda _i, it: (str(it.get("call_id")), _text(it.get("output"))) if it.get("type") in outputs else None,
+        lambda _i, it: (str(it.get("call_id")), _text(it.get("output")))
+        if it.get("type") in RESPONSES_OUTPUTS else None,
     )
 
 
