@@ -288,7 +288,8 @@ level = "debug"
 
     async def drain(self, timeout: float = 30) -> None:
         """Cancel whatever is pending, so a plain answer has one prompt to go to; then wait until the
-        room shows every prompt settled (a plain answer binds only when nothing changed above it)."""
+        room shows every prompt settled (a plain answer binds only when nothing changed above it); it fails
+        when the room does not within ``timeout``."""
         _, pending = await self.ahttp("GET", "/permissions")
         for r in pending:
             await self.ahttp("POST", f"/permissions/{r['id']}", {"decision": "cancel"})
@@ -296,9 +297,12 @@ level = "debug"
         while time.monotonic() < deadline:
             edited = {rel(e).get("event_id") for e in self.alice.events
                       if e.get("sender") == self.bot_id and rel(e).get("rel_type") == "m.replace"}
-            if all(e["event_id"] in edited for e in self.alice.events if self.is_prompt(e)):
+            # a prompt posted settled (a session rule's, say) carries its resolution and is never edited
+            if all(e["event_id"] in edited or content(e).get("resolution")
+                   for e in self.alice.events if self.is_prompt(e)):
                 return
             await asyncio.sleep(0.1)
+        raise AssertionError(f"drain: prompts still unsettled in the room after {timeout:g} s")
 
     async def teardown(self) -> None:
         for h in (getattr(self, "alice", None), getattr(self, "bob", None), getattr(self, "carol", None)):
