@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import sqlite3
 import uuid
@@ -143,3 +144,9 @@ async def assert_tampering_caught(st: Station, tmp_path: Path, k: int, head: int
     assert out.returncode == 1 and "differs from the checkpoint" in out.stderr and "seq " in out.stderr, out.stderr
     out = await run("truncate", "--against-room")
     assert out.returncode == 1 and "missing" in out.stderr, out.stderr
+
+
+def checkpoints_agree(stdout: str) -> bool:
+    """Whether ``audit verify --against-room`` said that one or more checkpoints in the rooms agree."""
+    said = r"; ([1-9]\d* checkpoints in the rooms agree|1 checkpoint in the rooms agrees)$"
+    return re.search(said, stdout.strip()) is not None
