@@ -74,6 +74,7 @@ class FdSink:
         self._owned = owned
         self._lock = threading.RLock()
         self.closed = False
+        self.written = 0  # bytes written so far: how a waiter tells a slow reader from a stuck one
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         with self._lock:
@@ -89,6 +90,7 @@ class FdSink:
                 except InterruptedError:
                     continue
                 view = view[n:]
+                self.written += n
 
     def try_write(self, data: bytes) -> bool:
         """Write ``data`` at once if that cannot block: a line of at most ``PIPE_BUF`` bytes, the sink free
@@ -101,6 +103,7 @@ class FdSink:
             if not select.select([], [self.fd], [], 0)[1]:
                 return False
             n = os.write(self.fd, data)
+            self.written += n
             if n < len(data):  # not a pipe after all: the rest the blocking way, still holding the lock
                 self.write(data[n:])
             return True

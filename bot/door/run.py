@@ -48,6 +48,17 @@ class Door(Protocol):
 Filters = Callable[[asyncio.AbstractEventLoop], tuple[LineFilter, LineFilter]]  # (from the client, from the agent)
 
 
+async def _drained(down: asyncio.Future[None], to_client: FdSink, quiet: float = 2.0) -> bool:
+    """After the agent's exit, let its last output through: wait for the relay's EOF while the client
+    still takes bytes; False when nothing moved for ``quiet`` seconds (a child may hold stdout open)."""
+    moved = -1
+    while moved != to_client.written:
+        moved = to_client.written
+        if (await asyncio.wait({down}, timeout=quiet))[0]:
+            return True
+    return False
+
+
 async def run(proxy: Door, filters: Filters, name: str = "acp") -> int:
     """Run until the agent exits; its exit code (128+N for a signal)."""
     cfg = proxy.cfg
@@ -133,12 +144,9 @@ async def run(proxy: Door, filters: Filters, name: str = "acp") -> int:
                     grace = 5.0
                     break
             if exited in done:
-                if down in waiting:
-                    # the agent is gone; let its last output through (a child may hold stdout open)
-                    finished, _ = await asyncio.wait({down}, timeout=2.0)
-                    waiting -= finished
-                    if not finished:
-                        log.info("agent_exited_stdout_open", message="its stdout is still open elsewhere; leaving it")
+                if down in waiting and not await _drained(down, to_client):
+                    log.info("agent_exited_stdout_open", message="its stdout is still open elsewhere; leaving it")
+                waiting.discard(down)
                 await proxy.settle_all("agent", answer=False)
                 break
             if stopper in done:
