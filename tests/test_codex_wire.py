@@ -15,7 +15,7 @@ import structlog
 from bot.codex import wire
 from bot.codex.filters import FromServer
 from bot.door import forms
-from bot.events.kinds import ANSWERED
+from bot.events.kinds import ANSWERED, DECLINE
 from bot.inbox.submission import parse_submission
 
 CAPTURED = json.loads((Path(__file__).parent / "fixtures" / "codex-app" / "captured.json").read_text())
@@ -132,7 +132,7 @@ def test_the_answers_are_labels_or_the_persons_words_in_codexs_reply() -> None:
 
 def test_a_declined_or_unanswered_question_gives_no_answer() -> None:
     db = wire.asks_of(CAPTURED["user_input"]["params"])[0]
-    assert wire.answer_of(db, forms.answered(rec(forms.DECLINE))) is None
+    assert wire.answer_of(db, forms.answered(rec(DECLINE))) is None
     assert wire.answer_of(db, forms.answered({"state": "cancelled", "outcome": None})) is None
 
 

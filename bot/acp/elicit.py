@@ -31,6 +31,7 @@ from bot.door import forms
 from bot.door.ids import FWD_PREFIX, id_key, line_of
 from bot.door.questions import QuestionRequest, QuestionSet
 from bot.door.relay import FdSink, in_thread
+from bot.events import kinds
 
 log = structlog.get_logger("bot.acp")
 
@@ -195,7 +196,7 @@ class Elicitation(QuestionSet):
                     return None
                 rec = await q.record()
                 got = forms.answered(rec) if rec is not None else forms.Answered(None, (), None)
-                if got.option_id is None or got.option_id == forms.DECLINE:
+                if got.option_id is None or got.option_id == kinds.DECLINE:
                     what = CANCEL if got.option_id is None else DECLINE
                     why = "another question of the form was declined" if what == DECLINE else "the form was cancelled"
                     await self._withdraw_room(None, "agent", why)

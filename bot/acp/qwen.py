@@ -18,6 +18,7 @@ from typing import Any
 from bot.acp import messages
 from bot.acp.elicit import ACCEPT, DECLINE, Elicitation
 from bot.door import forms, outcomes
+from bot.events import kinds
 from bot.events.kinds import joined
 
 USER_QUESTION = "user_question"
@@ -58,7 +59,7 @@ def form_of(questions: Any) -> forms.Form:
             label = o.get("label") if isinstance(o, Mapping) else None
             if isinstance(label, str) and label.strip() and label not in choices:
                 desc = o.get("description")
-                value = label if len(label) <= MAX_VALUE and label != forms.DECLINE else f"choice {len(choices) + 1}"
+                value = label if len(label) <= MAX_VALUE and label != kinds.DECLINE else f"choice {len(choices) + 1}"
                 choices[label] = forms.Choice(value, label, desc if isinstance(desc, str) else "")
         kind: forms.AskKind = "multi" if q.get("multiSelect") is True else "single"
         if not choices:

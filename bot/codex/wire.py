@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.door import forms
+from bot.events import kinds
 
 COMMAND = "item/commandExecution/requestApproval"
 FILE_CHANGE = "item/fileChange/requestApproval"
@@ -187,7 +188,7 @@ def asks_of(params: Mapping[str, Any]) -> list[forms.Ask]:
 def answer_of(ask: forms.Ask, got: forms.Answered) -> list[str] | None:
     """One question's answers as Codex takes them (labels, the person's words, a choice's note); None: no usable
     answer (declined, cancelled, or own words where only the choices are taken)."""
-    if got.option_id is None or got.option_id == forms.DECLINE:
+    if got.option_id is None or got.option_id == kinds.DECLINE:
         return None
     labels = {c.value: c.label for c in ask.choices}
     picked = [labels[c] for c in (list(got.chosen) or [got.option_id]) if c in labels]

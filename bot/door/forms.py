@@ -27,11 +27,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from bot.events.kinds import question_params
 from bot.util.linkhost import refusal
 
 AskKind = Literal["single", "multi", "text", "number", "integer", "boolean", "url"]
-DECLINE = "decline"  # bot.events.kinds.DECLINE: the option id of a question's last option
-CHOOSE = "choose"  # the ACP option kind of a question's choices (neither allow nor reject)
 MAX_QUESTIONS = 20
 CUSTOM_SUFFIX = "_custom"
 _YES_NO = (("yes", "Yes"), ("no", "No"))
@@ -183,13 +182,7 @@ def question_body(
         "form": {"index": index, "count": count},
         **({"url": ask.url} if ask.url else {}),
     }
-    options = [{"optionId": c.value, "name": c.label, "kind": CHOOSE} for c in ask.choices]
-    options.append({"optionId": DECLINE, "name": "Decline", "kind": "reject_once"})
-    return {
-        "sessionId": session_id,
-        "toolCall": {"toolCallId": tool_call_id, "title": text[:300], "kind": "question", "rawInput": raw},
-        "options": options,
-    }
+    return question_params(session_id, tool_call_id, raw, [(c.value, c.label) for c in ask.choices])
 
 
 def number_of(ask: Ask, text: str) -> float | int | str:

@@ -32,6 +32,8 @@ DECLINE = "decline"
 ANSWERED = "answer"
 """The ``option_id`` of a question answered with several choices or the person's own words."""
 QUESTION_TOOL_KIND = "question"
+CHOOSE = "choose"
+"""The ACP option kind of a question's choices (neither allow nor reject)."""
 PLAN_TOOLS: Mapping[tuple[str | None, str], frozenset[str | None]] = {
     ("claudeCode", "ExitPlanMode"): frozenset({None, "switch_mode"}),  # Claude's ACP adapters (the first: no kind)
     ("claude-code", "ExitPlanMode"): frozenset({"switch_mode"}),  # Claude Code through the hook
@@ -145,3 +147,16 @@ def check_question_options(options: Sequence[Mapping[str, Any]]) -> None:
 def joined(labels: Sequence[str]) -> str:
     """Several chosen labels as the agent gets them (Claude Code: ``"Docker, CI"``)."""
     return ", ".join(labels)
+
+
+def question_params(
+    session_id: str, tool_call_id: str, raw: Mapping[str, Any], choices: Sequence[tuple[str, str]],
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ACP params every front door submits to ask one question: ``raw`` as the tool call's ``rawInput``
+    (the shape above), the ``choices`` (option id, label) in order, then decline; the title is the question."""
+    options = [{"optionId": value, "name": label, "kind": CHOOSE} for value, label in choices]
+    options.append({"optionId": DECLINE, "name": "Decline", "kind": "reject_once"})
+    title = " ".join(str(raw["question"]).split())[:300]
+    call = {"toolCallId": tool_call_id, "title": title, "kind": QUESTION_TOOL_KIND, "rawInput": dict(raw)}
+    return {"sessionId": session_id, "toolCall": call | ({"_meta": dict(meta)} if meta else {}), "options": options}

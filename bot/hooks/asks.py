@@ -18,7 +18,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.events.kinds import DECLINE, QUESTION_TOOL_KIND
+from bot.events.kinds import DECLINE, question_params
 from bot.hooks.models import Cli, HookInput, HookInputError
 
 QUESTION_TOOL = "AskUserQuestion"
@@ -75,18 +75,10 @@ def question_submissions(cli: Cli, inp: HookInput, key: str, tool_call_id: str) 
             "options": [{"label": o["label"], "description": o.get("description", "")} for o in q["options"]],
             "form": {"index": i, "count": len(qs)},
         }
-        options = [{"optionId": o["label"], "name": o["label"], "kind": "choose"} for o in q["options"]]
-        options.append({"optionId": DECLINE, "name": "Decline", "kind": "reject_once"})
+        meta: dict[str, Any] = {cli: {"toolName": QUESTION_TOOL, "hookEventName": inp.hook_event_name, "cwd": inp.cwd}}
+        choices = [(o["label"], o["label"]) for o in q["options"]]
         out.append({
-            "sessionId": inp.session_id,
-            "toolCall": {
-                "toolCallId": f"{tool_call_id}:q{i}",
-                "title": " ".join(q["question"].split())[:300],
-                "kind": QUESTION_TOOL_KIND,
-                "rawInput": raw,
-                "_meta": {cli: {"toolName": QUESTION_TOOL, "hookEventName": inp.hook_event_name, "cwd": inp.cwd}},
-            },
-            "options": options,
+            **question_params(inp.session_id, f"{tool_call_id}:q{i}", raw, choices, meta),
             "key": f"{key}.{i}",
             "label": cli,
             **({"cwd": inp.cwd} if inp.cwd.strip() else {}),

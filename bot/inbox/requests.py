@@ -189,9 +189,3 @@ class Requests(Approvals):
     async def count_pending(self) -> int:
         return int(await self.database.fetchval("SELECT COUNT(*) FROM requests WHERE state=$1", PENDING) or 0)
 
-    async def resolved_counts(self) -> dict[tuple[str, str], int]:
-        """(state, via) -> how many, for metrics."""
-        rows = await self.database.fetch(
-            "SELECT state, outcome_via, COUNT(*) FROM requests WHERE state!=$1 GROUP BY state, outcome_via", PENDING
-        )
-        return {(r[0], r[1] or ""): int(r[2]) for r in rows}

@@ -170,16 +170,7 @@ class Matrix:
         """The homeserver revoked the token: log in again with the password (a new device), inbox kept."""
         await self.session.relogin(code)
 
-    @property
-    def room_encrypted(self) -> bool:
-        """Is the station room encrypted (as far as the syncs so far tell)?"""
-        return self.station.encrypted
-
     # -- the station room --------------------------------------------------
-    async def resolve_room(self) -> str:
-        """The configured room as a room id (an alias is resolved)."""
-        return await self.rooms["default"].resolve()
-
     async def join_room(self) -> str:
         """Resolve every station room and join it (accepting its invite); the default room's id.
         Two entries that name one room (an alias and its id) stop the bot: a room has one set of answerers."""
