@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import tempfile
@@ -17,6 +18,7 @@ from tests.support.postgres import engine_url, inbox, pg_cluster, pg_url  # noqa
 from tests.support.station import Station
 
 _counter = itertools.count(1)
+WEIGHTS = Path(__file__).parent / "file_weights.json"
 # The daemons the tests start post no ledger checkpoint (a notice the tests that wait for the bot's next notice
 # would take for theirs); tests/test_audit_e2e.py sets its own intervals.
 os.environ.setdefault("PERMISSION_BOT_CHECKPOINT_DELAY", "86400")
@@ -27,10 +29,17 @@ TEST_SYNAPSE = {"bcrypt_rounds": 4}
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that needs the real Synapse (the ``homeserver`` fixture, directly or through another one: the
-    station, a fault station, ...) is ``e2e``, marked in its file or not: ``-m "not e2e"`` runs none of them."""
+    station, a fault station, ...) is ``e2e``, marked in its file or not: ``-m "not e2e"`` runs none of them.
+
+    The files run longest first (their seconds in tests/file_weights.json, written by scripts/file_weights.py;
+    a new file counts as a long one), each file's tests in their own order: pytest-xdist hands out files in this
+    order, so no long file starts last and keeps one worker busy while the others wait."""
     for item in items:
         if "homeserver" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.e2e)
+    weights = json.loads(WEIGHTS.read_text()) if WEIGHTS.exists() else {}
+    unknown = max(weights.values(), default=0.0)
+    items.sort(key=lambda item: -weights.get(item.nodeid.split("::")[0], unknown))  # stable: a file's own order
 
 
 @pytest.fixture(scope="session")
