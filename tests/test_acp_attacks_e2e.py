@@ -74,8 +74,9 @@ async def test_escaped_session_cancel_cancels(station: Any, tmp_path: Path, sid:
         assert reply["result"]["outcome"] == {"outcome": "cancelled"}
         got = await record(station, rec["id"])
         assert got["state"] == "cancelled"
-        lines = r.agent_lines()  # the answer first, then the cancel, relayed as it came
-        assert line.encode() + b"\n" in lines
+        # the answer first, then the cancel, relayed as it came (a moment later: wait for it)
+        await r.wait(lambda: line.encode() + b"\n" in r.agent_lines(), what="the cancel relayed")
+        lines = r.agent_lines()
         assert index_of(lines, lambda x: b'"id":8' in x) < lines.index(line.encode() + b"\n")
         assert p
         edit = await station.edit_of(p["event_id"])
@@ -114,6 +115,8 @@ async def test_cancel_racing_an_answer_ends_agreed(station: Any, tmp_path: Path,
                 assert rec["state"] == "cancelled" and rec["outcome"]["option_id"] is None, (i, rec)
                 assert "Cancelled" in body and "Approved" not in body, (i, body)
                 seen.add("cancel")
+            await r.wait(lambda n=i: sum(b"session/cancel" in x for x in r.agent_lines()) > n,
+                         what=f"cancel {i} relayed")
             lines = r.agent_lines()
             cancels = [j for j, x in enumerate(lines) if b"session/cancel" in x]
             assert index_of(lines, lambda x, n=rpc: f'"id":{n},'.encode() in x and b"result" in x) < cancels[i]

@@ -190,6 +190,33 @@ async def test_nothing_is_sent_again_when_no_attempt_reached_the_daemon() -> Non
         await client.close()
 
 
+async def test_an_attempt_refused_after_the_head_start_is_not_waited_out() -> None:
+    """The attempt in flight is still connecting when the head start ends (a busy machine), then refused:
+    the cancel sends the body again, sees both refused, and says None at once, not at its deadline."""
+    from tests.test_acp_proxy import free_port
+
+    client = DaemonClient(f"http://127.0.0.1:{free_port()}", "t")
+    state = SubmitState()
+    loop = asyncio.get_running_loop()
+
+    async def connecting_then_refused() -> dict[str, object]:
+        state.running = True
+        await asyncio.sleep(0.5)  # past HEAD_START: in doubt when record_to_cancel first looks
+        state.running = False  # refused: never delivered
+        await asyncio.sleep(30)  # backing off
+        raise AssertionError("not cancelled")
+
+    try:
+        submit = asyncio.ensure_future(connecting_then_refused())
+        await asyncio.sleep(0)
+        assert state.in_doubt
+        cancel = record_to_cancel(client, submit, {"sessionId": "s"}, state, loop.time() + 60)
+        assert await asyncio.wait_for(cancel, 20) is None
+        assert submit.cancelled()
+    finally:
+        await client.close()
+
+
 async def test_a_daemon_that_never_answers_is_given_up_within_the_budget(tmp_path: Path) -> None:
     """Every POST hangs: the cancel gives up at its deadline (TimeoutError), nothing left running."""
     d = HoldingDaemon("before")

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 from pathlib import Path
 from typing import IO, Any
 
 from bot.demo.say import show
+from bot.util.statedir import write_private
 
 
 class DemoError(Exception):
@@ -31,10 +31,7 @@ class Saved(dict[str, Any]):
         self.update(data if isinstance(data, dict) else {})
 
     def save(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self, indent=2))
-        os.chmod(tmp, 0o600)
-        tmp.replace(self.path)
+        write_private(self.path, json.dumps(self, indent=2))
 
 
 def lock(state_dir: Path) -> IO[bytes]:

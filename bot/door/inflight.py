@@ -18,6 +18,7 @@ from typing import Any
 from bot.door.daemon_client import DaemonClient, SubmitState
 
 HEAD_START = 0.2  # seconds the POST in flight has to answer before the same body goes again
+POLL = 0.05  # seconds between looks at whether an attempt is still in doubt
 
 
 def discard(task: asyncio.Future[Any]) -> None:
@@ -49,23 +50,25 @@ async def record_to_cancel(
     """
     loop = asyncio.get_running_loop()
     again: asyncio.Future[dict[str, Any]] | None = None
+    again_state = SubmitState()
     try:
         await asyncio.wait({in_flight}, timeout=max(0.0, min(HEAD_START, deadline - loop.time())))
         if (rid := _record_id(in_flight)) is not None:
             return rid
         if not state.in_doubt:
             return None
-        again = asyncio.ensure_future(daemon.submit_retrying(body, deadline))
+        again = asyncio.ensure_future(daemon.submit_retrying(body, deadline, again_state))
         waiting: set[asyncio.Future[dict[str, Any]]] = {again} if in_flight.done() else {again, in_flight}
         while waiting:
-            done, waiting = await asyncio.wait(
-                waiting, timeout=max(0.0, deadline - loop.time()), return_when=asyncio.FIRST_COMPLETED
-            )
-            if not done:
+            left = deadline - loop.time()
+            if left <= 0:
                 raise TimeoutError("no answer from the daemon in time")
+            done, waiting = await asyncio.wait(waiting, timeout=min(POLL, left), return_when=asyncio.FIRST_COMPLETED)
             for t in done:
                 if (rid := _record_id(t)) is not None:
                     return rid
+            if not (state.in_doubt or again_state.in_doubt):
+                return None  # the attempt in doubt was refused before the daemon saw it; none is on its way
         return str(again.result()["id"])  # both failed: raises the second one's error
     finally:
         discard(in_flight)

@@ -14,7 +14,6 @@ Nothing is posted before this has succeeded.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from bot.matrix import identity_backup
 from bot.matrix.errors import MatrixFatal
 from bot.matrix.secret_storage import ALGORITHM, decode_recovery_key, decrypt, key_fits
 from bot.matrix.signing import USAGES, Identity, SigningKey, device_signed_by, key_of, unb64
+from bot.util.statedir import write_private
 
 log = structlog.get_logger("matrix.cross_signing")
 
@@ -101,16 +101,7 @@ def load_identity(path: Path) -> Identity | None:
 
 def save_identity(path: Path, ident: Identity) -> None:
     """Write the private keys, readable by the bot's user only (atomically, 0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    if tmp.exists():
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(ident.to_json(), f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_private(path, json.dumps(ident.to_json()))
 
 
 async def upload_identity(api: Api, user_id: str, ident: Identity, password: str | None) -> None:

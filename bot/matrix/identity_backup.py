@@ -28,6 +28,7 @@ from bot.matrix.secret_storage import (
     new_iv,
 )
 from bot.matrix.signing import USAGES, Identity, b64, unb64
+from bot.util.statedir import write_private
 
 
 class Api(Protocol):
@@ -135,13 +136,5 @@ async def store(api: Api, user_id: str, ident: Identity, key: bytes) -> None:
 
 
 def write_key(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    if tmp.exists():
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Keep the recovery key in the state folder (0600)."""
+    write_private(path, text + "\n")

@@ -24,6 +24,7 @@ import structlog
 
 from bot.matrix.cross_signing import FILE_NAME as CROSS_SIGNING_FILE
 from bot.matrix.station import KeyValue
+from bot.util.statedir import write_private
 
 log = structlog.get_logger("matrix.vault")
 
@@ -72,17 +73,6 @@ def pack(store_path: str | Path, user_id: str, device_id: str) -> bytes:
     return out.getvalue()
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".vault-tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def unpack(blob: bytes, store_path: str | Path, user_id: str, device_id: str) -> list[str]:
     """Write the archive's files over ``store_path`` (0600, the folder 0700); the device's files the archive
     lacks are removed: afterwards the folder holds exactly the saved device. The names written."""
@@ -106,7 +96,7 @@ def unpack(blob: bytes, store_path: str | Path, user_id: str, device_id: str) ->
             for j in JOURNALS:
                 (folder / (name + j)).unlink(missing_ok=True)
         if name in files:
-            _write_private(path, files[name])
+            write_private(path, files[name])
         else:
             path.unlink(missing_ok=True)
     return sorted(files)

@@ -17,6 +17,20 @@ log = structlog.get_logger("state")
 DIR_MODE, FILE_MODE = 0o700, 0o600
 
 
+def write_private(path: Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` atomically, readable by its owner only from the first byte (0600; the folder
+    made when missing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
 def _user() -> str:
     try:
         import pwd

@@ -12,7 +12,7 @@ from nio import AsyncClient
 
 from bot.demo.homeserver import http
 from tests.support.human import Human
-from tests.support.station import BOT_PASSWORD, Station
+from tests.support.station import BOT_PASSWORD, Station, own_suffix
 
 INFRA_AGENT = ("infra-proxies", "test-infra-agent-token-6d1e")
 INFRA_DECIDER = ("infra-cli", "test-infra-decider-token-0a9f")
@@ -35,6 +35,7 @@ class RoomsStation(Station):
 
     def make_people_and_room(self) -> None:
         """As the test station's, under names of its own (it shares the session's homeserver)."""
+        self.suffix = own_suffix(self.suffix)
         self.bot_id = self.hs.register(f"permbot{self.suffix}", BOT_PASSWORD)["user_id"]
         self.alice, self.bob, self.carol = (Human(self.hs, f"{n}{self.suffix}") for n in ("alice", "bob", "carol"))
         self.room_id = self.hs.create_room(

@@ -311,6 +311,20 @@ level = "debug"
         self.stop_daemon()
 
 
+_SUFFIXES: set[str] = set()  # the account suffixes this process's stations took (one homeserver per process)
+
+
+def own_suffix(base: str) -> str:
+    """``base``, or ``base2``, ``base3`` ... when a station of this process took it: two files whose stations
+    share a class (and so a suffix) may run in one pytest worker, against one homeserver."""
+    n, suffix = 1, base
+    while suffix in _SUFFIXES:
+        n += 1
+        suffix = f"{base}{n}"
+    _SUFFIXES.add(suffix)
+    return suffix
+
+
 class OwnStation(Station):
     """A station with accounts of its own (``permbot`` + ``suffix``, ``alice`` + ``suffix``, ...), so that it can
     run beside the session's station on one homeserver."""
@@ -318,6 +332,7 @@ class OwnStation(Station):
     suffix = "own"
 
     def make_people_and_room(self) -> None:
+        self.suffix = own_suffix(self.suffix)
         self.bot_id = self.hs.register(f"permbot{self.suffix}", BOT_PASSWORD)["user_id"]
         self.alice, self.bob, self.carol = (Human(self.hs, f"{n}{self.suffix}") for n in ("alice", "bob", "carol"))
         self.room_id = self.hs.create_room(self.alice.token, invite=[self.bot_id, self.bob.user_id, self.carol.user_id])
