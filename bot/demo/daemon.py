@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import secrets
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from bot.demo.homeserver import free_port
 from bot.demo.saved import DemoError, Saved
 from bot.demo.say import bindable, say, show, tail
 from bot.util import jsonhttp
+from bot.util.statedir import write_private
 
 
 def write_config(state_dir: Path, saved: Saved, homeserver: str, bot_id: str, human_id: str, room_id: str,
@@ -50,8 +50,7 @@ def write_config(state_dir: Path, saved: Saved, homeserver: str, bot_id: str, hu
         "log": {"level": "info", "format": "console"},
     }
     path = state_dir / "config.toml"
-    path.write_text("# Written by the demo (python -m bot.demo) on every run.\n" + tomli_w.dumps(config))
-    os.chmod(path, 0o600)
+    write_private(path, "# Written by the demo (python -m bot.demo) on every run.\n" + tomli_w.dumps(config))
     return path, f"http://127.0.0.1:{port}"
 
 

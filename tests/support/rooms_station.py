@@ -12,7 +12,7 @@ from nio import AsyncClient
 
 from bot.demo.homeserver import http
 from tests.support.human import Human
-from tests.support.station import BOT_PASSWORD, Station, own_suffix
+from tests.support.station import OwnStation
 
 INFRA_AGENT = ("infra-proxies", "test-infra-agent-token-6d1e")
 INFRA_DECIDER = ("infra-cli", "test-infra-decider-token-0a9f")
@@ -28,20 +28,13 @@ def same_person(h: Human, room_id: str) -> Human:
     return v
 
 
-class RoomsStation(Station):
+class RoomsStation(OwnStation):
     """The station plus the ``infra`` room: dave (its answerer), alice (a member, not its answerer)."""
 
     suffix = "rooms"  # in every account's name: two such stations may share the session's homeserver
 
-    def make_people_and_room(self) -> None:
-        """As the test station's, under names of its own (it shares the session's homeserver)."""
-        self.suffix = own_suffix(self.suffix)
-        self.bot_id = self.hs.register(f"permbot{self.suffix}", BOT_PASSWORD)["user_id"]
-        self.alice, self.bob, self.carol = (Human(self.hs, f"{n}{self.suffix}") for n in ("alice", "bob", "carol"))
-        self.room_id = self.hs.create_room(
-            self.alice.token, invite=[self.bot_id, self.bob.user_id, self.carol.user_id],
-            power={self.carol.user_id: 50},
-        )
+    def room_power(self) -> dict[str, int] | None:
+        return {self.carol.user_id: 50}
 
     async def setup(self) -> None:
         self.make_people_and_room()

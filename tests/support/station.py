@@ -331,11 +331,17 @@ class OwnStation(Station):
 
     suffix = "own"
 
+    def room_power(self) -> dict[str, int] | None:
+        """Power levels the station room starts with (None: the homeserver's default)."""
+        return None
+
     def make_people_and_room(self) -> None:
         self.suffix = own_suffix(self.suffix)
         self.bot_id = self.hs.register(f"permbot{self.suffix}", BOT_PASSWORD)["user_id"]
         self.alice, self.bob, self.carol = (Human(self.hs, f"{n}{self.suffix}") for n in ("alice", "bob", "carol"))
-        self.room_id = self.hs.create_room(self.alice.token, invite=[self.bot_id, self.bob.user_id, self.carol.user_id])
+        self.room_id = self.hs.create_room(
+            self.alice.token, invite=[self.bot_id, self.bob.user_id, self.carol.user_id], power=self.room_power()
+        )
 
 
 def request_body(
