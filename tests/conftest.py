@@ -16,6 +16,9 @@ from bot.demo.homeserver import Homeserver
 from tests.support.fake_station import fst  # noqa: F401 - fixture: the station on the fake homeserver
 from tests.support.postgres import engine_url, inbox, pg_cluster, pg_url  # noqa: F401 - fixtures: PostgreSQL
 from tests.support.station import Station
+from tests.support.synapse_template import copy as copy_synapse
+from tests.support.synapse_template import template as synapse_template_of
+from tests.support.synapse_template import template_root
 
 _counter = itertools.count(1)
 WEIGHTS = Path(__file__).parent / "file_weights.json"
@@ -51,8 +54,14 @@ def workdir() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def homeserver(workdir: Path) -> Iterator[Homeserver]:
-    hs = Homeserver(workdir / "synapse", overrides=TEST_SYNAPSE)
+def synapse_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run's template Synapse (tests/support/synapse_template.py), made once for every worker."""
+    return synapse_template_of(template_root(tmp_path_factory), TEST_SYNAPSE)
+
+
+@pytest.fixture(scope="session")
+def homeserver(workdir: Path, synapse_template: Path) -> Iterator[Homeserver]:
+    hs = copy_synapse(synapse_template, workdir / "synapse", TEST_SYNAPSE)
     hs.start()
     yield hs
     hs.stop()

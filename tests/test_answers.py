@@ -720,7 +720,7 @@ _targets = st.builds(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_events, _targets, st.lists(_targets, max_size=3))
 def test_classify_and_resolve_never_raise(ev: dict[str, Any], t: Target, pending: list[Target]) -> None:
     c = classify(ev, bot_user_id=BOT)

@@ -167,7 +167,7 @@ rule_like = st.dictionaries(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.one_of(json_values, st.lists(rule_like | json_values, max_size=4)))
 def test_parse_rules_junk_only_raises_rule_error(data: object) -> None:
     try:
@@ -178,7 +178,7 @@ def test_parse_rules_junk_only_raises_rule_error(data: object) -> None:
         assert all(isinstance(r, Rule) for r in rules)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(st.text(max_size=60) | st.builds(json.dumps, st.lists(rule_like, max_size=3)))
 def test_parse_rules_json_junk_only_raises_rule_error(text: str) -> None:
     try:

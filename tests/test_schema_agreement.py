@@ -216,7 +216,7 @@ def mutated(draw: st.DrawFn) -> Any:
     return doc
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())
 def test_models_and_schema_agree_on_mutations(doc: Any) -> None:
     by_model, by_schema = model_verdict(doc), schema_verdict(doc)

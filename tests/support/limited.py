@@ -11,6 +11,7 @@ from pathlib import Path
 
 from bot.demo.homeserver import Homeserver
 from tests.support.station import Station
+from tests.support.synapse_template import copy
 
 RC_MESSAGE = {"per_second": 0.2, "burst_count": 10}  # Synapse's default
 LIMITED_SYNAPSE = {"bcrypt_rounds": 4, "rc_message": RC_MESSAGE}
@@ -23,9 +24,11 @@ def floor(k: int) -> float:
 
 
 @asynccontextmanager
-async def limited_station(workdir: Path) -> AsyncIterator[Station]:
-    """A limited Synapse of its own and a station (bot, alice, bob, carol, room, daemon) on it."""
-    hs = Homeserver(workdir / "synapse", overrides=LIMITED_SYNAPSE)
+async def limited_station(workdir: Path, template: Path | None = None) -> AsyncIterator[Station]:
+    """A limited Synapse of its own (a copy of ``template``, tests/support/synapse_template.py, when given) and a
+    station (bot, alice, bob, carol, room, daemon) on it."""
+    where = workdir / "synapse"
+    hs = copy(template, where, LIMITED_SYNAPSE) if template else Homeserver(where, overrides=LIMITED_SYNAPSE)
     await asyncio.to_thread(hs.start)
     st = Station(hs, workdir / "station")
     try:
