@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import sqlite3
@@ -217,9 +218,16 @@ def test_api_address_taken_by_something_else(lab: Lab) -> None:
         s.listen()
         port = s.getsockname()[1]
         code, lines, out = doctor(lab.config("taken", listen=f'"127.0.0.1:{port}"'))
+        s.setblocking(False)
+        asked = 0
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                s.accept()[0].close()
+                asked += 1
     well_formed(lines)
     assert code == 1, out
     assert "api.listen" in line(lines, "FAIL api:", "taken")
+    assert asked == 1, asked  # a port that never answers is asked once (its timeout waited once), not per check
 
 
 # --- no homeserver needed -------------------------------------------------------------------------------

@@ -16,10 +16,11 @@ bot/harness/check.py.
 
 from __future__ import annotations
 
+import functools
 import sys
 
 from bot.cli.doctor.answerers import check_answerers
-from bot.cli.doctor.config import check_config, check_listen, check_state
+from bot.cli.doctor.config import check_config, check_listen, check_state, daemon_health
 from bot.cli.doctor.e2ee import check_cross_signing, check_encryption_support
 from bot.cli.doctor.homeserver import Login, check_homeserver, check_login, logout
 from bot.cli.doctor.ratelimit import check_rate_limit
@@ -45,6 +46,7 @@ def run(config_path: str) -> int:
     check_encryption_support(cfg, saved, rep)
     login: Login | None = None
     room: Room | None = None
+    health = functools.cache(lambda: daemon_health(cfg))  # whatever serves api.listen, asked once
     try:
         if check_homeserver(cfg, rep):
             login = check_login(cfg, saved, rep)
@@ -55,13 +57,13 @@ def run(config_path: str) -> int:
                 rep.warn("room: not checked (no working login)")
         check_answerers(cfg, login, room, rep)
         check_rooms(cfg, login, rep)  # every [[rooms]] entry the same way, its lines marked with its name
-        check_rate_limit(cfg, login, rep)
+        check_rate_limit(cfg, login, rep, health)
     except Unreachable as e:
         rep.fail(f"homeserver: stopped answering ({e})", "check the homeserver and run doctor again")
     finally:
         if login is not None and login.temporary:
             logout(cfg, login)
-    check_listen(cfg, rep)
+    check_listen(cfg, rep, health=health)
     from bot.harness.check import check_harnesses
 
     check_harnesses(cfg, rep)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from bot.cli.doctor.report import Report
 from bot.config import ENV_API_TOKEN, Config, ConfigError, load_config
@@ -76,15 +76,19 @@ def daemon_health(cfg: Config) -> tuple[int, object]:
         return 0, None
 
 
-def check_listen(cfg: Config, rep: Report, container: bool | None = None) -> None:
-    """Can the daemon bind ``api.listen``; all interfaces warn, except in a container (:func:`in_container`)."""
+def check_listen(
+    cfg: Config, rep: Report, container: bool | None = None, health: Callable[[], tuple[int, object]] | None = None
+) -> None:
+    """Can the daemon bind ``api.listen``; all interfaces warn, except in a container (:func:`in_container`).
+    ``health``: :func:`daemon_health`, asked at most once per doctor run (a port that never answers costs its
+    timeout once, not once per check)."""
     host, port = cfg.api.host, cfg.api.port
     err = _bind(host, port)
     exposed = host not in ("127.0.0.1", "::1", "localhost")
     if err is None:
         rep.ok(f"api: {cfg.api.listen} is free for the daemon to bind")
     elif err.errno == errno.EADDRINUSE:
-        status, body = daemon_health(cfg)
+        status, body = health() if health else daemon_health(cfg)
         if status == 200 and isinstance(body, dict) and (body.get("live") is True or body.get("ok") is True):
             state = "connected to Matrix" if body.get("matrix_ready") else "not ready yet"
             rep.ok(f"api: {cfg.api.listen} is served by a running permission-bot daemon ({state})")

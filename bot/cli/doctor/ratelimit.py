@@ -9,6 +9,7 @@ from here, with what to look for and the remedy.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from bot.cli.doctor.config import daemon_health
@@ -21,12 +22,15 @@ from bot.util.jsonhttp import quote
 ADMIN = "/_synapse/admin/v1/users/{}/override_ratelimit"
 
 
-def check_rate_limit(cfg: Config, login: Login | None, rep: Report) -> None:
-    """One line: the account is exempt, rate-limited (with the remedy), or it cannot be told from here."""
+def check_rate_limit(
+    cfg: Config, login: Login | None, rep: Report, health: Callable[[], tuple[int, object]] | None = None
+) -> None:
+    """One line: the account is exempt, rate-limited (with the remedy), or it cannot be told from here.
+    ``health``: the running daemon's ``/healthz`` (:func:`daemon_health`, asked once per doctor run)."""
     user = cfg.matrix.user_id
     if login is not None and _admin_answer(cfg, login, user, rep):
         return
-    status, body = daemon_health(cfg)
+    status, body = health() if health else daemon_health(cfg)
     seen = body.get("rate_limit") if status in (200, 503) and isinstance(body, dict) else None
     if isinstance(seen, dict):
         _daemon_answer(seen, user, rep)
