@@ -127,6 +127,34 @@ async def test_an_answer_the_harness_no_longer_takes_is_shown_answered_elsewhere
     await ib.close()
 
 
+async def test_an_edit_on_its_way_when_the_answer_was_amended_leaves_the_amendment_to_edit(
+    tmp_path: Path, fake: FakeHarness, client: Client
+) -> None:
+    """The outbox edits the prompt from the settled record (alice allowed it); the harness's CLI answers too and
+    the answer is amended while that edit is on its way. Marking the old edit done must not mark the amendment
+    edited: the room would go on saying "allowed by alice" of a request the agent was never allowed."""
+    ib = await _inbox(tmp_path)
+    pid = fake.hold()
+    w = _watcher(ib, fake)
+    await w.step(client)
+    (rec,) = await ib.pending()
+    await ib.set_prompt_event(rec.id, "$prompt", time.time())
+    await _answer(ib, rec.id, "allow_once")
+    on_its_way = await ib.get(rec.id)  # what the outbox's edit shows
+    assert on_its_way and on_its_way.state == "resolved"
+    fake.resolve_here(pid)
+    await w._deliver(client, discover(w.cfg, w.env))
+    amended = await ib.get(rec.id)
+    assert amended and amended.state == "cancelled" and not amended.prompt_edited
+    await ib.mark_edited(rec.id, "$edit-allowed", shown=on_its_way)  # the old edit lands now
+    got = await ib.get(rec.id)
+    assert got and not got.prompt_edited and [r.id for r in await ib.needing_edit()] == [rec.id]
+    await ib.mark_edited(rec.id, "$edit-amended", shown=amended)
+    got = await ib.get(rec.id)
+    assert got and got.prompt_edited and await ib.needing_edit() == []
+    await ib.close()
+
+
 async def test_a_request_changed_while_pending_is_asked_again_as_a_new_revision(
     engine_url: str, fake: FakeHarness, client: Client
 ) -> None:

@@ -61,11 +61,15 @@ class Posting(InboxBase):
         async with self._tx() as db:
             await db.execute("UPDATE requests SET post_skipped=1 WHERE id=$1 AND prompt_event_id IS NULL", request_id)
 
-    async def mark_edited(self, request_id: str, event_id: str | None = None) -> None:
+    async def mark_edited(self, request_id: str, event_id: str | None = None, shown: Record | None = None) -> None:
+        """The prompt's edit ``event_id`` is in the room. ``shown``: the record the edit was made from; an outcome
+        amended while it was on its way (a watched harness that did not take the answer) stays to be edited."""
+        same = "" if shown is None else " AND state=$3 AND COALESCE(outcome_by, '')=$4"
+        args = () if shown is None else (shown.state.value, (shown.outcome.answered_by or "") if shown.outcome else "")
         async with self._tx() as db:
             await db.execute(
-                "UPDATE requests SET prompt_edited=1, edit_event_id=COALESCE($1, edit_event_id) WHERE id=$2",
-                event_id, request_id,
+                "UPDATE requests SET prompt_edited=1, edit_event_id=COALESCE($1, edit_event_id) WHERE id=$2" + same,
+                event_id, request_id, *args,
             )
 
     async def needing_post(

@@ -252,5 +252,5 @@ class Outbox(Poster):
             rec, settled_content(rec), short_settled_content, "e", "edit_too_large", "outcome line only", *amended
         )
         self.timings.edited(rec.id, self.now(), via=o.via if o else None)
-        await self.inbox.mark_edited(rec.id, event_id)
+        await self.inbox.mark_edited(rec.id, event_id, shown=rec)  # an outcome amended meanwhile is edited again
         log.info("prompt_edited", request_id=rec.id, state=rec.state)
