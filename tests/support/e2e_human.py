@@ -18,7 +18,7 @@ from nio.event_builders import ToDeviceMessage
 
 from bot.demo.homeserver import Homeserver, http
 from tests.support.human import Human, content
-from tests.support.station import BOT_PASSWORD, Station
+from tests.support.station import BOT_PASSWORD, Station, own_suffix
 
 MEGOLM = "m.megolm.v1.aes-sha2"
 
@@ -240,7 +240,7 @@ class E2EStation(Station):
         self.trust = trust  # its humans are matrix-nio devices, which do not cross-sign: tofu unless asked
 
     def make_people_and_room(self) -> None:
-        t = self.tag
+        self.tag = t = own_suffix(self.tag)  # another station of this worker may have taken the accounts' names
         self.bot_id = self.hs.register(f"permbot{t}", BOT_PASSWORD)["user_id"]
         self.alice = E2EHuman(self.hs, f"alice{t}", self.dir / "alice-store")
         self.bob = E2EHuman(self.hs, f"bob{t}", self.dir / "bob-store")
