@@ -28,19 +28,25 @@ def test_the_hook_models_still_name_the_clis() -> None:
     assert models.CLIS == clis.CLIS == ("claude-code", "codex")
 
 
-def test_the_console_script_keeps_out_what_structlog_would_import_unused() -> None:
-    """rich and twisted come with the test and lint extras; a command's process never imports them."""
+def after_a_start(then: str) -> str:
+    """The last line ``then`` prints in a process where the console script has started (a config error)."""
     code = (
         "import sys\n"
         "from bot.cli import main as m\n"
         "sys.argv = ['permission-bot', 'run', '--config', '/nonexistent/config.toml']\n"
-        "try:\n    m.entry()\nexcept SystemExit:\n    pass\n"
+        "try:\n    m.entry()\nexcept SystemExit:\n    pass\n" + then
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    return r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr
+
+
+def test_the_console_script_keeps_out_what_structlog_would_import_unused() -> None:
+    """rich and twisted come with the test and lint extras; a command's process never imports them."""
+    assert after_a_start(
         "import structlog, structlog.dev\n"
         "loaded = sorted(n for n in ('rich', 'twisted') if sys.modules.get(n) is not None)\n"
         "print(loaded, 'structlog.dev' in sys.modules)"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert r.stdout.strip().splitlines()[-1] == "[] True", (r.stdout, r.stderr)
+    ) == "[] True"
 
 
 def test_the_proxy_imports_the_sdk_schema_lean_and_it_still_validates() -> None:
@@ -61,3 +67,13 @@ def test_the_proxy_imports_the_sdk_schema_lean_and_it_still_validates() -> None:
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     lines = r.stdout.strip().splitlines()
     assert lines[:2] == ["False", "c True"] and lines[2].startswith("bad "), (r.stdout, r.stderr)
+
+
+def test_the_console_script_keeps_cffi_out_and_nio_ciphers_still_work() -> None:
+    """With cffi out, pycryptodome (nio's attachment cipher) uses ctypes: the same library, no parsing."""
+    assert after_a_start(
+        "from nio.crypto.attachments import encrypt_attachment, decrypt_attachment\n"
+        "data, keys = encrypt_attachment(b'attached')\n"
+        "plain = decrypt_attachment(data, keys['key']['k'], keys['hashes']['sha256'], keys['iv'])\n"
+        "print(plain, 'pycparser' in sys.modules, sys.modules.get('cffi'))"
+    ) == "b'attached' False None"

@@ -16,21 +16,17 @@ from pathlib import Path
 import pytest
 
 from bot.demo.homeserver import Homeserver, free_port, http
-from tests.support.station import BOT_PASSWORD, TOKEN, Station, exe_path
+from tests.support import forkserver
+from tests.support.station import BOT_PASSWORD, TOKEN, Station
 
 LAB_PASSWORD = "doctor-bot-password-77aa"
 HUMAN_PASSWORD = "doctor-human-password-41bd"
 
 
 def doctor(config: Path | str, timeout: float = 60) -> tuple[int, list[str], str]:
-    """Run the real command; (exit code, stdout lines, all output)."""
-    p = subprocess.run(
-        [exe_path(), "doctor", "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
+    """Run the command (bot.cli.main.entry, forked from the worker's fork server: tests/support/forkserver.py);
+    (exit code, stdout lines, all output)."""
+    p = forkserver.run(["doctor", "--config", str(config)], timeout=timeout)
     return p.returncode, p.stdout.splitlines(), p.stdout + p.stderr
 
 

@@ -107,7 +107,10 @@ def _parser() -> argparse.ArgumentParser:
 
 # Installed beside us by the test and lint extras, used by no command, and imported by structlog whenever
 # present (its rich tracebacks, its Twisted adapter): 65 ms of every start. The console script keeps them out.
-UNUSED_MODULES = ("rich", "twisted")
+# And cffi's Python half: with it importable, pycryptodome (nio's attachment ciphers and hashes) has pycparser
+# parse its C declarations at every start, 0.1 s of CPU; without it pycryptodome loads the same library through
+# ctypes. (Compiled cffi modules, such as ada-url's, need only _cffi_backend, which stays.)
+UNUSED_MODULES = ("rich", "twisted", "cffi")
 
 
 # The commands that log (structlog, library records); `acp` sets up its own writer, `permissions` and

@@ -21,6 +21,10 @@ import os
 import sys
 from typing import Any
 
+from bot.util.lean_models import lean
+
+with lean():  # the SDK's ~280 models declared cheaply: this process starts many times a run
+    import acp.schema  # noqa: F401
 from acp import PROTOCOL_VERSION, Client, spawn_agent_process, text_block
 from acp.schema import (
     AllowedOutcome,

@@ -17,6 +17,10 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
+from bot.util.lean_models import lean
+
+with lean():  # the SDK's ~280 models declared cheaply: this process starts many times a run
+    import acp.schema  # noqa: F401
 from acp import run_agent
 from scripted_agent import ScriptedAgent
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shutil
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from bot.demo.homeserver import Homeserver, free_port
+from tests.support import forkserver
+from tests.support.forkserver import Forked, exe_path
 from tests.support.human import Human, content, rel
 
 V2 = "dev.agentpod.permission.v2"
@@ -27,12 +27,6 @@ DECIDER_TOKEN = ("alice-cli", "test-decider-token-3f8b62")
 BOT_PASSWORD = "test-bot-password-91c2"
 
 
-def exe_path() -> str:
-    """The installed console script next to this interpreter."""
-    p = Path(sys.executable).parent / "permission-bot"
-    return str(p) if p.exists() else (shutil.which("permission-bot") or str(p))
-
-
 class Station:
     def __init__(self, hs: Homeserver, workdir: Path) -> None:
         self.hs = hs
@@ -41,7 +35,7 @@ class Station:
         self.token = TOKEN
         self.api_port = free_port()
         self.api_url = f"http://127.0.0.1:{self.api_port}"
-        self.daemon: subprocess.Popen[bytes] | None = None
+        self.daemon: subprocess.Popen[bytes] | Forked | None = None
         self.config_path = self.dir / "config.toml"
         self.state_dir = self.dir / "state"
         self.log_path = self.dir / "daemon.log"
@@ -132,14 +126,12 @@ level = "debug"
         self.config_path.write_text(self.config_text())
 
     def start_daemon(self) -> None:
-        out = open(self.log_path, "ab")
-        self.daemon = subprocess.Popen(
-            [self.exe, "run", "--config", str(self.config_path)],
-            env={**os.environ, **self.env} if self.env else None,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
+        """``permission-bot run``, forked from this worker's fork server (tests/support/forkserver.py: the
+        imports done once; ``PB_TESTS_EXEC=1``: the console script)."""
+        with open(self.log_path, "ab") as out:
+            self.daemon = forkserver.spawn(
+                ["run", "--config", str(self.config_path)], log=out.fileno(), env={**os.environ, **self.env}
+            )
 
     def kill_daemon(self) -> None:
         if self.daemon and self.daemon.poll() is None:
@@ -211,15 +203,7 @@ level = "debug"
         e = dict(os.environ, PERMISSION_BOT_URL=self.api_url, PERMISSION_BOT_TOKEN=TOKEN)
         if env:
             e.update(env)
-        return subprocess.run(
-            [self.exe, *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=e,
-            input=input,
-            stdin=None if input is not None else subprocess.DEVNULL,
-        )
+        return forkserver.run(list(args), timeout=timeout, env=e, input=input)  # forked, as start_daemon
 
     def is_prompt(self, ev: dict[str, Any]) -> bool:
         c = content(ev)
