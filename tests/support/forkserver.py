@@ -209,40 +209,29 @@ class ForkServer:
 
     @classmethod
     def _ensure(cls) -> str:
+        """The listening socket's path, the server started first if it is not running (it listens before it
+        says ready)."""
         with cls._lock:
-            return cls._started()
+            if cls._proc is None or cls._proc.poll() is not None:
+                cls._path = str(Path(tempfile.mkdtemp(prefix="pb-fork-")) / "sock")
+                cls._proc = subprocess.Popen(
+                    [sys.executable, "-m", "tests.support.forkserver", cls._path],
+                    stdin=subprocess.PIPE,  # closed when this worker ends: the server ends too
+                    stdout=subprocess.PIPE,
+                    cwd=Path(__file__).resolve().parents[2],
+                    env={k: v for k, v in os.environ.items() if not k.startswith("PERMISSION_BOT_")},
+                )
+                assert cls._proc.stdout is not None
+                if cls._proc.stdout.readline() != b"ready\n":
+                    raise RuntimeError("the tests' fork server did not start")
+            return cls._path
 
     @classmethod
-    def _started(cls) -> str:
-        if cls._proc is None or cls._proc.poll() is not None:
-            cls._path = str(Path(tempfile.mkdtemp(prefix="pb-fork-")) / "sock")
-            cls._proc = subprocess.Popen(
-                [sys.executable, "-m", "tests.support.forkserver", cls._path],
-                stdin=subprocess.PIPE,  # closed when this worker ends: the server ends too
-                stdout=subprocess.PIPE,
-                cwd=Path(__file__).resolve().parents[2],
-                env={k: v for k, v in os.environ.items() if not k.startswith("PERMISSION_BOT_")},
-            )
-            assert cls._proc.stdout is not None
-            if cls._proc.stdout.readline() != b"ready\n":
-                raise RuntimeError("the tests' fork server did not start")
-        return cls._path
-
-    @classmethod
-    def start(cls, args: list[str], stdin: int, stdout: int, stderr: int, env: dict[str, str],
-              cwd: str | None = None) -> Forked:
-        """``permission-bot ARGS`` with these file descriptors and this environment (all of it)."""
+    def start(cls, args: list[str], stdin: int, stdout: int, stderr: int, env: dict[str, str]) -> Forked:
+        """``permission-bot ARGS`` with these file descriptors and this environment (all of it), here."""
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                conn.connect(cls._ensure())
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
-        req = json.dumps({"argv0": exe_path(), "args": args, "env": env, "cwd": cwd or os.getcwd()}).encode()
+        conn.connect(cls._ensure())
+        req = json.dumps({"argv0": exe_path(), "args": args, "env": env, "cwd": os.getcwd()}).encode()
         conn.sendmsg([req], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [stdin, stdout, stderr]))])
         reply = b""
         while b"\n" not in reply:
