@@ -10,10 +10,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.events import schema_verdict, validate_content
+from bot.events import validate_content
 from bot.prompts import build_prompt, build_settled, edit_content
 from bot.prompts.message import GUTTER
 from bot.prompts.text import code_text, prose, title_html, visible
+from tests.support.schema import schema_verdict
 
 ALWAYS_FIRST = [  # as Claude Code's ACP adapter and Gemini CLI send them: Always Allow first
     {"optionId": "allow_always", "name": "Always Allow", "kind": "allow_always"},

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bot.events import schema_verdict, validate_content
+from bot.events import validate_content
 from bot.prompts import (
     ANSWER_HINT,
     CONTENT_BUDGET,
@@ -25,6 +25,7 @@ from bot.prompts import (
 from bot.prompts.message import answer_hint
 from bot.prompts.options import by_meaning
 from bot.util.digest import digest_params
+from tests.support.schema import schema_verdict
 
 CORPUS = json.loads(
     (Path(__file__).parent / "fixtures" / "matrix-events" / "examples.json").read_text(encoding="utf-8")

@@ -14,7 +14,7 @@ import pytest
 
 from bot import answers
 from bot.answers.questions import resolve_question
-from bot.events import schema_verdict, validate_content
+from bot.events import validate_content
 from bot.events.kinds import ANSWERED, Kind, request_kind
 from bot.events.states import State, Via
 from bot.hooks.asks import form_decision, form_digest, plan_decision
@@ -27,6 +27,7 @@ from bot.prompts.markdown import render
 from bot.room.posts import full_text_notices, prompt_content, provisional, settled_content
 from bot.room.targets import as_target
 from bot.util.digest import submission_digest
+from tests.support.schema import schema_verdict
 
 FIX = Path(__file__).parent / "fixtures" / "questions"
 SID = "0b1c2d3e-0000-4000-8000-000000000002"

@@ -12,18 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
-from bot.events import (
-    Card,
-    EventError,
-    PermissionOption,
-    PermissionV2,
-    Subject,
-    format_checker,
-    load_schema,
-    schema_verdict,
-    unique_by_problem,
-    validate_content,
-)
+from bot.events import Card, EventError, PermissionOption, PermissionV2, Subject, validate_content
+from tests.support.schema import format_checker, load_schema, schema_verdict, unique_by_problem
 
 CORPUS: list[dict[str, Any]] = json.loads(
     (Path(__file__).parent / "fixtures" / "matrix-events" / "examples.json").read_text(encoding="utf-8")

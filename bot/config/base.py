@@ -45,3 +45,14 @@ Seconds = Annotated[float, BeforeValidator(_seconds)]
 
 HttpUrl = Annotated[str, AfterValidator(_http)]
 """An ``http://`` or ``https://`` URL."""
+
+
+def _name(v: str) -> str:
+    if not v or len(v) > 64 or any(not (c.isascii() and (c.isalnum() or c in "._-")) for c in v):
+        raise ValueError("must be 1-64 letters, digits, '.', '_' or '-'")
+    return v
+
+
+Name = Annotated[str, AfterValidator(_name)]
+"""A room's or a watched harness's name: 1-64 letters, digits, '.', '_' or '-' (records show it; ``--room``
+takes it)."""

@@ -1,4 +1,5 @@
-"""Secrets from the environment: they win over the file (the file may then hold none)."""
+"""Secrets from the environment: they win over the file (the file may then hold none); [[api.tokens]]
+``secret_env`` names the variable that holds a token's secret."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from bot.config.base import ConfigError
-from bot.config.tokens import TokenSourceError, fill_secrets_from_env
 
 ENV_PASSWORD = "PERMISSION_BOT_MATRIX_PASSWORD"
 ENV_ACCESS_TOKEN = "PERMISSION_BOT_MATRIX_ACCESS_TOKEN"
@@ -29,11 +29,27 @@ def with_env(data: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
         api = data.setdefault("api", {})
         if isinstance(api, dict):
             api["token"] = env[ENV_API_TOKEN]
-    try:
-        fill_secrets_from_env(data, env)
-    except TokenSourceError as e:
-        raise ConfigError(str(e)) from None
+    _token_secrets(data, env)
     return data
+
+
+def _token_secrets(data: dict[str, Any], env: dict[str, str]) -> None:
+    """Fill each [[api.tokens]] ``secret`` from its ``secret_env`` (names only in errors, never values)."""
+    api = data.get("api")
+    tokens = api.get("tokens") if isinstance(api, dict) else None
+    if not isinstance(api, dict) or not isinstance(tokens, list):
+        return
+    filled: list[Any] = []
+    for i, t in enumerate(tokens):
+        if isinstance(t, dict) and isinstance(t.get("secret_env"), str):
+            if "secret" in t:
+                raise ConfigError(f"api.tokens.{i}: set secret or secret_env, not both")
+            value = env.get(t["secret_env"], "")
+            if not value.strip():
+                raise ConfigError(f"api.tokens.{i}.secret_env: environment variable {t['secret_env']} is not set")
+            t = {**t, "secret": value}
+        filled.append(t)
+    api["tokens"] = filled
 
 
 def secret_source(key: str, env: Mapping[str, str] | None = None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import field_validator, model_validator
 
-from bot.config.base import HttpUrl, Seconds, Section
+from bot.config.base import HttpUrl, Name, Seconds, Section
 
 
 class HarnessConfig(Section):
@@ -14,18 +14,11 @@ class HarnessConfig(Section):
     ``.agentproto/runtime.json`` names url and token), else by env ``AGENTPROTO_DAEMON_URL``.
     """
 
-    name: str
+    name: Name
     url: HttpUrl | None = None
     workspace: str | None = None
     token_env: str = "AGENTPROTO_DAEMON_TOKEN"
     poll: Seconds = 2.0
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not v or len(v) > 64 or any(not (c.isascii() and (c.isalnum() or c in "._-")) for c in v):
-            raise ValueError("must be 1-64 letters, digits, '.', '_' or '-'")
-        return v
 
     @field_validator("poll")
     @classmethod

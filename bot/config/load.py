@@ -36,25 +36,18 @@ class Config(Section):
     escalation: EscalationConfig | None = None
 
     @model_validator(mode="after")
-    def _credentials(self) -> Config:
+    def _across_tables(self) -> Config:
+        """The checks that read more than one table: credentials, harness names, rooms and decider tokens."""
         if not self.matrix.password and not self.matrix.access_token:
             raise ValueError(
                 f"matrix.password: required (or matrix.access_token, or env {ENV_PASSWORD} / {ENV_ACCESS_TOKEN})"
             )
-        return self
-
-    @model_validator(mode="after")
-    def _harness_names(self) -> Config:
-        names = [h.name for h in self.harnesses]
-        for i, n in enumerate(names):
-            if n in names[:i]:
+        harnesses = [h.name for h in self.harnesses]
+        for i, n in enumerate(harnesses):
+            if n in harnesses[:i]:
                 raise ValueError(f"harnesses.{i}.name: {n!r} is used twice")
-        return self
-
-    @model_validator(mode="after")
-    def _rooms(self) -> Config:
         roles = {t.name: t.role for t in self.api.tokens}
-        check_rooms(self.rooms, self.matrix.room, roles, {h.name for h in self.harnesses})
+        check_rooms(self.rooms, self.matrix.room, roles, set(harnesses))
         names = {DEFAULT_ROOM, *(r.name for r in self.rooms)}
         for i, t in enumerate(self.api.tokens):
             if t.rooms is not None and t.role != "decider":

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import AfterValidator, Field, ValidationInfo, field_validator
 
 from bot.config.base import HttpUrl, Seconds, Section
 
@@ -14,6 +14,9 @@ def check_room_ref(v: str) -> str:
     if not (v.startswith("!") and len(v) > 1) and not (v.startswith("#") and ":" in v):
         raise ValueError("must be a room id (!abc:example.org) or an alias (#room:example.org)")
     return v
+
+
+RoomRef = Annotated[str, AfterValidator(check_room_ref)]
 
 
 class VerifiedDevice(Section):
@@ -40,7 +43,7 @@ class MatrixConfig(Section):
     password: str | None = Field(default=None, repr=False)
     access_token: str | None = Field(default=None, repr=False)
     device_name: str = "permission-bot"
-    room: str
+    room: RoomRef
     sync_timeout: float = 30.0
     encryption: bool = True
     trust: Literal["cross-signed", "tofu", "verified-only"] = "cross-signed"
@@ -66,12 +69,6 @@ class MatrixConfig(Section):
         if not (v.startswith("@") and ":" in v):
             raise ValueError("must be a full Matrix id like @permbot:example.org")
         return v
-
-    @field_validator("room")
-    @classmethod
-    def _room(cls, v: str) -> str:
-        return check_room_ref(v)
-
 
 class AnswerersConfig(Section):
     """[answerers]: who may answer prompts. Empty means nobody."""

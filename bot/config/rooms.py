@@ -11,25 +11,18 @@ from collections.abc import Mapping
 
 from pydantic import Field, field_validator
 
-from bot.config.base import Section
+from bot.config.base import Name, Section
 from bot.config.escalation import EscalationConfig
-from bot.config.matrix import AnswerersConfig, check_room_ref
+from bot.config.matrix import AnswerersConfig, RoomRef
 
 DEFAULT_ROOM = "default"
-
-
-def check_room_name(v: str) -> str:
-    """A room name: 1-64 letters, digits, '.', '_' or '-' (records show it; ``--room`` takes it)."""
-    if not v or len(v) > 64 or any(not (c.isascii() and (c.isalnum() or c in "._-")) for c in v):
-        raise ValueError("must be 1-64 letters, digits, '.', '_' or '-'")
-    return v
 
 
 class RoomConfig(Section):
     """One ``[[rooms]]`` entry."""
 
-    name: str
-    room: str
+    name: Name
+    room: RoomRef
     answerers: AnswerersConfig = AnswerersConfig()
     tokens: list[str] = Field(default_factory=list)
     harnesses: list[str] = Field(default_factory=list)
@@ -38,15 +31,9 @@ class RoomConfig(Section):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        check_room_name(v)
         if v == DEFAULT_ROOM:
             raise ValueError(f"{DEFAULT_ROOM!r} is the [matrix] room's name; pick another")
         return v
-
-    @field_validator("room")
-    @classmethod
-    def _room(cls, v: str) -> str:
-        return check_room_ref(v)
 
 
 def check_rooms(

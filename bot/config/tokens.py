@@ -1,4 +1,4 @@
-"""[[api.tokens]]: named API tokens with a role, and their secrets from the environment.
+"""[[api.tokens]]: named API tokens with a role (their ``secret_env`` is read by bot.config.env).
 
 A decider token may belong to a person (``user = "@alice:example.org"``): the one mapping of a token to a
 person. Its decisions are that person's where people are counted (a quorum's approvals, bot.inbox.quorum);
@@ -7,24 +7,18 @@ a token that belongs to nobody never counts as a person. Errors name the key and
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from bot.config.base import Section
 from bot.util.ids import SAFE_ID_RULE, is_safe_id
-
-
-class TokenSourceError(Exception):
-    """A token whose secret cannot be found (one line naming the key)."""
-
 
 MIN_SECRET = 16
 
 
-class ApiTokenConfig(BaseModel):
+class ApiTokenConfig(Section):
     """One [[api.tokens]] entry: a named secret with one role."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     name: str
     role: Literal["agent", "decider"]
@@ -68,22 +62,3 @@ def is_user_id(v: str) -> bool:
     local, sep, server = v[1:].partition(":")
     return (v.startswith("@") and bool(sep) and bool(local) and bool(server) and len(v) <= 255
             and v.isprintable() and not any(c.isspace() for c in v))
-
-
-def fill_secrets_from_env(data: dict[str, Any], env: dict[str, str]) -> None:
-    """Fill each [[api.tokens]] ``secret`` from its ``secret_env`` (names only in errors, never values)."""
-    api = data.get("api")
-    tokens = api.get("tokens") if isinstance(api, dict) else None
-    if not isinstance(api, dict) or not isinstance(tokens, list):
-        return
-    filled: list[Any] = []
-    for i, t in enumerate(tokens):
-        if isinstance(t, dict) and isinstance(t.get("secret_env"), str):
-            if "secret" in t:
-                raise TokenSourceError(f"api.tokens.{i}: set secret or secret_env, not both")
-            value = env.get(t["secret_env"], "")
-            if not value.strip():
-                raise TokenSourceError(f"api.tokens.{i}.secret_env: environment variable {t['secret_env']} is not set")
-            t = {**t, "secret": value}
-        filled.append(t)
-    api["tokens"] = filled

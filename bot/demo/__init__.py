@@ -19,25 +19,12 @@ import sys
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Add the demo's flags (--auto, --state-dir, --timeout) to ``p`` (imports nothing heavy: the CLI
     builds its parser on every command, and the demo's own dependencies are an extra)."""
-    p.add_argument(
-        "--auto",
-        action="store_true",
-        help="answer the prompt from a scripted human (replies 1) and exit when the agent has its outcome",
-    )
-    p.add_argument(
-        "--state-dir",
-        default="demo-state",
-        metavar="DIR",
-        help="where Synapse, the accounts and the daemon keep their state (default: ./demo-state)",
-    )
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=90.0,
-        metavar="SECONDS",
-        help="with --auto: give up when the agent has no outcome after this long (default: 90)",
-    )
-
+    p.add_argument("--auto", action="store_true",
+                   help="answer the prompt from a scripted human (replies 1) and exit when the agent has its outcome")
+    p.add_argument("--state-dir", default="demo-state", metavar="DIR",
+                   help="where Synapse, the accounts and the daemon keep their state (default: ./demo-state)")
+    p.add_argument("--timeout", type=float, default=90.0, metavar="SECONDS",
+                   help="with --auto: give up when the agent has no outcome after this long (default: 90)")
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo from parsed arguments; the exit code."""

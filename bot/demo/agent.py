@@ -58,11 +58,9 @@ class DemoAgent:
     async def initialize(
         self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **kw: Any
     ) -> InitializeResponse:
-        return InitializeResponse(
-            protocol_version=PROTOCOL_VERSION,
-            agent_capabilities=AgentCapabilities(),
-            agent_info=Implementation(name="permission-bot-demo-agent", version="1"),
-        )
+        me = Implementation(name="permission-bot-demo-agent", version="1")
+        return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_capabilities=AgentCapabilities(),
+                                  agent_info=me)
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kw: Any) -> NewSessionResponse:
         return NewSessionResponse(session_id=f"demo_{uuid.uuid4().hex[:8]}")
@@ -74,23 +72,14 @@ class DemoAgent:
         conn = self._conn
         raw_input = {"command": COMMAND, "cwd": "."}
         locations = [ToolCallLocation(path="build/")]
-        await conn.session_update(
-            session_id,
-            start_tool_call(
-                TOOL_CALL_ID, TITLE, kind="execute", status="pending", raw_input=raw_input, locations=locations
-            ),
-        )
+        start = start_tool_call(TOOL_CALL_ID, TITLE, kind="execute", status="pending", raw_input=raw_input,
+                                locations=locations)
+        await conn.session_update(session_id, start)
         await conn.session_update(
             session_id, update_agent_message_text(f"I want to run `{COMMAND}` to start from a clean build.\n")
         )
-        tool_call = ToolCallUpdate(
-            tool_call_id=TOOL_CALL_ID,
-            title=TITLE,
-            kind="execute",
-            status="pending",
-            raw_input=raw_input,
-            locations=locations,
-        )
+        tool_call = ToolCallUpdate(tool_call_id=TOOL_CALL_ID, title=TITLE, kind="execute", status="pending",
+                                   raw_input=raw_input, locations=locations)
         options = [PermissionOption(option_id=o, name=n, kind=k) for o, n, k in OPTIONS]
         resp = await conn.request_permission(session_id=session_id, tool_call=tool_call, options=options)
         outcome = resp.outcome

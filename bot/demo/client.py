@@ -31,12 +31,10 @@ class DemoClient:
     def __init__(self, say: Say) -> None:
         self.say = say
         self.outcome: str | None = None
-        self.reached_client = 0
 
     async def request_permission(
         self, options: Any, session_id: str, tool_call: Any, **kw: Any
     ) -> RequestPermissionResponse:
-        self.reached_client += 1
         self.say("client: a permission request reached the client itself (is the daemon down?); cancelling it")
         return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
 
@@ -54,33 +52,24 @@ class DemoClient:
             self.say(f"agent: tool call now {update.status}")
 
 
-class AgentSession:
-    """One ACP connection to the agent command and one session on it."""
-
-    def __init__(self, conn: Any, session_id: str) -> None:
-        self.conn = conn
-        self.session_id = session_id
-
-    async def prompt(self, text: str) -> str:
-        """Run one turn; returns its stop reason."""
-        r = await self.conn.prompt(session_id=self.session_id, prompt=[text_block(text)])
-        return str(r.stop_reason)
+async def prompt_turn(conn: Any, session_id: str, text: str) -> str:
+    """Run one turn on the agent's connection; returns its stop reason."""
+    r = await conn.prompt(session_id=session_id, prompt=[text_block(text)])
+    return str(r.stop_reason)
 
 
 @contextlib.asynccontextmanager
 async def open_session(
     client: DemoClient, command: list[str], env: Mapping[str, str], cwd: str, stderr: int
-) -> AsyncIterator[AgentSession]:
-    """Start ``command`` as the agent, initialize and open a session; stops the agent on exit."""
+) -> AsyncIterator[tuple[Any, str]]:
+    """Start ``command`` as the agent, initialize and open a session: (the connection, the session id); stops
+    the agent on exit."""
     async with spawn_agent_process(
         cast(Client, client), command[0], *command[1:], env=dict(env), cwd=cwd, transport_kwargs={"stderr": stderr}
     ) as (conn, _proc):
-        await conn.initialize(
-            protocol_version=PROTOCOL_VERSION,
-            client_capabilities=ClientCapabilities(
-                fs=FileSystemCapabilities(read_text_file=False, write_text_file=False), terminal=False
-            ),
-            client_info=Implementation(name="permission-bot-demo", version="1"),
-        )
+        files = FileSystemCapabilities(read_text_file=False, write_text_file=False)
+        await conn.initialize(protocol_version=PROTOCOL_VERSION,
+                              client_capabilities=ClientCapabilities(fs=files, terminal=False),
+                              client_info=Implementation(name="permission-bot-demo", version="1"))
         sess = await conn.new_session(cwd=cwd, mcp_servers=[])
-        yield AgentSession(conn, str(sess.session_id))
+        yield conn, str(sess.session_id)

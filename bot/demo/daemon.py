@@ -74,9 +74,8 @@ class DemoDaemon:
         files.append(out)
         cmd = [sys.executable, "-m", "bot", "run", "--config", str(config)]
         # its own session: Ctrl-C reaches the demo, which stops the daemon after the agent
-        self.proc = subprocess.Popen(
-            cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-        )
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
         say(f"[4/5] Daemon: permission-bot run --config {show(config)}")
         say(f"      API {self.api_url}, log {show(log_path)}")
 

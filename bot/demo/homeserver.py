@@ -17,6 +17,8 @@ from bot.demo import synapse_config
 from bot.demo.synapse_config import SECRET
 from bot.util import jsonhttp
 
+SYNAPSE = [sys.executable, "-m", "synapse.app.homeserver"]
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -47,36 +49,17 @@ class Homeserver:
         if cfg.exists():  # reused state: listen on this run's port
             synapse_config.set_port(cfg, self.port)
             return
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "synapse.app.homeserver",
-                "--server-name",
-                self.server_name,
-                "--config-path",
-                str(cfg),
-                "--data-directory",
-                str(self.dir),
-                "--generate-config",
-                "--report-stats=no",
-            ],
-            check=True,
-            cwd=self.dir,
-            capture_output=True,
-        )
+        generate = ["--server-name", self.server_name, "--config-path", str(cfg), "--data-directory", str(self.dir),
+                    "--generate-config", "--report-stats=no"]
+        subprocess.run([*SYNAPSE, *generate], check=True, cwd=self.dir, capture_output=True)
         synapse_config.adjust(cfg, self.port, self.overrides)
         synapse_config.quieter_log(self.dir / f"{self.server_name}.log.config")
 
     def start(self, timeout: float = 90) -> None:
         self._generate()
         out = open(self.dir / "stdout.log", "ab")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "synapse.app.homeserver", "-c", str(self.dir / "homeserver.yaml")],
-            cwd=self.dir,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+        cmd = [*SYNAPSE, "-c", str(self.dir / "homeserver.yaml")]
+        self.proc = subprocess.Popen(cmd, cwd=self.dir, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -116,43 +99,17 @@ class Homeserver:
     def register(self, localpart: str, password: str, admin: bool = False) -> dict[str, Any]:
         url = self.url + "/_synapse/admin/v1/register"
         nonce = http("GET", url)["nonce"]
-        mac = hmac.new(SECRET.encode(), digestmod=hashlib.sha1)
-        mac.update(
-            b"\x00".join(
-                [nonce.encode(), localpart.encode(), password.encode(), b"admin" if admin else b"notadmin"]
-            )
-        )
-        return dict(
-            http(
-                "POST",
-                url,
-                {
-                    "nonce": nonce,
-                    "username": localpart,
-                    "password": password,
-                    "admin": admin,
-                    "mac": mac.hexdigest(),
-                },
-            )
-        )
+        signed = [nonce.encode(), localpart.encode(), password.encode(), b"admin" if admin else b"notadmin"]
+        mac = hmac.new(SECRET.encode(), b"\x00".join(signed), digestmod=hashlib.sha1).hexdigest()
+        body = {"nonce": nonce, "username": localpart, "password": password, "admin": admin, "mac": mac}
+        return dict(http("POST", url, body))
 
-    def create_room(
-        self,
-        token: str,
-        invite: list[str] | tuple[str, ...] = (),
-        encrypted: bool = False,
-        power: dict[str, int] | None = None,
-        name: str = "station",
-    ) -> str:
+    def create_room(self, token: str, invite: list[str] | tuple[str, ...] = (), encrypted: bool = False,
+                    power: dict[str, int] | None = None, name: str = "station") -> str:
         body: dict[str, Any] = {"preset": "private_chat", "name": name, "invite": list(invite)}
         if encrypted:
-            body["initial_state"] = [
-                {
-                    "type": "m.room.encryption",
-                    "state_key": "",
-                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
-                }
-            ]
+            encryption = {"algorithm": "m.megolm.v1.aes-sha2"}
+            body["initial_state"] = [{"type": "m.room.encryption", "state_key": "", "content": encryption}]
         if power:
             body["power_level_content_override"] = {"users": power}
         return str(http("POST", self.url + "/_matrix/client/v3/createRoom", body, token)["room_id"])

@@ -31,8 +31,6 @@ from bot.util.aio import on_signals
 if TYPE_CHECKING:
     from bot.demo.client import DemoClient
 
-__all__ = ["Demo", "DemoError", "add_arguments", "main", "run"]
-
 LABEL = "demo-agent"
 PROMPT_TEXT = "Clean the build directory, please."
 
@@ -51,11 +49,6 @@ class Demo:
         self.saved = Saved(self.dir)
         self.interrupted = False
         self.agent_started = False
-
-    def _start_synapse(self) -> Homeserver:
-        self.hs = hs = prepare_synapse(self.dir)
-        hs.start()
-        return hs
 
     # -- the human ------------------------------------------------------------------------------------
     async def _answer_as_human(self, hs: Homeserver, human: dict[str, Any], room_id: str, event_id: str) -> None:
@@ -106,14 +99,15 @@ class Demo:
             remove_handlers()
 
     async def _run(self) -> int:
-        from bot.demo.client import DemoClient, open_session
+        from bot.demo.client import DemoClient, open_session, prompt_turn
 
         say("permission-bot demo")
         say(f"      state in {show(self.dir)} (reused by the next run; delete it to start over)")
         say()
         self.lock = lock(self.dir)
         self.saved.load()
-        hs = await asyncio.to_thread(self._start_synapse)
+        self.hs = hs = prepare_synapse(self.dir)
+        await asyncio.to_thread(hs.start)
         bot_id, human = await asyncio.to_thread(accounts, hs, self.saved)
         room_id = await asyncio.to_thread(station_room, hs, self.saved, bot_id, human)
         config, api_url = write_config(self.dir, self.saved, hs.url, bot_id, human["user_id"], room_id, BOT_PASSWORD)
@@ -129,28 +123,21 @@ class Demo:
         env = {"PERMISSION_BOT_TOKEN": str(self.saved["agent_token"])}  # the proxy submits: the agent role
         env.update({k: os.environ[k] for k in ("PYTHONPATH", "VIRTUAL_ENV") if k in os.environ})
         client = DemoClient(say)
-        async with open_session(client, command, env, os.getcwd(), acp_log.fileno()) as session:
+        async with open_session(client, command, env, os.getcwd(), acp_log.fileno()) as (conn, session_id):
             self.agent_started = True
             say("[5/5] Agent: permission-bot acp -- python -m bot.demo.agent")
-            say(f"      ACP session {session.session_id}, proxy log {show(self.dir / 'acp.log')}")
+            say(f"      ACP session {session_id}, proxy log {show(self.dir / 'acp.log')}")
             say()
-            turn = asyncio.create_task(session.prompt(PROMPT_TEXT), name="turn")
+            turn = asyncio.create_task(prompt_turn(conn, session_id, PROMPT_TEXT), name="turn")
             try:
-                return await self._converse(hs, human, room_id, session.session_id, turn, client)
+                return await self._converse(hs, human, room_id, session_id, turn, client)
             finally:
                 if not turn.done():
                     turn.cancel()
                     await asyncio.gather(turn, return_exceptions=True)
 
-    async def _converse(
-        self,
-        hs: Homeserver,
-        human: dict[str, Any],
-        room_id: str,
-        session_id: str,
-        turn: asyncio.Task[str],
-        client: DemoClient,
-    ) -> int:
+    async def _converse(self, hs: Homeserver, human: dict[str, Any], room_id: str, session_id: str,
+                        turn: asyncio.Task[str], client: DemoClient) -> int:
         assert self.daemon is not None
         rec = await self.daemon.wait_prompt(session_id, turn)
         event_id = str(rec["prompt_event_id"])

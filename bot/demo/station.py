@@ -40,12 +40,8 @@ def prepare_synapse(state_dir: Path) -> Homeserver:
 
 
 def _login(hs: Homeserver, localpart: str, password: str) -> dict[str, Any]:
-    body = {
-        "type": "m.login.password",
-        "identifier": {"type": "m.id.user", "user": localpart},
-        "password": password,
-        "initial_device_display_name": "permission-bot demo",
-    }
+    body = {"type": "m.login.password", "identifier": {"type": "m.id.user", "user": localpart}, "password": password,
+            "initial_device_display_name": "permission-bot demo"}
     return dict(http("POST", hs.url + C + "/login", body))
 
 

@@ -55,28 +55,20 @@ def port(path: Path) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def _listen(data: dict[str, Any], port: int) -> None:
+def set_port(path: Path, port: int, extra: dict[str, Any] | None = None) -> None:
+    """Listen on ``port`` (reused state, a new run), on loopback IPv4 only; ``extra``: keys set on top."""
+    data = load(path)
     for listener in data.get("listeners") or []:
         if isinstance(listener, dict):
             listener["port"] = port
-            listener["bind_addresses"] = ["127.0.0.1"]  # loopback IPv4 only
-
-
-def set_port(path: Path, port: int) -> None:
-    """Listen on ``port`` (reused state, a new run)."""
-    data = load(path)
-    _listen(data, port)
-    dump(path, data)
+            listener["bind_addresses"] = ["127.0.0.1"]
+    dump(path, data | (extra or {}))
 
 
 def adjust(path: Path, port: int, extra: dict[str, Any] | None = None) -> None:
     """Turn the freshly generated config into the local, unlimited one the demo and the tests use
     (``extra``: more keys on top, the caller's own)."""
-    data = load(path)
-    _listen(data, port)
-    data.update(OVERRIDES)
-    data.update(extra or {})
-    dump(path, data)
+    set_port(path, port, OVERRIDES | (extra or {}))
 
 
 def quieter_log(path: Path) -> None:

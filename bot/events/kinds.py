@@ -130,9 +130,9 @@ def as_number(text: str, answer_type: str) -> float | int | None:
         return None
     if value != value or value in (float("inf"), float("-inf")):
         return None
-    if answer_type == "integer":
-        return int(value) if value.is_integer() and abs(value) < 2**53 else None
-    return int(value) if value.is_integer() and abs(value) < 2**53 else value
+    if value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    return None if answer_type == "integer" else value
 
 
 def check_question_options(options: Sequence[Mapping[str, Any]]) -> None:
@@ -149,10 +149,8 @@ def joined(labels: Sequence[str]) -> str:
     return ", ".join(labels)
 
 
-def question_params(
-    session_id: str, tool_call_id: str, raw: Mapping[str, Any], choices: Sequence[tuple[str, str]],
-    meta: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
+def question_params(session_id: str, tool_call_id: str, raw: Mapping[str, Any], choices: Sequence[tuple[str, str]],
+                    meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ACP params every front door submits to ask one question: ``raw`` as the tool call's ``rawInput``
     (the shape above), the ``choices`` (option id, label) in order, then decline; the title is the question."""
     options = [{"optionId": value, "name": label, "kind": CHOOSE} for value, label in choices]

@@ -62,17 +62,18 @@ def entry_hash(entry: Mapping[str, Any]) -> str:
         types = set(map(type, ordered.values()))
         if types <= _SCALARS or (types <= _SCALARS | {list} and all(map(_plain, ordered.values()))):
             return hashlib.sha256(_encode(ordered).encode("utf-8")).hexdigest()
-    return hashlib.sha256(_text({k: v for k, v in entry.items() if k != "hash"}).encode("utf-8")).hexdigest()
+    return hashlib.sha256(line({k: v for k, v in entry.items() if k != "hash"}).encode("utf-8")).hexdigest()
 
 
-def _text(body: Mapping[str, Any]) -> str:
-    """Canonical JSON of ``body``: ASCII keys and plain values through the C encoder; else :func:`canonical`."""
+def line(body: Mapping[str, Any]) -> str:
+    """Canonical JSON of ``body`` on one line (ASCII keys and plain values through the C encoder; else
+    :func:`canonical`): an entry as the ledger stores and exports it (``hash`` included)."""
     if all(k.isascii() for k in body) and all(map(_plain, body.values())):
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
     return canonical(body)
 
 
-def option_meaning(kind: str) -> tuple[str, str | None]:
+def option_meaning(kind: object) -> tuple[str, str | None]:
     """ACP option kind -> (meaning, scope): ``allow_once`` -> ("approve", "once"), else ("choose", None)."""
     return _MEANINGS.get(kind, ("choose", None)) if isinstance(kind, str) else ("choose", None)
 
@@ -82,10 +83,7 @@ def meaning_of(options: Sequence[Mapping[str, Any]], option_id: str | None) -> t
     ("choose", None); no option (a cancel, a timeout without one) -> (None, None)."""
     if option_id is None:
         return None, None
-    for o in options:
-        if o.get("optionId") == option_id:
-            return option_meaning(o.get("kind"))  # type: ignore[arg-type]
-    return "choose", None
+    return option_meaning(next((o.get("kind") for o in options if o.get("optionId") == option_id), None))
 
 
 def seal(fields: Mapping[str, Any], seq: int, prev: str) -> dict[str, Any]:
@@ -94,11 +92,6 @@ def seal(fields: Mapping[str, Any], seq: int, prev: str) -> dict[str, Any]:
     entry["seq"], entry["prev"] = seq, prev
     entry["hash"] = entry_hash(entry)
     return entry
-
-
-def line(entry: Mapping[str, Any]) -> str:
-    """An entry as one JSON line (canonical, ``hash`` included): what the ledger stores and exports."""
-    return _text(entry)
 
 
 @dataclass

@@ -24,23 +24,6 @@ from pydantic_core import PydanticCustomError
 
 from bot.events.timestamps import is_rfc3339
 
-__all__ = [
-    "ANSWER_KEY",
-    "CARD_KEY",
-    "SUBJECT_SCHEMA",
-    "SUITE_EVENT_TYPE",
-    "AnswerSubject",
-    "Card",
-    "CardOption",
-    "PermissionAnswer",
-    "PermissionOption",
-    "PermissionV2",
-    "PreviewField",
-    "PreviewItem",
-    "PreviewText",
-    "Subject",
-]
-
 SUITE_EVENT_TYPE = "dev.agentpod.permission.v2"
 SUBJECT_SCHEMA = "harness-permission/v1"
 CARD_KEY = "dev.agentpod.permission"
@@ -163,10 +146,6 @@ class PermissionV2(_Wire):
                 )
             seen.add(option.id)
         return options
-
-    def option(self, option_id: str) -> PermissionOption | None:
-        """The option with this id, if offered."""
-        return next((o for o in self.options if o.id == option_id), None)
 
 
 class AnswerSubject(_Wire):

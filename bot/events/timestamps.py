@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
+import calendar
 import re
 from datetime import UTC, datetime, timedelta, timezone
-
-__all__ = ["format_utc_ms", "is_rfc3339", "iso_ms", "parse_rfc3339", "to_datetime"]
 
 # ASCII digits only ([0-9], not \d), upper-case T and Z, seconds required, offsets with a colon.
 _RFC3339 = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})"
 )
 _DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
-
-
-def _is_leap(year: int) -> bool:
-    return year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
 
 
 def _fields(text: str) -> tuple[int, int, int, int, int, int, str, int] | None:
@@ -27,7 +22,7 @@ def _fields(text: str) -> tuple[int, int, int, int, int, int, str, int] | None:
     frac, zone = m.group(7) or "", m.group(8)
     if not 1 <= month <= 12:
         return None
-    last = 29 if month == 2 and _is_leap(year) else _DAYS[month - 1]
+    last = 29 if month == 2 and calendar.isleap(year) else _DAYS[month - 1]
     if not 1 <= day <= last or hour > 23 or minute > 59 or second > 60:
         return None
     offset = 0
@@ -69,11 +64,8 @@ def parse_rfc3339(text: str) -> datetime:
 
 def format_utc_ms(when: datetime) -> str:
     """``when`` in UTC with milliseconds and ``Z`` (``2026-11-07T10:30:00.000Z``); naive means UTC."""
-    utc = when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
-    return (
-        f"{utc.year:04d}-{utc.month:02d}-{utc.day:02d}T{utc.hour:02d}:{utc.minute:02d}:{utc.second:02d}"
-        f".{utc.microsecond // 1000:03d}Z"
-    )
+    utc = when if when.tzinfo is None else when.astimezone(UTC).replace(tzinfo=None)
+    return utc.isoformat(timespec="milliseconds") + "Z"
 
 
 def iso_ms(ts: float) -> str:

@@ -11,19 +11,29 @@ from pydantic_core import ErrorDetails
 from bot.events._util import join_path, short, unicode_problem
 from bot.events.models import ANSWER_KEY, PermissionAnswer, PermissionV2
 
-__all__ = ["EventError", "answer_from_content", "validate_answer", "validate_content"]
-
 M = TypeVar("M", bound=BaseModel)
 
 _TAGS = {"field", "text"}  # discriminator tags pydantic puts into the locations of preview items
-_TYPE_WORDS = {
-    "string_type": "must be a string",
-    "int_type": "must be a whole number",
-    "bool_type": "must be true or false",
-    "list_type": "must be a list",
-    "dict_type": "must be an object",
-    "model_type": "must be an object",
-    "model_attributes_type": "must be an object",
+_REASONS = {  # pydantic's error type -> the reason; {value}: the input, shortened; other names: the error's ctx
+    "missing": "required",
+    "string_type": "must be a string (got {value})",
+    "int_type": "must be a whole number (got {value})",
+    "bool_type": "must be true or false (got {value})",
+    "list_type": "must be a list (got {value})",
+    "dict_type": "must be an object (got {value})",
+    "model_type": "must be an object (got {value})",
+    "model_attributes_type": "must be an object (got {value})",
+    "greater_than_equal": "at least {ge} (got {value})",
+    "rfc3339": "not an RFC 3339 date-time ({value})",
+    "not_null": "must not be null",
+    "union_tag_not_found": 'needs a "type": "field" or "text"',
+    "string_unicode": "not valid Unicode",
+}
+_LENGTHS = {  # pydantic's length errors: (bound, its ctx key, what is counted)
+    "too_short": ("at least", "min_length", "item"),
+    "too_long": ("at most", "max_length", "item"),
+    "string_too_short": ("at least", "min_length", "character"),
+    "string_too_long": ("at most", "max_length", "character"),
 }
 
 
@@ -40,50 +50,29 @@ def _location(loc: Sequence[str | int]) -> list[str | int]:
     """Drop the union tags pydantic inserts after ``preview[i]``."""
     out: list[str | int] = []
     for part in loc:
-        if isinstance(part, str) and part in _TAGS and len(out) >= 2 and isinstance(out[-1], int):
-            if out[-2] == "preview":
-                continue
-        out.append(part)
+        tag = isinstance(part, str) and part in _TAGS and len(out) >= 2 and isinstance(out[-1], int)
+        if not (tag and out[-2] == "preview"):
+            out.append(part)
     return out
-
-
-def _plural(n: object, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _reason(err: ErrorDetails) -> tuple[list[str | int], str]:
     """The path and the plain-words reason of one pydantic error."""
     loc = _location(err["loc"])
     kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
-    if kind == "missing":
-        return loc, "required"
-    if kind in _TYPE_WORDS:
-        return loc, f"{_TYPE_WORDS[kind]} (got {short(value)})"
+    if kind in _REASONS:
+        return loc, _REASONS[kind].format_map({**ctx, "value": short(value)})
     if kind == "literal_error":
         expected = str(ctx.get("expected", "")).replace("'", '"')
         return loc, f"must be {expected} (got {short(value)})"
-    if kind == "too_short":
-        return loc, f"at least {_plural(ctx.get('min_length'), 'item')}"
-    if kind == "too_long":
-        return loc, f"at most {_plural(ctx.get('max_length'), 'item')}"
-    if kind == "string_too_short":
-        return loc, f"at least {_plural(ctx.get('min_length'), 'character')}"
-    if kind == "string_too_long":
-        return loc, f"at most {_plural(ctx.get('max_length'), 'character')}"
-    if kind == "greater_than_equal":
-        return loc, f"at least {ctx.get('ge')} (got {short(value)})"
-    if kind == "rfc3339":
-        return loc, f"not an RFC 3339 date-time ({short(value)})"
-    if kind == "not_null":
-        return loc, "must not be null"
+    if kind in _LENGTHS:
+        bound, key, unit = _LENGTHS[kind]
+        n = ctx.get(key)
+        return loc, f"{bound} {n} {unit}" + ("" if n == 1 else "s")
     if kind == "unique_by":
         return [*loc, ctx["index"], ctx["key"]], f"repeats {short(ctx['value'])}"
-    if kind == "union_tag_not_found":
-        return loc, 'needs a "type": "field" or "text"'
     if kind == "union_tag_invalid":
         return [*loc, "type"], f'must be "field" or "text" (got {short(ctx.get("tag"))})'
-    if kind == "string_unicode":
-        return loc, "not valid Unicode"
     return loc, err["msg"]
 
 

@@ -26,23 +26,13 @@ from bot.inbox.submission import SubmissionError
 class Harnesses:
     """Every ``[[harnesses]]`` watcher of one daemon: their tasks, their health, their wake-ups."""
 
-    def __init__(
-        self,
-        cfgs: list[HarnessConfig],
-        inbox: Inbox,
-        *,
-        now: Callable[[], float],
-        timeout: float,
-        after_new: Callable[[Record], Awaitable[Record]] | None = None,
-        env: Mapping[str, str] | None = None,
-        room_of: Callable[[str], str] = lambda name: "default",
-    ) -> None:
+    def __init__(self, cfgs: list[HarnessConfig], inbox: Inbox, *, now: Callable[[], float], timeout: float,
+                 after_new: Callable[[Record], Awaitable[Record]] | None = None, env: Mapping[str, str] | None = None,
+                 room_of: Callable[[str], str] = lambda name: "default") -> None:
         """``room_of``: a harness's name -> the station room its requests go to."""
         env = os.environ if env is None else env
-        self.watchers = [
-            Watcher(c, inbox, now=now, timeout=timeout, env=env, after_new=after_new, room=room_of(c.name))
-            for c in cfgs
-        ]
+        self.watchers = [Watcher(c, inbox, now=now, timeout=timeout, env=env, after_new=after_new,
+                                 room=room_of(c.name)) for c in cfgs]
         self._session: aiohttp.ClientSession | None = None
 
     def on_change(self, kind: str, rec: Record) -> None:

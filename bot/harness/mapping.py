@@ -82,10 +82,8 @@ def _shown(tool_name: str, raw_input: Any) -> dict[str, Any]:
     """Title, kind, content and locations of a Claude Code tool call, as the hook door shows them
     (``Run: COMMAND``, the Bash description as prose, an edit's diff); nothing when it is no such call."""
     try:
-        inp = HookInput.model_validate(
-            {"hook_event_name": "PermissionRequest", "session_id": "harness", "tool_name": tool_name,
-             "tool_input": raw_input}
-        )
+        inp = HookInput.model_validate({"hook_event_name": "PermissionRequest", "session_id": "harness",
+                                        "tool_name": tool_name, "tool_input": raw_input})
     except ValidationError:
         return {}
     title, kind, content, locations = describe(inp)
@@ -101,11 +99,8 @@ def to_submission(harness: str, record: Any) -> Held:
     tool_call_id = record.get("toolCallId") or hid
     tool_name = record.get("toolName") if isinstance(record.get("toolName"), str) else None
     text = record.get("text") if isinstance(record.get("text"), str) else None
-    tool_call: dict[str, Any] = {
-        "toolCallId": tool_call_id,
-        "title": tool_name or text or f"Tool call {hid}",
-        "rawInput": record.get("rawInput"),
-    }
+    title = tool_name or text or f"Tool call {hid}"
+    tool_call: dict[str, Any] = {"toolCallId": tool_call_id, "title": title, "rawInput": record.get("rawInput")}
     if tool_name:
         tool_call |= _shown(tool_name, record.get("rawInput"))
         tool_call["_meta"] = {"toolName": tool_name}

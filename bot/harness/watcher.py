@@ -22,19 +22,8 @@ import structlog
 from bot.config import HarnessConfig
 from bot.events.states import Via
 from bot.events.timestamps import iso_ms
+from bot.harness import mapping as M
 from bot.harness.client import Client, DiscoveryError, Endpoint, HarnessDown, TokenRefused, discover, token_taken
-from bot.harness.mapping import (
-    CHANGED,
-    ELSEWHERE,
-    RecordError,
-    changed_note,
-    decision_body,
-    elsewhere_note,
-    fingerprint,
-    revision_key,
-    same_request,
-    to_submission,
-)
 from bot.inbox import links as L
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.fence import Deposed
@@ -56,17 +45,9 @@ STARTING, OK, UNREACHABLE, TOKEN_REFUSED, MISCONFIGURED = (
 class Watcher:
     """One ``[[harnesses]]`` entry, watched until ``stop``."""
 
-    def __init__(
-        self,
-        cfg: HarnessConfig,
-        inbox: Inbox,
-        *,
-        now: Callable[[], float],
-        timeout: float,
-        env: Mapping[str, str],
-        after_new: Callable[[Record], Awaitable[Record]] | None = None,
-        room: str = "default",
-    ) -> None:
+    def __init__(self, cfg: HarnessConfig, inbox: Inbox, *, now: Callable[[], float], timeout: float,
+                 env: Mapping[str, str], after_new: Callable[[Record], Awaitable[Record]] | None = None,
+                 room: str = "default") -> None:
         self.cfg = cfg
         self.room = room  # the station room its requests go to ([[rooms]] harnesses)
         self.name = cfg.name
@@ -91,14 +72,8 @@ class Watcher:
             self.state, self.error, self.since = state, error, self.now()
 
     def health(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "ok": self.state == OK,
-            "state": self.state,
-            "error": self.error or None,
-            "since": iso_ms(self.since),
-            "failures": self.failures,
-        }
+        return {"name": self.name, "ok": self.state == OK, "state": self.state, "error": self.error or None,
+                "since": iso_ms(self.since), "failures": self.failures}
 
     # -- the loop ----------------------------------------------------------------
     async def run(self, client: Client, stop: asyncio.Event) -> None:
@@ -118,15 +93,14 @@ class Watcher:
             except DATABASE_ERRORS as e:  # the state away for now: the same step again soon after
                 wait = backoff.delay()
                 outage.failed(e, wait)
-            except (HarnessDown, TokenRefused, DiscoveryError) as e:
-                self._token_ok = False
-                kind = {TokenRefused: TOKEN_REFUSED, DiscoveryError: MISCONFIGURED}.get(type(e), UNREACHABLE)
-                self._set(kind, str(e))
-                self.failures += 1
-                wait = backoff.delay()
             except Exception as e:
-                log.exception("harness_step_failed", harness=self.name)
-                self._set(UNREACHABLE, type(e).__name__)
+                if isinstance(e, HarnessDown | TokenRefused | DiscoveryError):
+                    self._token_ok = False
+                    kind = {TokenRefused: TOKEN_REFUSED, DiscoveryError: MISCONFIGURED}.get(type(e), UNREACHABLE)
+                    self._set(kind, str(e))
+                else:
+                    log.exception("harness_step_failed", harness=self.name)
+                    self._set(UNREACHABLE, type(e).__name__)
                 self.failures += 1
                 wait = backoff.delay()
             await wait_any(stop, self.wake, wait)
@@ -140,7 +114,7 @@ class Watcher:
         await self._take(held)  # taken even while the token is refused: answers wait in the inbox
         for link, rec in await self.links.open(self.name):
             now_held = current.get((link.harness_id, link.fingerprint))
-            if now_held is not None and not same_request(now_held, rec.params):
+            if now_held is not None and not M.same_request(now_held, rec.params):
                 await self._ask_again(link, rec, now_held)
         await self._withdraw(set(current))
         if not self._token_ok:
@@ -157,8 +131,8 @@ class Watcher:
         known = await self.links.known(self.name, ids)
         for r in held:
             try:
-                h = to_submission(self.name, r)
-            except RecordError as e:
+                h = M.to_submission(self.name, r)
+            except M.RecordError as e:
                 rid = str(r.get("id")) if isinstance(r, dict) else "?"
                 if rid not in self._refused:
                     self._refused.add(rid)
@@ -169,9 +143,7 @@ class Watcher:
             try:
                 rec, created = await self.links.submit(
                     self.name, h.harness_id, h.fingerprint, h.submission, self.now(), self.timeout,
-                    hold_post=self.after_new is not None,  # after_new releases it
-                    room=self.room,
-                )
+                    hold_post=self.after_new is not None, room=self.room)  # hold_post: after_new releases it
             except Squatted as e:
                 if h.harness_id not in self._refused:
                     self._refused.add(h.harness_id)
@@ -186,18 +158,11 @@ class Watcher:
         """The harness changed a request after it was shown: withdraw its prompt (an answer to it is never
         sent) and ask the new content as the next revision of the same tool call."""
         try:
-            h = to_submission(self.name, now_held)
-        except RecordError as e:  # the new content cannot be asked: the old is withdrawn all the same
-            log.warning("harness_record_refused", harness=self.name, harness_id=link.harness_id, reason=str(e))
-            await self._close_changed(rec)
-            return
-        sub = replace(h.submission, key=revision_key(h.submission.key, rec))
-        try:
-            done = await self.links.revise(
-                link, sub, self.now(), self.timeout, by=self.by, note=changed_note,
-                hold_post=self.after_new is not None,
-            )
-        except Squatted as e:
+            h = M.to_submission(self.name, now_held)
+            sub = replace(h.submission, key=M.revision_key(h.submission.key, rec))
+            done = await self.links.revise(link, sub, self.now(), self.timeout, by=self.by, note=M.changed_note,
+                                           hold_post=self.after_new is not None)
+        except (M.RecordError, Squatted) as e:  # the new content cannot be asked: the old is withdrawn all the same
             log.warning("harness_record_refused", harness=self.name, harness_id=link.harness_id, reason=str(e))
             await self._close_changed(rec)
             return
@@ -212,12 +177,12 @@ class Watcher:
     async def _close_changed(self, rec: Record) -> None:
         """Withdraw a changed request that cannot be asked again (pending: cancelled; answered: not sent)."""
         settled = rec.pending and await self.inbox.settle(
-            rec.id, Settlement(None, self.by, Via.CANCEL, self.now(), CHANGED, state=CANCELLED))
+            rec.id, Settlement(None, self.by, Via.CANCEL, self.now(), M.CHANGED, state=CANCELLED))
         if settled:
             await self.links.set_delivery(rec.id, L.REFUSED, self.now())
             return
         rec = await self.inbox.get(rec.id) or rec  # answered meanwhile: that answer is not sent
-        await self._amend(rec, elsewhere_note(rec, CHANGED), L.REFUSED)
+        await self._amend(rec, M.elsewhere_note(rec, M.CHANGED), L.REFUSED)
 
     async def _withdraw(self, current: set[tuple[str, str]]) -> None:
         """Pending inbox requests the harness let go of: settled cancelled, "answered elsewhere"."""
@@ -225,7 +190,7 @@ class Watcher:
             if (link.harness_id, link.fingerprint) in current:
                 continue
             rec = await self.inbox.settle(
-                link.request_id, Settlement(None, self.by, Via.CANCEL, self.now(), ELSEWHERE, state=CANCELLED))
+                link.request_id, Settlement(None, self.by, Via.CANCEL, self.now(), M.ELSEWHERE, state=CANCELLED))
             if rec is not None:
                 await self.links.set_delivery(link.request_id, L.WITHDRAWN, self.now())
                 log.info("harness_request_withdrawn", harness=self.name, harness_id=link.harness_id,
@@ -240,12 +205,12 @@ class Watcher:
             if now_held is None:
                 await self._not_held(link, rec)
                 continue
-            if not same_request(now_held, rec.params):  # never answer something other than what was shown
+            if not M.same_request(now_held, rec.params):  # never answer something other than what was shown
                 await self._ask_again(link, rec, now_held)
                 continue
             earlier = link.delivery == L.SENDING  # an earlier attempt may have landed
             await self.links.set_delivery(rec.id, L.SENDING, self.now(), attempt=True)
-            body = decision_body(rec)
+            body = M.decision_body(rec)
             try:
                 status = await client.decide(ep, link.harness_id, body)
             except TokenRefused:
@@ -256,10 +221,10 @@ class Watcher:
                 log.info("harness_answer_delivered", harness=self.name, harness_id=link.harness_id,
                          request_id=rec.id, option_id=body.get("optionId"), assumed=status == 404)
             elif status == 404:
-                await self._amend(rec, elsewhere_note(rec), L.ELSEWHERE)
+                await self._amend(rec, M.elsewhere_note(rec), L.ELSEWHERE)
             else:
                 why = f"the harness refused the answer (HTTP {status}{': no fitting option' if status == 409 else ''})"
-                await self._amend(rec, elsewhere_note(rec, why), L.REFUSED)
+                await self._amend(rec, M.elsewhere_note(rec, why), L.REFUSED)
 
     async def _not_held(self, link: Link, rec: Record) -> None:
         o = rec.outcome
@@ -270,7 +235,7 @@ class Watcher:
         elif o is not None and o.answered_by == self.by and o.via == "cancel":
             await self.links.set_delivery(rec.id, L.WITHDRAWN, self.now())
         else:
-            await self._amend(rec, elsewhere_note(rec), L.ELSEWHERE)
+            await self._amend(rec, M.elsewhere_note(rec), L.ELSEWHERE)
 
     async def _amend(self, rec: Record, note: str, delivery: str) -> None:
         await self.links.answered_elsewhere(rec.id, self.by, note, delivery, self.now())  # listeners hear it
@@ -279,4 +244,4 @@ class Watcher:
 
 def _index(held: list[Any]) -> dict[tuple[str, str], Any]:
     """The held records by (id, fingerprint)."""
-    return {(r["id"], fingerprint(r)): r for r in held if isinstance(r, dict) and isinstance(r.get("id"), str)}
+    return {(r["id"], M.fingerprint(r)): r for r in held if isinstance(r, dict) and isinstance(r.get("id"), str)}

@@ -21,15 +21,11 @@ async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
 
 async def wait_any(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
     """Wait until ``stop`` or ``wake`` is set, or ``seconds`` pass."""
-    await _first((stop, wake), seconds)
+    await wait_first(stop, wake, seconds=seconds)
 
 
-async def wait_first(*events: asyncio.Event) -> None:
-    """Wait until any of ``events`` is set."""
-    await _first(events, None)
-
-
-async def _first(events: Iterable[asyncio.Event], seconds: float | None) -> None:
+async def wait_first(*events: asyncio.Event, seconds: float | None = None) -> None:
+    """Wait until any of ``events`` is set (or ``seconds`` pass)."""
     waiters = [asyncio.ensure_future(e.wait()) for e in events]
     try:
         await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_PARTS = re.compile(f"(?:{_PART.pattern})+")
 
 
 class DurationError(ValueError):
@@ -33,16 +34,9 @@ def parse_duration(text: str | int | float) -> float:
         if value < 0 or value != value:
             raise DurationError(f"not a duration: {text!r}")
         return value
-    pos = 0
-    total = 0.0
-    for m in _PART.finditer(s):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(s) or pos == 0:
+    if not _PARTS.fullmatch(s):
         raise DurationError(f"not a duration: {text!r} (try 90s, 5m, 1h)")
-    return total
+    return sum((float(n) * _UNITS[unit] for n, unit in _PART.findall(s)), 0.0)
 
 
 def parse_since(text: str, now: float) -> float:
@@ -64,10 +58,7 @@ def parse_since(text: str, now: float) -> float:
 def format_age(seconds: float) -> str:
     """A short human age: ``12s``, ``3m``, ``2h``, ``4d``."""
     s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{s // size}{unit}"
+    return f"{s}s"

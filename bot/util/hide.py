@@ -39,11 +39,6 @@ def _regions() -> tuple[tuple[int, int], tuple[int, int]] | None:
     return (a0, a1), (e0, e1)
 
 
-def _blank(addr: int, n: int) -> None:
-    if n > 0:
-        ctypes.memset(addr, 0, n)
-
-
 def scrub_block(start: int, end: int, secret_after: bytes | None = None) -> int:
     """Zero, in memory ``[start, end)`` (NUL-separated words), the values of ``PERMISSION_BOT_*=``
     words and the word after ``secret_after``; how many words were blanked."""
@@ -55,10 +50,10 @@ def scrub_block(start: int, end: int, secret_after: bytes | None = None) -> int:
         key, eq, value = w.partition(b"=")
         if blank_next or (secret_after is not None and w.startswith(secret_after + b"=")):
             skip = 0 if blank_next else len(secret_after or b"") + 1
-            _blank(off + skip, len(w) - skip)
+            ctypes.memset(off + skip, 0, len(w) - skip)  # never negative: skip is 0 or a prefix of w
             n += 1
         elif eq and key.upper().startswith(ENV_PREFIX):
-            _blank(off + len(key) + 1, len(value))
+            ctypes.memset(off + len(key) + 1, 0, len(value))
             n += 1
         blank_next = secret_after is not None and w == secret_after
         off += len(w) + 1

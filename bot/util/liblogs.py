@@ -73,12 +73,8 @@ def as_event(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> Mutab
         event.update(event="matrix_rate_limited", retry_in=secs, hint=hint)
         return event
     message = str(event["event"])
-    event.update(
-        event="matrix_library" if _nio(record) else "library_log",
-        logger=record.name,
-        message=message[:MAX_MESSAGE],
-        _repeat_key=f"{record.name}:{template}",
-    )
+    event.update(event="matrix_library" if _nio(record) else "library_log", logger=record.name,
+                 message=message[:MAX_MESSAGE], _repeat_key=f"{record.name}:{template}")
     return event
 
 
@@ -87,12 +83,9 @@ def route(level: int, chain: Sequence[Processor], sink: TextIO | None = None, *,
     processors, renderer last) to ``sink`` (default: stderr); ``debug``: the bot logs at debug."""
     handler = _Handler(sink if sink is not None else sys.stderr)
     handler.addFilter(_Records(debug))
+    processors = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, *chain]
     handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=[as_event],
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *chain],
-            pass_foreign_args=True,
-        )
+        structlog.stdlib.ProcessorFormatter(foreign_pre_chain=[as_event], processors=processors, pass_foreign_args=True)
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -143,10 +143,7 @@ def _make_renderer(fmt: str) -> Renderer:
 
 
 def configure(
-    level: str | None = None,
-    fmt: str | None = None,
-    secrets: Iterable[str] = (),
-    sink: TextIO | None = None,
+    level: str | None = None, fmt: str | None = None, secrets: Iterable[str] = (), sink: TextIO | None = None
 ) -> None:
     """Route structlog and stdlib logging (every library's records) to ``sink`` (default: stderr) in the one
     style, secrets masked. Called again (a command's config loaded), it replaces the set-up; the secrets

@@ -1,4 +1,5 @@
-"""The JSON Schema of ``dev.agentpod.permission.v2`` and a check by it (for tests and tools).
+"""The packaged JSON Schema of ``dev.agentpod.permission.v2`` (bot/schemas/) and a check by it: the tests'
+second opinion beside bot.events' models.
 
 Needs ``jsonschema`` (a test dependency), imported on first use. The schema says what the models say;
 ``schema_verdict`` adds the ``x-uniqueBy`` rule JSON Schema cannot state, and refuses lone surrogates
@@ -18,15 +19,12 @@ from bot.events.timestamps import is_rfc3339
 if TYPE_CHECKING:  # jsonschema is a test/tool dependency: imported only when a schema check runs
     from jsonschema import Draft202012Validator, FormatChecker  # type: ignore[import-untyped]
 
-__all__ = ["SCHEMA_NAME", "format_checker", "load_schema", "schema_verdict", "unique_by_problem"]
-
 SCHEMA_NAME = "dev.agentpod.permission.v2.json"
 
 
 def load_schema() -> dict[str, Any]:
     """A fresh copy of the packaged schema (``bot/schemas/dev.agentpod.permission.v2.json``)."""
-    data: dict[str, Any] = json.loads(_schema_text())
-    return data
+    return dict(json.loads(_schema_text()))
 
 
 @cache
