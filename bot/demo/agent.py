@@ -55,9 +55,8 @@ class DemoAgent:
     def on_connect(self, conn: Any) -> None:
         self._conn = conn
 
-    async def initialize(
-        self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None, **kw: Any
-    ) -> InitializeResponse:
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
+                         **kw: Any) -> InitializeResponse:
         me = Implementation(name="permission-bot-demo-agent", version="1")
         return InitializeResponse(protocol_version=PROTOCOL_VERSION, agent_capabilities=AgentCapabilities(),
                                   agent_info=me)

@@ -32,9 +32,8 @@ class DemoClient:
         self.say = say
         self.outcome: str | None = None
 
-    async def request_permission(
-        self, options: Any, session_id: str, tool_call: Any, **kw: Any
-    ) -> RequestPermissionResponse:
+    async def request_permission(self, options: Any, session_id: str, tool_call: Any,
+                                 **kw: Any) -> RequestPermissionResponse:
         self.say("client: a permission request reached the client itself (is the daemon down?); cancelling it")
         return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
 
@@ -59,9 +58,8 @@ async def prompt_turn(conn: Any, session_id: str, text: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def open_session(
-    client: DemoClient, command: list[str], env: Mapping[str, str], cwd: str, stderr: int
-) -> AsyncIterator[tuple[Any, str]]:
+async def open_session(client: DemoClient, command: list[str], env: Mapping[str, str], cwd: str,
+                       stderr: int) -> AsyncIterator[tuple[Any, str]]:
     """Start ``command`` as the agent, initialize and open a session: (the connection, the session id); stops
     the agent on exit."""
     async with spawn_agent_process(

@@ -58,9 +58,9 @@ class DemoDaemon:
     """The daemon process the demo started, and its API (with the demo's decider token)."""
 
     def __init__(self, state_dir: Path, api_url: str, token: str) -> None:
-        self.dir = state_dir
         self.api_url = api_url
         self.token = token
+        self.log = state_dir / "daemon.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def api(self, method: str, path: str, body: Any = None, timeout: float = 10) -> tuple[int, Any]:
@@ -69,22 +69,20 @@ class DemoDaemon:
         return status, (got if 200 <= status < 300 else None)
 
     def start(self, config: Path, files: list[IO[bytes]]) -> None:
-        log_path = self.dir / "daemon.log"
-        out = open(log_path, "ab")
+        out = open(self.log, "ab")
         files.append(out)
         cmd = [sys.executable, "-m", "bot", "run", "--config", str(config)]
         # its own session: Ctrl-C reaches the demo, which stops the daemon after the agent
         self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         say(f"[4/5] Daemon: permission-bot run --config {show(config)}")
-        say(f"      API {self.api_url}, log {show(log_path)}")
+        say(f"      API {self.api_url}, log {show(self.log)}")
 
     async def wait_ready(self, timeout: float = 60) -> None:
-        log_path = self.dir / "daemon.log"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise DemoError(f"the daemon exited ({self.proc.returncode}):\n{tail(log_path)}")
+                raise DemoError(f"the daemon exited ({self.proc.returncode}):\n{tail(self.log)}")
             try:
                 status, body = await asyncio.to_thread(self.api, "GET", "/healthz", None, 2)
                 if status == 200 and isinstance(body, dict) and body.get("matrix_ready"):
@@ -92,7 +90,7 @@ class DemoDaemon:
             except jsonhttp.Unreachable:
                 pass
             await asyncio.sleep(0.2)
-        raise DemoError(f"the daemon did not become ready in {timeout:.0f}s:\n{tail(log_path)}")
+        raise DemoError(f"the daemon did not become ready in {timeout:.0f}s:\n{tail(self.log)}")
 
     async def cancel_stale(self) -> None:
         """Cancel requests an earlier, interrupted run left pending, so a plain "1" is unambiguous."""
@@ -118,7 +116,7 @@ class DemoDaemon:
                     if isinstance(rec, dict) and rec.get("prompt_event_id"):
                         return rec
             await asyncio.sleep(0.2)
-        raise DemoError(f"no prompt was posted within 60s; see {show(self.dir / 'daemon.log')}")
+        raise DemoError(f"no prompt was posted within 60s; see {show(self.log)}")
 
     def stop(self) -> bool:
         """Stop the daemon; whether it was running."""

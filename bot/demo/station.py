@@ -39,19 +39,15 @@ def prepare_synapse(state_dir: Path) -> Homeserver:
     return hs
 
 
-def _login(hs: Homeserver, localpart: str, password: str) -> dict[str, Any]:
-    body = {"type": "m.login.password", "identifier": {"type": "m.id.user", "user": localpart}, "password": password,
-            "initial_device_display_name": "permission-bot demo"}
-    return dict(http("POST", hs.url + C + "/login", body))
-
-
 def _register_or_login(hs: Homeserver, localpart: str, password: str) -> dict[str, Any]:
     try:
         return hs.register(localpart, password)
     except HTTPStatusError as e:
-        if e.status != 400:
+        if e.status != 400:  # 400: the name is taken (an earlier run's account)
             raise
-        return _login(hs, localpart, password)
+    body = {"type": "m.login.password", "identifier": {"type": "m.id.user", "user": localpart}, "password": password,
+            "initial_device_display_name": "permission-bot demo"}
+    return dict(http("POST", hs.url + C + "/login", body))
 
 
 def accounts(hs: Homeserver, saved: Saved) -> tuple[str, dict[str, Any]]:
