@@ -14,7 +14,7 @@ daemon's routes, one request's life, questions and forms) is in :mod:`bot.door`.
 """
 
 # isort: off
-from bot.door import sdk  # noqa: F401 - first: acp.schema imported lean, before any module of ours uses it
+import bot.door  # noqa: F401 - first: acp.schema imported lean, before any module of ours uses it
 
 # isort: on
 from bot.acp.run import run_proxy

@@ -12,7 +12,7 @@ from typing import Any
 from acp.schema import RequestPermissionRequest
 
 from bot.acp.toolcalls import ToolCallCache
-from bot.door.fields import proxy_fields
+from bot.door.request import proxy_fields
 from bot.util.digest import EXTRAS
 
 

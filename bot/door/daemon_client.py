@@ -1,12 +1,11 @@
 """HTTP to the permission-bot daemon (aiohttp): submit, long-poll, decide, with back-off.
 
-Single calls raise :class:`DaemonUnavailable` for what a retry may cure (no connection,
-a timeout, 5xx, 429) and :class:`DaemonRefused` for what it will not (other 4xx). The
-``*_retrying`` helpers retry the former with exponential back-off capped at 2 s
-(:class:`DaemonBackoff`, the proxy's numbers for :mod:`bot.util.backoff`).
+Single calls raise :class:`DaemonUnavailable` for what a retry may cure (no connection, a timeout, 5xx, 429) and
+:class:`DaemonRefused` for what it will not (other 4xx). The ``*_retrying`` helpers retry the former with exponential
+back-off capped at 2 s (:class:`DaemonBackoff`, the proxy's numbers for :mod:`bot.util.backoff`).
 
-Every record handed back is checked to be the one sent: its ``digest`` must be that of the params
-submitted (:class:`WrongRecord` otherwise, a refusal: the caller fails closed and never relays it).
+Every record handed back is checked to be the one sent: its ``digest`` must be that of the params submitted
+(:class:`WrongRecord` otherwise, a refusal: the caller fails closed and never relays it).
 """
 
 from __future__ import annotations
@@ -14,8 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import structlog
@@ -26,6 +26,7 @@ from bot.util.digest import submission_digest
 from bot.util.ids import url_segment
 
 log = structlog.get_logger("bot.acp.daemon")
+T = TypeVar("T")
 
 
 class DaemonError(Exception):
@@ -57,16 +58,24 @@ class DaemonRefused(DaemonError):
 class WrongRecord(DaemonRefused):
     """The daemon answered with a record that is not the request sent (its digest differs)."""
 
-    def __init__(self, rec: Any) -> None:
+    def __init__(self) -> None:
         super().__init__(200, {"error": "wrong_record", "reason": "the record's digest is not the request's"})
-        self.record = rec
+
+
+def _found(status: int, rec: Any, digest: str | None) -> dict[str, Any] | None:
+    """A record route's answer: the record (:func:`_checked`), None for a 404, else :class:`DaemonRefused`."""
+    if status == 404:
+        return None
+    if status == 200 and isinstance(rec, dict):
+        return _checked(rec, digest)
+    raise DaemonRefused(status, rec)
 
 
 def _checked(rec: dict[str, Any], digest: str | None) -> dict[str, Any]:
     """``rec`` when it carries ``digest`` (always, when ``digest`` is None), else :class:`WrongRecord`."""
     if digest is not None and rec.get("digest") != digest:
         log.warning("daemon_record_mismatch", request_id=str(rec.get("id"))[:200])
-        raise WrongRecord(rec)
+        raise WrongRecord()
     return rec
 
 
@@ -106,11 +115,8 @@ class DaemonClient:
             headers = {"Accept": "application/json"}
             if self._token:
                 headers["Authorization"] = f"Bearer {self._token}"
-            self._session = aiohttp.ClientSession(
-                headers=headers,
-                connector=aiohttp.TCPConnector(limit=0, force_close=False),
-                trust_env=False,
-            )
+            connector = aiohttp.TCPConnector(limit=0)  # keep-alive: one connection serves many calls
+            self._session = aiohttp.ClientSession(headers=headers, connector=connector, trust_env=False)
         return self._session
 
     async def close(self) -> None:
@@ -152,11 +158,8 @@ class DaemonClient:
 
     def _note_up(self) -> None:
         if self._down_since is not None:
-            log.info(
-                "daemon_reachable_again",
-                url=self.url,
-                down_seconds=round(time.monotonic() - self._down_since, 2),
-            )
+            down = round(time.monotonic() - self._down_since, 2)
+            log.info("daemon_reachable_again", url=self.url, down_seconds=down)
             self._down_since = None
             self._last_warning = 0.0
 
@@ -179,24 +182,12 @@ class DaemonClient:
         url = self._one(request_id)
         if wait > 0:
             url = url.with_query(wait=str(int(wait)))
-        status, rec = await self._call("GET", url, timeout=wait + self._call_timeout)
-        if status == 404:
-            return None
-        if status == 200 and isinstance(rec, dict):
-            return _checked(rec, digest)
-        raise DaemonRefused(status, rec)
+        return _found(*await self._call("GET", url, timeout=wait + self._call_timeout), digest)
 
-    async def decide(
-        self, request_id: str, body: dict[str, Any], digest: str | None = None
-    ) -> dict[str, Any] | None:
+    async def decide(self, request_id: str, body: dict[str, Any], digest: str | None = None) -> dict[str, Any] | None:
         """``POST /permissions/{id}``: the settled record (checked to carry ``digest`` when given), or None
         when unknown or already settled."""
-        status, rec = await self._call("POST", self._one(request_id), body)
-        if status == 404:
-            return None
-        if status == 200 and isinstance(rec, dict):
-            return _checked(rec, digest)
-        raise DaemonRefused(status, rec)
+        return _found(*await self._call("POST", self._one(request_id), body), digest)
 
     async def end_session_rules(self, key: str, session_id: str | None = None) -> int:
         """``POST /rules/end``: the session (or every session of the proxy run behind ``key``, the key of a
@@ -228,47 +219,44 @@ class DaemonClient:
         """Submit until it works; past ``deadline`` (loop time) re-raise :class:`DaemonUnavailable`.
 
         ``state`` is kept up to date: whether the daemon may hold the request unbeknown to the proxy."""
-        loop = asyncio.get_running_loop()
-        backoff = DaemonBackoff()
         st = state or SubmitState()
-        while True:
+
+        async def attempt() -> dict[str, Any]:
             st.running = True
             try:
                 rec = await self.submit(body)
-                st.running = st.lost = False
-                return rec
-            except DaemonRefused:
+            except DaemonError as e:
                 st.running = False
+                st.lost = st.lost or (isinstance(e, DaemonUnavailable) and e.delivered)
                 raise
-            except DaemonUnavailable as e:
-                st.running = False
-                st.lost = st.lost or e.delivered
-                pause = backoff.delay()
-                if deadline is not None:
-                    left = deadline - loop.time()
-                    if left <= 0:
-                        raise
-                    pause = min(pause, left)
-                await asyncio.sleep(pause)
+            st.running = st.lost = False
+            return rec
+
+        return await retrying(attempt, DaemonBackoff(), deadline)
 
     async def cancel_retrying(
-        self, request_id: str, by: str, budget: float, *, key: str, digest: str | None,
-        feedback: str | None = None,
+        self, request_id: str, by: str, budget: float, *, key: str, digest: str | None, feedback: str | None = None
     ) -> dict[str, Any] | None:
         """Cancel one request, retrying for up to ``budget`` seconds; the record, or None (unknown or settled).
 
         ``key`` (the one it was submitted with) proves to the daemon that the request is this run's."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + budget
-        backoff = DaemonBackoff(cap=0.5)
-        while True:
-            try:
-                body = {"decision": "cancel", "by": by, "key": key}
-                if feedback:
-                    body["feedback"] = feedback
-                return await self.decide(request_id, body, digest)
-            except DaemonUnavailable:
+        body = {"decision": "cancel", "by": by, "key": key} | ({"feedback": feedback} if feedback else {})
+        deadline = asyncio.get_running_loop().time() + budget
+        return await retrying(lambda: self.decide(request_id, body, digest), DaemonBackoff(cap=0.5), deadline)
+
+
+async def retrying(call: Callable[[], Awaitable[T]], backoff: Backoff, deadline: float | None = None) -> T:
+    """``call()`` again after each :class:`DaemonUnavailable`, paced by ``backoff``; past ``deadline`` (loop
+    time) that error is re-raised. Any other error ends it at once."""
+    loop = asyncio.get_running_loop()
+    while True:
+        try:
+            return await call()
+        except DaemonUnavailable:
+            pause = backoff.delay()
+            if deadline is not None:
                 left = deadline - loop.time()
                 if left <= 0:
                     raise
-                await asyncio.sleep(min(backoff.delay(), left))
+                pause = min(pause, left)
+            await asyncio.sleep(pause)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from bot.events.kinds import question_params
@@ -33,7 +33,6 @@ from bot.util.linkhost import refusal
 AskKind = Literal["single", "multi", "text", "number", "integer", "boolean", "url"]
 MAX_QUESTIONS = 20
 CUSTOM_SUFFIX = "_custom"
-_YES_NO = (("yes", "Yes"), ("no", "No"))
 
 
 class BadForm(ValueError):
@@ -69,7 +68,6 @@ class Ask:
 @dataclass(frozen=True)
 class Form:
     asks: tuple[Ask, ...]
-    skipped: tuple[str, ...] = field(default=())  # optional properties of a kind the room cannot ask
 
 
 def _s(v: Any) -> str:
@@ -119,7 +117,7 @@ def _ask(key: str, prop: Mapping[str, Any]) -> Ask | None:
     if t in ("number", "integer"):
         return Ask(key, t, text, header, minimum=num.get("minimum"), maximum=num.get("maximum"))
     if t == "boolean":
-        return Ask(key, "boolean", text, header, tuple(Choice(v, label) for v, label in _YES_NO))
+        return Ask(key, "boolean", text, header, (Choice("yes", "Yes"), Choice("no", "No")))
     return None
 
 
@@ -133,16 +131,13 @@ def form_of(schema: Any) -> Form:
     names += [n for n in props if n not in names]
     required = set(schema.get("required") or []) if isinstance(schema.get("required"), list) else set()
     asks: dict[str, Ask] = {}
-    skipped: list[str] = []
     for name in names:
         prop = props[name]
         ask = _ask(name, prop) if isinstance(prop, Mapping) else None
-        if ask is None:
-            if name in required:
-                raise BadForm(f"requestedSchema.properties.{name}: a kind of field the room cannot ask")
-            skipped.append(name)
-            continue
-        asks[name] = ask
+        if ask is not None:
+            asks[name] = ask
+        elif name in required:  # an optional one is left out
+            raise BadForm(f"requestedSchema.properties.{name}: a kind of field the room cannot ask")
     for name, ask in list(asks.items()):  # "<q>_custom" beside a choice question <q>: its own words
         base = name[: -len(CUSTOM_SUFFIX)] if name.endswith(CUSTOM_SUFFIX) else None
         paired = asks.get(base) if base else None
@@ -153,7 +148,7 @@ def form_of(schema: Any) -> Form:
         raise BadForm("requestedSchema: no question the room can ask")
     if len(asks) > MAX_QUESTIONS:
         raise BadForm(f"requestedSchema: at most {MAX_QUESTIONS} questions")
-    return Form(tuple(asks.values()), tuple(skipped))
+    return Form(tuple(asks.values()))
 
 
 def url_form(message: str, url: str) -> Form:

@@ -1,13 +1,11 @@
 """A submission whose answer has not come when its request is cancelled: find the record to cancel.
 
-A ``POST /permissions`` sent but not answered (a slow link, a busy daemon, the proxy stopping
-just after sending) may still create the request after the proxy stopped waiting: a live prompt
-nobody's agent waits for. The submission is idempotent on (session, key), so the proxy sends the
-same body again, racing the first: either answer names the record, new or existing, and the
-caller cancels it by id and key (the route an agent token may use on the requests it submitted
-itself, showing their key; the daemon checks both). The first POST, arriving later, finds the key
-with the same body and gets that record back, settled. Nothing is sent again when no attempt can
-have reached the daemon.
+A ``POST /permissions`` sent but not answered (a slow link, a busy daemon, the proxy stopping just after sending) may
+still create the request after the proxy stopped waiting: a live prompt nobody's agent waits for. The submission is
+idempotent on (session, key), so the proxy sends the same body again, racing the first: either answer names the
+record, new or existing, and the caller cancels it by id and key (the route an agent token may use on the requests it
+submitted itself, showing their key; the daemon checks both). The first POST, arriving later, finds the key with the
+same body and gets that record back, settled. Nothing is sent again when no attempt can have reached the daemon.
 """
 
 from __future__ import annotations
@@ -31,16 +29,12 @@ def discard(task: asyncio.Future[Any]) -> None:
 
 def _record_id(task: asyncio.Future[Any]) -> str | None:
     if task.done() and not task.cancelled() and task.exception() is None:
-        rec = task.result()
-        return str(rec["id"])
+        return str(task.result()["id"])
     return None
 
 
 async def record_to_cancel(
-    daemon: DaemonClient,
-    in_flight: asyncio.Future[dict[str, Any]],
-    body: dict[str, Any],
-    state: SubmitState,
+    daemon: DaemonClient, in_flight: asyncio.Future[dict[str, Any]], body: dict[str, Any], state: SubmitState,
     deadline: float,
 ) -> str | None:
     """The id of the daemon's record for ``body``'s key; None when the daemon cannot have it.

@@ -1,9 +1,8 @@
 """The proxy's own logs: bot.util.logs's one style on stderr, one line per event.
 
-stdout belongs to the relayed agent bytes, so nothing here ever touches it. Lines are
-handed to a background thread that writes file descriptor 2: an ACP client that never
-reads our stderr pipe (the SDK's default) cannot stall the relay; when the backlog is
-full, lines are dropped and counted instead.
+stdout belongs to the relayed agent bytes, so nothing here ever touches it. Lines are handed to a background thread
+that writes file descriptor 2: an ACP client that never reads our stderr pipe (the SDK's default) cannot stall the
+relay; when the backlog is full, lines are dropped and counted instead.
 """
 
 from __future__ import annotations
@@ -22,11 +21,9 @@ _MAX_BACKLOG = 2000
 
 
 class StderrSink:
-    """A write-only text file for loggers, drained to a file descriptor by a daemon thread."""
+    """A write-only text file for loggers, drained to file descriptor 2 by a daemon thread."""
 
-    def __init__(self, fd: int = 2, max_backlog: int = _MAX_BACKLOG) -> None:
-        self._fd = fd
-        self._max = max_backlog
+    def __init__(self) -> None:
         self._lines: collections.deque[bytes] = collections.deque()
         self._cv = threading.Condition()
         self._dropped = 0
@@ -40,7 +37,7 @@ class StderrSink:
         with self._cv:
             if self._broken:
                 return len(text)
-            if len(self._lines) >= self._max:
+            if len(self._lines) >= _MAX_BACKLOG:
                 self._dropped += 1
                 return len(text)
             self._lines.append(data)
@@ -79,7 +76,7 @@ class StderrSink:
             try:
                 view = memoryview(data)
                 while view:
-                    n = os.write(self._fd, view)
+                    n = os.write(2, view)
                     view = view[n:]
             except OSError:
                 with self._cv:
@@ -90,7 +87,7 @@ class StderrSink:
                 return
 
 
-_sink: StderrSink | None = None
+_sink = StderrSink()  # its thread starts at the first line
 
 
 def configure_stderr_logging(level: int = logging.INFO, secrets: Iterable[str] = ()) -> StderrSink:
@@ -99,14 +96,10 @@ def configure_stderr_logging(level: int = logging.INFO, secrets: Iterable[str] =
 
     ``secrets`` (e.g. the API token) are masked wherever they appear in an event.
     """
-    global _sink
-    if _sink is None:
-        _sink = StderrSink()
     logs.configure(logging.getLevelName(level).lower(), None, secrets, sink=cast(TextIO, _sink))
     return _sink
 
 
 def drain_stderr_logging(timeout: float = 1.0) -> None:
     """Give queued log lines up to ``timeout`` seconds to be written (call before exiting)."""
-    if _sink is not None:
-        _sink.drain(timeout)
+    _sink.drain(timeout)

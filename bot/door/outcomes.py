@@ -16,8 +16,7 @@ WITHDRAWN = "withdrawn by the agent"
 
 def wire(model: BaseModel) -> dict[str, Any]:
     """A model in ACP's wire form (camelCase, no nulls)."""
-    out: dict[str, Any] = model.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return out
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def cancelled() -> dict[str, Any]:
@@ -27,10 +26,8 @@ def cancelled() -> dict[str, Any]:
 
 def selected(option_id: str, feedback: str | None = None) -> dict[str, Any]:
     """``{"outcome": {"outcome": "selected", "optionId": ...}}``, with ``_meta.feedback`` when given."""
-    meta = {"feedback": feedback} if feedback else None
-    return wire(
-        RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=option_id), field_meta=meta)
-    )
+    outcome = AllowedOutcome(outcome="selected", option_id=option_id)
+    return wire(RequestPermissionResponse(outcome=outcome, field_meta={"feedback": feedback} if feedback else None))
 
 
 def is_cancelled(result: dict[str, Any]) -> bool:

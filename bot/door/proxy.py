@@ -42,13 +42,10 @@ class DoorProxy:
 
     # ---- sessions
 
-    def on_session(self, session_id: str) -> None:
+    def on_session(self, session_id: str) -> asyncio.Task[bool]:
         """A session this run relays: claim it in the daemon now, before the agent can ask anything in it
-        (only the claiming run's requests stand in for a hook's)."""
-        self.claim(session_id)
-
-    def claim(self, session_id: str) -> asyncio.Task[bool]:
-        """The claim of ``session_id`` in the daemon (made once; again after one that could not reach it)."""
+        (only the claiming run's requests stand in for a hook's); the claim (made once; again after one that
+        could not reach it)."""
         task = self._claims.get(session_id)
         if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
             task = self._claims[session_id] = asyncio.ensure_future(self._claim(session_id))
@@ -64,7 +61,7 @@ class DoorProxy:
     async def claimed(self, session_id: str, wait: float = 2.0) -> None:
         """Wait (at most ``wait`` seconds) for the session's claim; a failed one is only logged: a request
         is submitted all the same (without a claim, a hook of that session just does not stand down)."""
-        task = self.claim(session_id)
+        task = self.on_session(session_id)
         await asyncio.wait({task}, timeout=wait)
         if task.done() and not task.cancelled():
             task.exception()  # retrieved: logged in _claim
@@ -79,10 +76,7 @@ class DoorProxy:
     async def end_rules(self, session_id: str | None = None) -> None:
         """Tell the daemon a session (None: every session of this run) ended, so its session rules end.
         The key of a request of that session (any, for all) proves to the daemon that the run is ours."""
-        if session_id is not None:
-            key = self.used_keys.get(session_id)
-        else:
-            key = next(iter(self.used_keys.values()), None)
+        key = self.used_keys.get(session_id) if session_id is not None else next(iter(self.used_keys.values()), None)
         if key is None:
             return  # the daemon took no request (of that session): no rule can exist
         try:
@@ -122,6 +116,14 @@ class DoorProxy:
             self.to_client.write(data)
 
     # ---- the end of the run (:mod:`bot.door.run`)
+
+    async def settle_all(self, by: str, *, answer: bool) -> None:
+        """Settle every pending request (the door's own): cancelled ``by`` the side that went."""
+        raise NotImplementedError
+
+    async def finish(self) -> None:
+        """After the run: the door stops its tasks, then :meth:`close_door`."""
+        raise NotImplementedError
 
     async def close_agent_stdin(self, wait: float = 2.0) -> None:
         """EOF for the agent. The close waits for a write in progress, so it runs in a thread."""

@@ -1,10 +1,10 @@
-"""One question of a form as a daemon request (:class:`QuestionRequest`), and what ends a set of questions
-asked together (:class:`QuestionSet`: an ACP form, a Codex ``requestUserInput``).
+"""One question of a form as a daemon request (:class:`QuestionRequest`), and what ends a set of questions asked
+together (:class:`QuestionSet`: an ACP form, a Codex ``requestUserInput``).
 
-A :class:`bot.door.request.DaemonRequest` whose params the proxy wrote (:func:`bot.door.forms.question_body`),
-not the agent: submitted, long-polled, cancelled and re-submitted exactly as a permission request is, but its
-result is kept for the form (ACP's elicitation, Codex's ``requestUserInput``) instead of being sent to the
-agent, and a refusal or an unreachable daemon is a failure of the room, not a fallback answer.
+A :class:`bot.door.request.DaemonRequest` whose params the proxy wrote (:func:`bot.door.forms.question_body`), not
+the agent: submitted, long-polled, cancelled and re-submitted exactly as a permission request is, but its result is
+kept for the form (ACP's elicitation, Codex's ``requestUserInput``) instead of being sent to the agent, and a refusal
+or an unreachable daemon is a failure of the room, not a fallback answer.
 """
 
 from __future__ import annotations
@@ -28,13 +28,8 @@ class QuestionRequest(DaemonRequest):
         self.session_id = str(body["sessionId"])
         self.tool_call_id = str(body["toolCall"]["toolCallId"])
         self.log = log.bind(question=n, session_id=self.session_id, tool_call_id=self.tool_call_id)
-        self.submitted = asyncio.Event()  # the daemon holds it (or it ended first)
         self.failure: str | None = None
-        self.result: dict[str, Any] | None = None
         self.submission = self.body()
-
-    def on_submitted(self) -> None:
-        self.submitted.set()
 
     def withdraw(self, by: str, feedback: str, budget: float | None = None) -> None:
         """Cancel it in the daemon (the prompt is edited to say why), unless it is settled."""
@@ -44,12 +39,12 @@ class QuestionRequest(DaemonRequest):
 
     async def run(self) -> None:
         try:
-            self.result = await self._resolve()
+            await self._resolve()  # its record is kept (settled_rec, or read again by record())
         except Exception:
             self.log.exception("question_failed")
             self.failure = "the question failed"
         self.done = True
-        self.submitted.set()
+        self.submitted.set()  # it ended first
 
     async def _fallback(self, why: str) -> dict[str, Any] | None:
         self.failure = why

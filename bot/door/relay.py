@@ -1,20 +1,19 @@
 """Stdio plumbing: move newline-delimited bytes from one file descriptor to another, unchanged.
 
-Each direction runs in its own thread with plain blocking ``read``/``write`` calls: that
-costs a fraction of an event loop's per-wakeup overhead, gives natural back-pressure (a
-slow reader stalls the writer, nothing piles up) and works on any descriptor (pipes,
-sockets, terminals, files, /dev/null) without changing its flags.
+Each direction runs in its own thread with plain blocking ``read``/``write`` calls: that costs a fraction of an event
+loop's per-wakeup overhead, gives natural back-pressure (a slow reader stalls the writer, nothing piles up) and works
+on any descriptor (pipes, sockets, terminals, files, /dev/null) without changing its flags.
 
-Whole lines are relayed as they arrive; only lines a :class:`LineFilter` asks to see are
-split out and shown to it, and a line the filter handled itself is left out. A line
-without its newline yet is held until it completes, up to ``inspect_limit`` bytes; a
-longer line is passed through uninspected as it streams, so memory stays bounded whatever
+Whole lines are relayed as they arrive; only lines a :class:`LineFilter` asks to see are split out and shown to it,
+and a line the filter handled itself is left out. A line without its newline yet is held until it completes, up to
+``inspect_limit`` bytes; a longer line is passed through uninspected as it streams, so memory stays bounded whatever
 the peer sends. A last line without a newline is relayed as it is at EOF.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import select
@@ -36,16 +35,6 @@ class LineFilter(Protocol):
         """Look at one line (newline included); True relays it unchanged, False drops it."""
 
 
-class Sink(Protocol):
-    """Where a relay writes: whole writes, and a hold for a line streamed in pieces."""
-
-    def write(self, data: bytes | bytearray | memoryview) -> None: ...
-
-    def hold(self) -> None: ...
-
-    def release(self) -> None: ...
-
-
 def read_fd(fd: int, size: int = CHUNK) -> bytes:
     """Block until ``fd`` has data; ``b""`` at EOF (or when the descriptor fails)."""
     while True:
@@ -53,8 +42,6 @@ def read_fd(fd: int, size: int = CHUNK) -> bytes:
             return os.read(fd, size)
         except BlockingIOError:  # someone left the descriptor non-blocking
             select.select([fd], [], [])
-        except InterruptedError:
-            continue
         except OSError as e:
             if e.errno in (errno.EIO, errno.EBADF, errno.ECONNRESET):
                 return b""
@@ -64,9 +51,8 @@ def read_fd(fd: int, size: int = CHUNK) -> bytes:
 class FdSink:
     """Blocking writes to a file descriptor, safe from any thread.
 
-    A re-entrant lock keeps every write whole; the relay thread holds it across the
-    pieces of an oversize line (:meth:`hold` / :meth:`release`). Raises ConnectionError
-    when the reader is gone or the sink was closed.
+    A re-entrant lock keeps every write whole; the relay thread holds it across the pieces of an oversize line
+    (:meth:`hold` / :meth:`release`). Raises ConnectionError when the reader is gone or the sink was closed.
     """
 
     def __init__(self, fd: int, *, owned: bool) -> None:
@@ -86,8 +72,6 @@ class FdSink:
                     n = os.write(self.fd, view)
                 except BlockingIOError:
                     select.select([], [self.fd], [])
-                    continue
-                except InterruptedError:
                     continue
                 view = view[n:]
                 self.written += n
@@ -123,21 +107,15 @@ class FdSink:
                 return
             self.closed = True
             if self._owned:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(self.fd)
-                except OSError:
-                    pass
 
 
 class LineRelay:
     """The line logic of one direction: feed it bytes as they come, then :meth:`finish`."""
 
     def __init__(
-        self,
-        sink: Sink,
-        filt: LineFilter,
-        *,
-        inspect_limit: int = INSPECT_LIMIT,
+        self, sink: FdSink, filt: LineFilter, *, inspect_limit: int = INSPECT_LIMIT,
         on_oversize: Callable[[int], None] | None = None,
     ) -> None:
         self._sink = sink
@@ -189,11 +167,10 @@ class LineRelay:
             self._sink.release()
         elif self._pending:
             line, self._pending = self._pending, bytearray()
-            if not self._filt.wants(line) or self._filt.inspect(line):
-                self._sink.write(line)
+            self._lines(line)
 
     def _lines(self, block: bytes | bytearray) -> None:
-        """Relay a block of whole lines, leaving out those the filter handles."""
+        """Relay a block of whole lines (or the last line, at EOF), leaving out those the filter handles."""
         filt, sink = self._filt, self._sink
         if not filt.wants(block):
             sink.write(block)
@@ -218,47 +195,24 @@ class LineRelay:
 
 
 def relay_thread(
-    name: str,
-    read: Callable[[], bytes],
-    relay: LineRelay,
-    loop: asyncio.AbstractEventLoop,
+    name: str, read: Callable[[], bytes], relay: LineRelay, loop: asyncio.AbstractEventLoop,
     after: Callable[[], None] | None = None,
 ) -> asyncio.Future[None]:
     """Run ``relay`` over ``read`` in a daemon thread; the future ends at EOF or with the error.
 
     ``after`` runs in the thread once the source is done (e.g. to close it).
     """
-    fut: asyncio.Future[None] = loop.create_future()
 
-    def report(exc: BaseException | None) -> None:
-        if fut.done():
-            return
-        if exc is None:
-            fut.set_result(None)
-        else:
-            fut.set_exception(exc)
-
-    def run() -> None:
-        exc: BaseException | None = None
+    def pump() -> None:
         try:
-            while True:
-                data = read()
-                if not data:
-                    break
+            while data := read():
                 relay.feed(data)
             relay.finish()
-        except BaseException as e:  # handed to the loop, which decides
-            exc = e
         finally:
             if after is not None:
                 after()
-        try:
-            loop.call_soon_threadsafe(report, exc)
-        except RuntimeError:  # the loop is gone: the process is on its way out
-            pass
 
-    threading.Thread(target=run, name=name, daemon=True).start()
-    return fut
+    return _thread(loop, pump, name)
 
 
 def in_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
@@ -267,7 +221,14 @@ def in_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
     Daemon threads, not an executor: a write stuck on a reader that never reads must not
     keep the process from exiting.
     """
-    loop = asyncio.get_running_loop()
+    return _thread(asyncio.get_running_loop(), fn, None, *args)
+
+
+def _thread(
+    loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], name: str | None, *args: Any
+) -> asyncio.Future[Any]:
+    """``fn(*args)`` in a fresh daemon thread; the future gets its result or its error (any, handed to the loop,
+    which decides), unless the loop is gone by then (the process is on its way out)."""
     fut: asyncio.Future[Any] = loop.create_future()
 
     def settle(ok: bool, value: Any) -> None:
@@ -287,5 +248,5 @@ def in_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
         except RuntimeError:
             pass
 
-    threading.Thread(target=run, daemon=True).start()
+    threading.Thread(target=run, name=name, daemon=True).start()
     return fut

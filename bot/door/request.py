@@ -1,23 +1,23 @@
 """One request a door submits to the daemon, from arrival to its answer (a small state machine).
 
-submitted -> pending (long-polls) -> settled: the agent gets the record's outcome. A cancel
-(``session/cancel``, ``$/cancel_request``, the client or the agent leaving) at any point
-cancels the request in the daemon; when the daemon says someone answered first, the agent
-gets that answer instead, so the agent, the record and the room always agree. Params that do not
-fit (``invalid``, set by the door that reads them) never reach the daemon: they get
-the fallback answer at once, as a request the daemon refused does. So does a request whose key the
-daemon holds for another body (409 ``key_conflict``) or whose record is not the one sent (its digest
-is not this request's): the agent is never told what was decided for something else.
+submitted -> pending (long-polls) -> settled: the agent gets the record's outcome. A cancel (``session/cancel``,
+``$/cancel_request``, the client or the agent leaving) at any point cancels the request in the daemon; when the
+daemon says someone answered first, the agent gets that answer instead, so the agent, the record and the room always
+agree. Params that do not fit (``invalid``, set by the door that reads them) never reach the daemon: they get the
+fallback answer at once, as a request the daemon refused does. So does a request whose key the daemon holds for
+another body (409 ``key_conflict``) or whose record is not the one sent (its digest is not this request's): the agent
+is never told what was decided for something else.
 
-The result is the record's, in the daemon's (ACP) form (:mod:`bot.door.outcomes`); a door reads the params its
-agent sent (:class:`bot.acp.request.Request`) or writes them itself (:mod:`bot.door.questions`,
-:mod:`bot.codex.approvals`) and says the result to its agent in the agent's own words.
+The result is the record's, in the daemon's (ACP) form (:mod:`bot.door.outcomes`); a door reads the params its agent
+sent (:class:`bot.acp.request.Request`) or writes them itself (:mod:`bot.door.questions`, :mod:`bot.codex.approvals`)
+and says the result to its agent in the agent's own words.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from datetime import datetime
 from typing import Any, Protocol
 
 import structlog
@@ -31,13 +31,43 @@ from bot.door.daemon_client import (
     DaemonRefused,
     DaemonUnavailable,
     SubmitState,
+    retrying,
 )
-from bot.door.fields import proxy_fields
 from bot.door.inflight import discard, record_to_cancel
-from bot.door.timing import request_timing
 from bot.util.digest import submission_digest
 
 log = structlog.get_logger("bot.acp")
+
+
+def proxy_fields(body: dict[str, Any], *, key: str, label: str | None, cwd: str | None) -> dict[str, Any]:
+    """``body`` with the fields a proxy sets on every submission it makes (bot.util.digest's ``EXTRAS``), never
+    its agent: its ``key``, and its ``label`` and the session's ``cwd`` when they are set."""
+    body["key"] = key
+    if label:
+        body["label"] = label
+    if cwd:
+        body["cwd"] = cwd
+    return body
+
+
+def request_timing(rec: dict[str, Any], asked_at: float, told_at: float, agent_told: float) -> dict[str, Any] | None:
+    """Where one request's time went, the fields of its ``request_timing`` event (bot/room/timing.py logs the
+    room's side), in ms: asked -> submitted (the daemon's clock), settled -> proxy told (the long-poll's answer)
+    -> agent told; None when the settled record ``rec``'s times cannot be read. The floats are epoch seconds:
+    the agent's request read, the proxy told, the agent told."""
+    try:
+        settled, submitted = (
+            datetime.fromisoformat(str(at).replace("Z", "+00:00")).timestamp()
+            for at in ((rec.get("outcome") or {}).get("decided_at"), rec.get("requested_at"))
+        )
+    except ValueError:
+        return None
+    return {
+        "request_id": rec.get("id"),
+        "asked_to_submit_ms": round((submitted - asked_at) * 1000, 1),
+        "settled_to_proxy_ms": round((told_at - settled) * 1000, 1),
+        "proxy_to_agent_ms": round((agent_told - told_at) * 1000, 1),
+    }
 
 
 class Host(Protocol):
@@ -82,6 +112,7 @@ class DaemonRequest:
         self.cancel_budget = proxy.cfg.cancel_budget
         self.answer_agent = True
         self._cancel = asyncio.Event()
+        self.submitted = asyncio.Event()  # the daemon holds it (:mod:`bot.door.questions` waits for it)
         self.log = log.bind(rpc_id=self.rpc_id, session_id=self.session_id, tool_call_id=self.tool_call_id)
         self.task: asyncio.Task[None] | None = None
         self.submission: dict[str, Any] = {}
@@ -94,16 +125,11 @@ class DaemonRequest:
         """Ask for this request to be cancelled in the daemon (the agent then gets what the daemon holds)."""
         if self.done or self.forwarded or self._cancel.is_set():
             return
-        self.cancel_by = by
-        self.answer_agent = answer
-        self.withdrawn = withdrawn
+        self.cancel_by, self.answer_agent, self.withdrawn = by, answer, withdrawn
         self.cancel_feedback = outcomes.WITHDRAWN if withdrawn else None
         if budget is not None:
             self.cancel_budget = budget
         self._cancel.set()
-
-    def on_submitted(self) -> None:
-        """The daemon holds the request now (a hook for :mod:`bot.door.questions`)."""
 
     def body(self) -> dict[str, Any]:
         """The daemon submission: the params (the door's own), plus the proxy's key, label and the session's cwd."""
@@ -123,10 +149,8 @@ class DaemonRequest:
             await self.proxy.send_agent(outcomes.withdrawn_error(self.rpc_id))
         else:
             await self.proxy.answer(self.rpc_id, result)
-        timing = None if self.settled_rec is None else request_timing(
-            self.settled_rec, self.asked_at, self.told_at, time.time()
-        )
-        if timing is not None:
+        timing = self.settled_rec and request_timing(self.settled_rec, self.asked_at, self.told_at, time.time())
+        if timing:
             self.log.info("request_timing", **timing)
 
     async def _race(self, task: asyncio.Task[Any]) -> bool:
@@ -141,7 +165,6 @@ class DaemonRequest:
 
     async def _resolve(self) -> dict[str, Any] | None:
         cfg = self.proxy.cfg
-        daemon = self.proxy.daemon
         body = self.submission
         self.digest = submission_digest(body) or ""  # "" matches no record: fail closed
         if self._cancel.is_set():
@@ -151,7 +174,7 @@ class DaemonRequest:
         if self.session_id is not None:  # claimed at session/new; else now (a hook's twin must be the claimer's)
             await self.proxy.claimed(self.session_id, min(2.0, cfg.connect_timeout / 4))
         deadline = asyncio.get_running_loop().time() + cfg.connect_timeout
-        submit = asyncio.ensure_future(daemon.submit_retrying(body, deadline, self.sent))
+        submit = asyncio.ensure_future(self.proxy.daemon.submit_retrying(body, deadline, self.sent))
         if not await self._race(submit):
             return await self._cancel_unanswered(submit)
         try:
@@ -161,22 +184,18 @@ class DaemonRequest:
         except DaemonRefused as e:
             return await self._fallback(f"daemon refused the request ({e})")
         self.record_id = rec["id"]
-        self.on_submitted()
+        self.submitted.set()
         if self.session_id is not None:
             self.proxy.used_keys[self.session_id] = self.key
-        self.log.info(
-            "permission_request_submitted",
-            request_id=rec["id"],
-            state=rec.get("state"),
-            completed="toolCallContext" in body,
-        )
+        completed = "toolCallContext" in body
+        self.log.info("permission_request_submitted", request_id=rec["id"], state=rec.get("state"), completed=completed)
         while rec.get("state", "pending") == "pending":
             poll = asyncio.ensure_future(self._poll(rec["id"], body))
             if not await self._race(poll):
                 if self.sent.in_doubt:  # the daemon forgot the request and it was being sent again
                     return await self._cancel_unanswered(poll)
                 discard(poll)
-                return await self._cancel_in_daemon(self.record_id)
+                return await self._cancel_in_daemon(rec["id"], self.cancel_budget)
             try:
                 rec = poll.result()
             except DaemonRefused as e:  # a record that is not ours (WrongRecord) or a refused re-submission
@@ -184,35 +203,24 @@ class DaemonRequest:
             self.record_id = rec["id"]
         self.told_at, self.settled_rec = time.time(), rec
         result = outcomes.result_from_record(rec)
-        self.log.info(
-            "permission_request_settled",
-            request_id=rec["id"],
-            state=rec.get("state"),
-            option_id=result["outcome"].get("optionId"),
-        )
+        option_id = result["outcome"].get("optionId")
+        self.log.info("permission_request_settled", request_id=rec["id"], state=rec.get("state"), option_id=option_id)
         return result
 
     async def _poll(self, request_id: str, body: dict[str, Any]) -> dict[str, Any]:
         """One long-poll, retried while the daemon is away; re-submits when it forgot the id."""
         daemon = self.proxy.daemon
-        backoff = DaemonBackoff()
-        while True:
-            try:
-                rec = await daemon.get(request_id, wait=self.proxy.cfg.poll_wait, digest=self.digest)
-            except DaemonUnavailable:
-                await asyncio.sleep(backoff.delay())
-                continue
-            if rec is not None:
-                return rec
-            pause = self.resubmits.delay()
-            self.log.warning(
-                "request_unknown_resubmitting",
-                message="the daemon does not know the request; submitting it again",
-                request_id=request_id,
-                after_seconds=round(pause, 2),
-            )
-            await asyncio.sleep(pause)
-            return await daemon.submit_retrying(body, state=self.sent)
+        poll_wait = self.proxy.cfg.poll_wait
+        rec = await retrying(lambda: daemon.get(request_id, wait=poll_wait, digest=self.digest), DaemonBackoff())
+        if rec is not None:
+            return rec
+        pause = self.resubmits.delay()
+        self.log.warning(
+            "request_unknown_resubmitting", message="the daemon does not know the request; submitting it again",
+            request_id=request_id, after_seconds=round(pause, 2),
+        )
+        await asyncio.sleep(pause)
+        return await daemon.submit_retrying(body, state=self.sent)
 
     async def _cancel_unanswered(self, pending: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
         """A cancel came while the daemon had not answered a submission (:mod:`bot.door.inflight`)."""
@@ -221,11 +229,8 @@ class DaemonRequest:
         try:
             rid = await record_to_cancel(self.proxy.daemon, pending, self.submission, self.sent, deadline)
         except (TimeoutError, DaemonError) as e:
-            self.log.warning(
-                "in_flight_request_not_cancelled",
-                request_id=self.record_id,
-                n=self.n,  # the request's number in this run (its key, the run's secret, is never logged)
-                error=str(e) or type(e).__name__,
+            self.log.warning(  # n: the request's number in this run (its key, the run's secret, is never logged)
+                "in_flight_request_not_cancelled", request_id=self.record_id, n=self.n, error=str(e) or type(e).__name__
             )
             return outcomes.cancelled()
         if rid is None:
@@ -234,9 +239,8 @@ class DaemonRequest:
         self.record_id = rid
         return await self._cancel_in_daemon(rid, max(0.1, deadline - loop.time()))
 
-    async def _cancel_in_daemon(self, request_id: str, budget: float | None = None) -> dict[str, Any]:
+    async def _cancel_in_daemon(self, request_id: str, budget: float) -> dict[str, Any]:
         """Cancel in the daemon (bounded); the agent's answer: cancelled, or the answer that came first."""
-        budget = self.cancel_budget if budget is None else budget
         daemon = self.proxy.daemon
         try:
             async with asyncio.timeout(budget + 0.5):
@@ -245,22 +249,15 @@ class DaemonRequest:
                 )
                 current = None if rec is not None else await daemon.get(request_id, digest=self.digest)
         except (TimeoutError, DaemonError) as e:
-            self.log.warning(
-                "daemon_cancel_failed",
-                request_id=request_id,
-                error=str(e) or type(e).__name__,
-            )
+            self.log.warning("daemon_cancel_failed", request_id=request_id, error=str(e) or type(e).__name__)
             return outcomes.cancelled()
         result = outcomes.after_cancel(rec, current)
         if rec is not None:
             self.log.info("permission_request_cancelled", request_id=request_id, by=self.cancel_by)
         elif not outcomes.is_cancelled(result):
-            self.log.info(
-                "answered_before_cancel",
-                message="the agent gets that answer",
-                request_id=request_id,
-                option_id=result["outcome"].get("optionId"),
-            )
+            option_id = result["outcome"].get("optionId")
+            self.log.info("answered_before_cancel", message="the agent gets that answer", request_id=request_id,
+                          option_id=option_id)
         return result
 
     async def _fallback(self, why: str) -> dict[str, Any] | None:
@@ -270,9 +267,5 @@ class DaemonRequest:
             await self.proxy.forward(self)
             return None
         result = outcomes.reject_result(self.params)
-        self.log.warning(
-            "fallback_rejected",
-            reason=why,
-            option_id=result["outcome"].get("optionId"),
-        )
+        self.log.warning("fallback_rejected", reason=why, option_id=result["outcome"].get("optionId"))
         return result

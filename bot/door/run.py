@@ -1,51 +1,80 @@
-"""One proxy run: start the agent, pump stdio both ways, and end when a side goes.
+"""One proxy run: start the agent (on two fresh pipes), pump stdio both ways, and end when a side goes.
 
-Two relay threads (:mod:`bot.door.relay`): the client's stdin to the agent, the agent's stdout to
-the client, each through its line filter (:mod:`bot.acp.filters`) to the :class:`Proxy`. The run
-ends at the agent's exit, a signal (a second one kills the agent), or a side that closes: pending
-requests are settled first (answered cancelled when the client went, not when the agent did), the
-agent gets EOF and a grace period (:func:`bot.door.process.wait_agent`), the run's session rules end.
-An agent still running ``CLIENT_GONE_GRACE`` after the client closed stdin is stopped the same way
-(Claude Code's ACP adapter does not exit at EOF: it would outlive the proxy's client for good).
+Two relay threads (:mod:`bot.door.relay`): the client's stdin to the agent, the agent's stdout to the client, each
+through its line filter (:mod:`bot.acp.filters`) to the :class:`Proxy`. The run ends at the agent's exit, a signal (a
+second one kills the agent), or a side that closes: pending requests are settled first (answered cancelled when the
+client went, not when the agent did), the agent gets EOF and a grace period (:func:`wait_agent`), the run's session
+rules end. An agent still running ``CLIENT_GONE_GRACE`` after the client closed stdin is stopped the same way (Claude
+Code's ACP adapter does not exit at EOF: it would outlive the proxy's client for good).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
-from bot.door.config import ProxyConfig
-from bot.door.process import spawn, wait_agent
+from bot.door.proxy import DoorProxy
 from bot.door.relay import FdSink, LineFilter, LineRelay, read_fd, relay_thread
 from bot.util.aio import on_signals
+from bot.util.discovery import agent_environment
 
 log = structlog.get_logger("bot.acp")
 
 CLIENT_GONE_GRACE = 30.0  # seconds an agent may run on after the client closed stdin (some never exit at EOF)
 
 
-class Door(Protocol):
-    """What the run needs of a door's proxy (:class:`bot.acp.proxy.Proxy`, :class:`bot.codex.proxy.Proxy`)."""
-
-    cfg: ProxyConfig
-    to_agent: FdSink | None
-    to_client: FdSink | None
-
-    def note_oversize(self, size: int) -> None: ...
-
-    async def settle_all(self, by: str, *, answer: bool) -> None: ...
-
-    async def close_agent_stdin(self, wait: float = 2.0) -> None: ...
-
-    async def finish(self) -> None: ...
-
-
 Filters = Callable[[asyncio.AbstractEventLoop], tuple[LineFilter, LineFilter]]  # (from the client, from the agent)
+
+
+async def spawn(cmd: list[str]) -> tuple[asyncio.subprocess.Process, int, int] | int:
+    """Start ``cmd``: (process, its stdin's write end, its stdout's read end), or an exit code (127/126)."""
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    try:
+        # the agent is untrusted: no PERMISSION_BOT_* variable (the token above all) reaches it
+        proc = await asyncio.create_subprocess_exec(*cmd, stdin=in_r, stdout=out_w, env=agent_environment(os.environ))
+    except OSError as e:
+        for fd in (in_r, in_w, out_r, out_w):
+            os.close(fd)
+        if isinstance(e, FileNotFoundError):
+            log.error("agent_command_not_found", command=cmd[0])
+            return 127
+        log.error("agent_start_failed", command=cmd[0], error=str(e))
+        return 126
+    os.close(in_r)
+    os.close(out_w)
+    return proc, in_w, out_r
+
+
+async def wait_agent(
+    proc: asyncio.subprocess.Process, stop: asyncio.Event, grace: float | None,
+    close_stdin: Callable[[float], Awaitable[None]],
+) -> int:
+    """Wait for the agent to exit; after ``grace`` seconds or a stop signal, terminate it (then kill).
+
+    Its exit code, 128+N for a signal.
+    """
+    waiter = asyncio.ensure_future(proc.wait())
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({waiter, stopper}, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+        if not waiter.done():
+            await close_stdin(0.5)
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+            if not (await asyncio.wait({waiter}, timeout=3.0))[0]:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.kill()
+        rc = await waiter
+    finally:
+        stopper.cancel()
+    return 128 - rc if rc < 0 else rc
 
 
 async def _drained(down: asyncio.Future[None], to_client: FdSink, quiet: float = 2.0) -> bool:
@@ -59,54 +88,35 @@ async def _drained(down: asyncio.Future[None], to_client: FdSink, quiet: float =
     return False
 
 
-async def run(proxy: Door, filters: Filters, name: str = "acp") -> int:
+async def run(proxy: DoorProxy, filters: Filters, name: str = "acp") -> int:
     """Run until the agent exits; its exit code (128+N for a signal)."""
     cfg = proxy.cfg
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     procs: list[asyncio.subprocess.Process] = []
-    signals = 0
 
-    def on_signal(signame: str) -> None:
-        nonlocal signals
-        signals += 1
-        log.info("signal_received", signal=signame)
-        stop.set()
-        if signals > 1 and procs and procs[0].returncode is None:
+    def on_signal(sig: signal.Signals) -> None:
+        log.info("signal_received", signal=sig.name)
+        if stop.is_set() and procs and procs[0].returncode is None:  # a second signal
             procs[0].kill()
+        stop.set()
 
-    on_signals(lambda sig: on_signal(sig.name), (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
+    on_signals(on_signal, (signal.SIGTERM, signal.SIGINT, signal.SIGHUP))
     spawned = await spawn(cfg.command)
     if isinstance(spawned, int):
         return spawned
     proc, agent_in, agent_out = spawned
     procs.append(proc)
-    log.info(
-        "agent_started",
-        pid=proc.pid,
-        command=cfg.command,
-        daemon=cfg.url,
-        label=cfg.label,
-        fallback=cfg.fallback,
-        has_token=bool(cfg.token),
-    )
+    log.info("agent_started", pid=proc.pid, command=cfg.command, daemon=cfg.url, label=cfg.label,
+             fallback=cfg.fallback, has_token=bool(cfg.token))
     proxy.to_agent = to_agent = FdSink(agent_in, owned=True)
     proxy.to_client = to_client = FdSink(cfg.stdout_fd, owned=False)
     big = proxy.note_oversize
     from_client, from_agent = filters(loop)
-    up = relay_thread(
-        f"{name}-client-to-agent",
-        lambda: read_fd(cfg.stdin_fd),
-        LineRelay(to_agent, from_client, on_oversize=big),
-        loop,
-    )
-    down = relay_thread(
-        f"{name}-agent-to-client",
-        lambda: read_fd(agent_out),
-        LineRelay(to_client, from_agent, on_oversize=big),
-        loop,
-        after=lambda: os.close(agent_out),
-    )
+    up = relay_thread(f"{name}-client-to-agent", lambda: read_fd(cfg.stdin_fd),
+                      LineRelay(to_agent, from_client, on_oversize=big), loop)
+    down = relay_thread(f"{name}-agent-to-client", lambda: read_fd(agent_out),
+                        LineRelay(to_client, from_agent, on_oversize=big), loop, after=lambda: os.close(agent_out))
     stopper = asyncio.ensure_future(stop.wait())
     exited = asyncio.ensure_future(proc.wait())
     waiting: set[asyncio.Future[Any]] = {up, down, stopper, exited}
@@ -146,14 +156,13 @@ async def run(proxy: Door, filters: Filters, name: str = "acp") -> int:
             if exited in done:
                 if down in waiting and not await _drained(down, to_client):
                     log.info("agent_exited_stdout_open", message="its stdout is still open elsewhere; leaving it")
-                waiting.discard(down)
                 await proxy.settle_all("agent", answer=False)
                 break
             if stopper in done:
                 await proxy.settle_all("client", answer=True)
                 grace = 0.0
                 break
-            if gone is not None and gone in done:  # nobody is left to talk to it: never an orphan
+            if gone in done:  # nobody is left to talk to it: never an orphan
                 log.info("agent_outlived_client", after_s=CLIENT_GONE_GRACE, pid=proc.pid)
                 grace = 0.0
                 break
