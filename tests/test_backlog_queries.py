@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from bot.api.hook_hold import KEY_PREFIX
 from bot.events.kinds import Kind
 from bot.events.states import State, Via
 from bot.inbox.record import Record, Settlement
+from bot.inbox.sessions import HOOK_KEY_PREFIX
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.room import backlog
@@ -112,13 +112,13 @@ async def test_keycaps_to_clear_by_the_settled_ids(inbox: Inbox) -> None:
 
 
 async def test_pending_hook_requests_and_a_sessions_pending(inbox: Inbox) -> None:
-    hook = await submit(inbox, "h", 1.0, key=KEY_PREFIX + "abc")
+    hook = await submit(inbox, "h", 1.0, key=HOOK_KEY_PREFIX + "abc")
     await submit(inbox, "h", 2.0, key="proxy-1")
     other = await submit(inbox, "o", 3.0)
-    gone = await submit(inbox, "g", 4.0, key=KEY_PREFIX + "def")
+    gone = await submit(inbox, "g", 4.0, key=HOOK_KEY_PREFIX + "def")
     await inbox.settle(gone.id, Settlement(option_id=None, by="x", via=Via.CANCEL, now=5.0))
     assert [r.id for r in await inbox.pending_hook_requests()] == [hook.id]
-    assert [r.key for r in await inbox.pending_of_session("h")] == [KEY_PREFIX + "abc", "proxy-1"]
+    assert [r.key for r in await inbox.pending_of_session("h")] == [HOOK_KEY_PREFIX + "abc", "proxy-1"]
     assert [r.id for r in await inbox.pending_of_session("o", room="elsewhere")] == []
     assert [r.id for r in await inbox.pending_newest(2)] == [other.id, f"h:{2}"]
     assert await inbox.count_pending_upto(2) == 2 and await inbox.count_pending_upto(10) == 3
@@ -186,7 +186,7 @@ async def no_full_listing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> In
 
 async def test_the_hooks_start_up_clean_up_reads_only_hook_requests(no_full_listing: Inbox) -> None:
     inbox = no_full_listing
-    hook, _ = await inbox.submit(parse_submission(request_body("h", key=KEY_PREFIX + "abc")), 1.0, 600,
+    hook, _ = await inbox.submit(parse_submission(request_body("h", key=HOOK_KEY_PREFIX + "abc")), 1.0, 600,
                                  held_by="gone-daemon")
     kept, _ = await inbox.submit(parse_submission(request_body("p", key="proxy-1")), 2.0, 600)
     orphans = await inbox.orphaned("this-daemon", 10.0)  # an indexed read (requests_held), never every request

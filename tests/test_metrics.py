@@ -55,7 +55,7 @@ async def test_two_daemons_keep_separate_registries_and_components_export_their_
     a, b = Metrics(), Metrics()
     matrix = SimpleNamespace(sync_lag=0.25, connected=True, send_errors=2, rate_limited=True, rate_refusals=7)
     hooks = SimpleNamespace(delivered=5, failed=1)
-    export_figures(a, matrix, hooks)
+    export_figures(a, lambda: matrix, hooks)
     a.submissions.inc()
     got_a, got_b = _samples(await a.render()), _samples(await b.render())
     assert got_a[("permission_bot_submissions_total", ())] == 1

@@ -3,7 +3,7 @@
 Every route but /healthz and /metrics needs a bearer token, and each action a role
 (see :mod:`bot.api.auth`); with no token configured they all answer 401 (fail closed).
 Bad bodies get a 4xx with a reason, never a 500; a body that does not arrive whole within
-``Limits.body_timeout`` gets ``408``. Load limits: :mod:`bot.api.limits`, :mod:`bot.api.budget`.
+``BODY_TIMEOUT`` gets ``408``. Load limits: :mod:`bot.api.limits`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from aiohttp import web
 
-from bot.api.auth import DECIDER, Denied, Tokens, authenticate, may
-from bot.api.budget import BodyTimeout, budget, counted
-from bot.api.common import DAEMON, LIMITS, TOKENS, caller, error, json_body, reach, refuse, scoped
+from bot.api import rules
+from bot.api.audit import audit
+from bot.api.auth import DECIDER, Caller, Tokens, may
+from bot.api.common import DAEMON, LIMITS, TOKENS, Reach, error, json_body, refuse, route
 from bot.api.events import EVENTS, EventLog, stream
-from bot.api.limits import RETRY_AFTER, Limits, busy
+from bot.api.hook_hold import add_hook_routes
+from bot.api.limits import RETRY_AFTER, BodyTimeout, Busy, Limits, budget, busy, counted
 from bot.events._util import unicode_problem
 from bot.inbox import pages
 from bot.inbox.db.errors import DATABASE_ERRORS
@@ -62,6 +64,8 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
     except (SessionInOtherRoom, SessionClaimed) as e:
         code = "session_in_other_room" if isinstance(e, SessionInOtherRoom) else "session_claimed"
         return error(409, code, str(e))
+    except Busy as e:
+        return busy(str(e))
     except TooManyPending as e:
         resp = error(429, "too_many_pending", str(e))
         resp.headers["Retry-After"] = str(RETRY_AFTER)
@@ -79,10 +83,8 @@ async def _errors(request: web.Request, handler: Any) -> web.StreamResponse:
         return error(500, "internal", "internal error; see the daemon's log")
 
 
-async def submit(request: web.Request) -> web.Response:
-    who = caller(request, "submit")
-    if isinstance(who, web.Response):
-        return who
+@route("submit")
+async def submit(request: web.Request, who: Caller, _: Reach) -> web.Response:
     body = await json_body(request)
     try:
         rec, created = await request.app[DAEMON].submit(body, submitted_by=who.name)
@@ -95,11 +97,9 @@ async def submit(request: web.Request) -> web.Response:
     return web.json_response(rec.to_api(), status=201 if created else 200)
 
 
-async def list_pending(request: web.Request) -> web.Response:
+@route("read")
+async def list_pending(request: web.Request, _who: Caller, reach: Reach) -> web.Response:
     """Pending requests, oldest first: all of them, or a page (``limit``, ``cursor``) with a ``Link`` to the next."""
-    if isinstance(got := scoped(request, "read"), web.Response):
-        return got
-    rooms = got[1].rooms  # only the caller's rooms: another room's requests are absent
     session = request.query.get("session") or None
     room = request.query.get("room") or None  # a room's name: only its requests
     inbox = request.app[DAEMON].inbox
@@ -108,7 +108,7 @@ async def list_pending(request: web.Request) -> web.Response:
     if view not in (None, "brief"):
         return error(422, "invalid_request", "view: expected brief (or none)")
     if limit_s is None and cursor is None and view is None:  # the unpaged list, as before pagination
-        body, _ = await inbox.pending_json(session=session, room=room, rooms=rooms)
+        body, _ = await inbox.pending_json(session=session, room=room, rooms=reach.rooms)  # another room's: absent
         return web.Response(body=body, content_type="application/json")
     try:
         limit = pages.parse_limit(limit_s) if limit_s is not None else pages.DEFAULT_LIMIT
@@ -116,7 +116,7 @@ async def list_pending(request: web.Request) -> web.Response:
     except ValueError as e:
         return error(422, "invalid_request", str(e))
     page = inbox.pending_brief_json if view else inbox.pending_json
-    body, nxt = await page(limit, after, session, room, rooms)
+    body, nxt = await page(limit, after, session, room, reach.rooms)
     resp = web.Response(body=body, content_type="application/json")
     if nxt is not None:
         url = request.rel_url.update_query(limit=str(limit), cursor=pages.encode(nxt))
@@ -124,14 +124,13 @@ async def list_pending(request: web.Request) -> web.Response:
     return resp
 
 
-async def get_one(request: web.Request) -> web.Response:
-    if isinstance(got := scoped(request, "read"), web.Response):
-        return got
+@route("read")
+async def get_one(request: web.Request, _: Caller, reach: Reach) -> web.Response:
     rid = request.match_info["id"]
     wait_s = request.query.get("wait")
     inbox = request.app[DAEMON].inbox
     rec: Record | None = await inbox.get(rid)
-    if rec is None or not got[1].sees(rec.room):  # another room's request is unknown to this caller
+    if rec is None or not reach.sees(rec.room):  # another room's request is unknown to this caller
         return error(404, "not_found", f"no request {rid!r}")
     if wait_s is not None:
         try:
@@ -140,15 +139,8 @@ async def get_one(request: web.Request) -> web.Response:
             return error(422, "invalid_request", "wait: expected a number of seconds")
         if not 0 <= wait <= MAX_WAIT or wait != wait:
             return error(422, "invalid_request", f"wait: between 0 and {MAX_WAIT:g} seconds")
-        limits = request.app[LIMITS]
-        slot = wait > 0 and not counted(request)  # an agent's long-poll counts against its token's budget
-        if slot and not limits.take_long_poll():
-            return busy(f"more than {limits.max_long_polls} long-polls at once; retry later")
-        try:
+        with request.app[LIMITS].long_poll(wait > 0 and not counted(request)):  # an agent's: its budget
             rec = await inbox.wait_settled(rid, wait)
-        finally:
-            if slot:
-                limits.give_long_poll()
     if rec is None:
         return error(404, "not_found", f"no request {rid!r}")
     return web.json_response(rec.to_api())
@@ -174,18 +166,14 @@ def _same_key(given: str | None, stored: str | None) -> bool:
     return hmac.compare_digest(given.encode("utf-8", "surrogatepass"), stored.encode("utf-8", "surrogatepass"))
 
 
-async def decide(request: web.Request) -> web.Response:
+@route("read")  # any valid token; which may decide or cancel is checked below
+async def decide(request: web.Request, who: Caller, reach: Reach) -> web.Response:
     """``POST /permissions/{id}``: a decider's decision, or a cancel. An agent token cancels only a
     request it submitted and whose ``key`` (the proxy's secret) it sends; else 404, as for an unknown id."""
     from bot.service.daemon import NotFound
 
-    who = authenticate(request.app[TOKENS], request.headers.get("Authorization"))
-    if isinstance(who, Denied):
-        return refuse(who)
     rid = request.match_info["id"]
-    body = await json_body(request)
-    if not isinstance(body, dict):
-        raise SubmissionError("body: expected a JSON object")
+    body = await json_body(request, obj=True)
     decision = body.get("decision")
     if decision not in ("approve", "deny", "cancel", "answer"):
         raise SubmissionError('decision: expected "approve", "deny", "cancel" or "answer"')
@@ -211,8 +199,8 @@ async def decide(request: web.Request) -> web.Response:
         return refuse(denied)
     try:
         rec = await request.app[DAEMON].decide(
-            rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=who.answered_by, via="api",
-            rooms=reach(request, who).rooms,  # a caller's other rooms' requests are unknown to it
+            rid, decision, option_id=option_id, scope=scope, feedback=feedback, by=who.answered_by,
+            rooms=reach.rooms,  # a caller's other rooms' requests are unknown to it
             answer=answer, person=who.user,  # a quorum counts the token's person, never the token
         )
     except NotCounted as e:
@@ -225,29 +213,21 @@ async def decide(request: web.Request) -> web.Response:
     return web.json_response(rec.to_api())
 
 
-async def events(request: web.Request) -> web.StreamResponse:
-    """GET /events (bot/api/events.py), holding a long-poll slot (an agent's: its budget's) while it streams."""
-    if isinstance(got := scoped(request, "read"), web.Response):
-        return got
-    limits, reach = request.app[LIMITS], got[1]  # the stream tells only the caller's rooms' requests
-    if counted(request):  # an agent's stream counts against its token's budget
+@route("read")
+async def events(request: web.Request, _: Caller, reach: Reach) -> web.StreamResponse:
+    """GET /events (bot/api/events.py), holding a long-poll slot (an agent's: its budget's) while it streams;
+    it tells only the caller's rooms' requests."""
+    with request.app[LIMITS].long_poll(not counted(request)):  # an agent's stream: its token's budget
         return await stream(request, reach)
-    if not limits.take_long_poll():
-        return busy(f"more than {limits.max_long_polls} long-polls at once; retry later")
-    try:
-        return await stream(request, reach)
-    finally:
-        limits.give_long_poll()
 
 
 async def healthz(request: web.Request) -> web.Response:
     return web.json_response(request.app[DAEMON].health())
 
 
-async def harness_event(request: web.Request) -> web.Response:
+@route("read")  # any valid token: it only wakes a poll
+async def harness_event(request: web.Request, _: Caller, __: Reach) -> web.Response:
     """A watched harness's event (e.g. its per-session webhook): only a hint to poll it now, body unread."""
-    if isinstance(denied := caller(request, "read"), web.Response):  # any valid token: it only wakes a poll
-        return denied
     if not request.app[DAEMON].harnesses.wake(request.match_info["name"]):
         return error(404, "not_found", "no watched harness by that name")
     return web.json_response({"ok": True}, status=202)
@@ -258,10 +238,9 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
-def create_app(daemon: Daemon, tokens: Tokens, limits: Limits | None = None) -> web.Application:
+def create_app(daemon: Daemon, tokens: Tokens, limits: Limits) -> web.Application:
     """The aiohttp application over ``daemon``, open to the callers ``tokens`` names (serve it with
     ``LimitedRunner`` and the same ``limits``)."""
-    limits = limits or Limits()
     app = web.Application(client_max_size=MAX_BODY, middlewares=[budget(tokens, limits), _errors])
     app[DAEMON] = daemon
     app[LIMITS] = limits
@@ -276,16 +255,9 @@ def create_app(daemon: Daemon, tokens: Tokens, limits: Limits | None = None) -> 
     app.router.add_get("/healthz", healthz)
     app.router.add_post("/harnesses/{name}/events", harness_event)
     app.router.add_get("/metrics", metrics)
-    from bot.api.hooks import add_hook_routes
-
     add_hook_routes(app)
-    from bot.api.rules import add_rule_routes
-
-    add_rule_routes(app)
-    from bot.api.sessions import add_session_routes
-
-    add_session_routes(app)
-    from bot.api.audit import add_audit_routes
-
-    add_audit_routes(app)
+    app.router.add_get("/rules", rules.list_rules)
+    app.router.add_post("/rules/end", rules.end_session)
+    app.router.add_delete("/rules/{id}", rules.revoke_rule)
+    app.router.add_get("/audit", audit)
     return app

@@ -10,8 +10,8 @@ import time
 
 from aiohttp import web
 
-from bot.api.auth import Denied, authenticate, may
-from bot.api.common import DAEMON, TOKENS, error, reach, refuse
+from bot.api.auth import DECIDER, Caller
+from bot.api.common import DAEMON, Reach, error, route
 from bot.inbox import ledger
 from bot.util.durations import parse_since
 
@@ -19,12 +19,10 @@ CONTENT_TYPE = "application/jsonl"
 BATCH = 200
 
 
-async def audit(request: web.Request) -> web.StreamResponse:
-    who = authenticate(request.app[TOKENS], request.headers.get("Authorization"))
-    if isinstance(who, Denied):
-        return refuse(who)
-    if may(who, "decide") is not None:
-        return refuse(Denied(403, "forbidden", f"token {who.name!r} has no decider role; the ledger needs one"))
+@route("read")
+async def audit(request: web.Request, who: Caller, reach: Reach) -> web.StreamResponse:
+    if DECIDER not in who.roles:
+        return error(403, "forbidden", f"token {who.name!r} has no decider role; the ledger needs one")
     daemon = request.app[DAEMON]
     since = request.query.get("since")
     try:
@@ -32,7 +30,7 @@ async def audit(request: web.Request) -> web.StreamResponse:
     except ValueError as e:
         return error(400, "bad_since", str(e))
     known = set(daemon.cfg.room_names)
-    scope = reach(request, who).rooms  # the one rule every read route goes through (bot.api.common)
+    scope = reach.rooms  # the one rule every read route goes through (bot.api.common)
     mine = known if scope is None else known & set(scope)
     room = request.query.get("room")
     if room is not None and room not in mine:
@@ -50,7 +48,3 @@ async def audit(request: web.Request) -> web.StreamResponse:
         await resp.write(("\n".join(chunk) + "\n").encode())
     await resp.write_eof()
     return resp
-
-
-def add_audit_routes(app: web.Application) -> None:
-    app.router.add_get("/audit", audit)

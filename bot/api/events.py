@@ -26,6 +26,7 @@ from aiohttp_sse import EventSourceResponse
 
 from bot.events.states import Change
 from bot.inbox.record import Record
+from bot.util.aio import sleep_unless_stopped
 
 if TYPE_CHECKING:
     from bot.api.common import Reach
@@ -92,10 +93,7 @@ async def stream(request: web.Request, reach: Reach) -> web.StreamResponse:
                         await resp.send(data, id=log.event_id(n), event=name)
                     last = n
                 if not kept:
-                    try:
-                        await asyncio.wait_for(tick.wait(), PING)
-                    except TimeoutError:
-                        pass
+                    await sleep_unless_stopped(tick, PING)
         except (ConnectionResetError, TimeoutError):  # gone, or stalled past the send timeout
             pass
     return resp

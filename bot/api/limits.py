@@ -1,4 +1,5 @@
-"""HTTP limits: a cap on open connections, a header-read timeout, budgets for requests in progress.
+"""HTTP limits: a cap on open connections, a header-read timeout, budgets for requests in progress, who a
+request counts against and the deadline for its body.
 
 At the connection cap a new connection evicts the oldest idle one (no request in progress);
 when none is idle, one whose request is not a decider's, from the caller holding the most
@@ -6,9 +7,10 @@ connections (an agent token, or the callers without a valid token); when every c
 serves a decider it gets ``503`` with ``Retry-After`` and is closed. A connection that has not
 sent a whole request head within ``HEADER_TIMEOUT`` is closed, and an idle keep-alive one (or
 one sending its next head) after ``KEEPALIVE_TIMEOUT``; a body must arrive whole within
-``BODY_TIMEOUT`` (``408``, see :mod:`bot.api.budget`). An agent token holds at most
-``PER_AGENT`` requests in progress (held hooks, long-polls, bodies being read: ``429``), all
-agent tokens together ``AGENT_TOTAL`` (``503``); other callers' long-polls at most
+``BODY_TIMEOUT`` (``408``: :class:`BodyTimeout`). An agent-only token holds at most ``PER_AGENT``
+requests in progress (anything: held hooks, long-polls, bodies being read; beyond it ``429``, before its
+body is read), all agent tokens together ``AGENT_TOTAL`` (``503``); decider tokens and callers without a
+token (``/healthz``, ``/metrics``, 401s) never count against it; other callers' long-polls at most
 ``MAX_LONG_POLLS`` (``503``). So idle sockets, parked long-polls, held hooks or trickled bodies
 cannot starve ``/healthz``, ``/metrics``, a decider, a read or another agent's submit.
 """
@@ -16,17 +18,18 @@ cannot starve ``/healthz``, ``/metrics``, a decider, a read or another agent's s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import structlog
 from aiohttp import web
+from aiohttp.typedefs import Handler, Middleware
 from aiohttp.web_protocol import RequestHandler
 
-log = structlog.get_logger("api")
+from bot.api.auth import DECIDER, Tokens
 
 MAX_CONNECTIONS = 512
 MAX_LONG_POLLS = 256
@@ -40,43 +43,42 @@ RETRY_AFTER = 2  # seconds, in every 429 and 503 for load
 
 @dataclass
 class Limits:
-    max_connections: int = MAX_CONNECTIONS
-    max_long_polls: int = MAX_LONG_POLLS
-    header_timeout: float = HEADER_TIMEOUT
-    body_timeout: float = BODY_TIMEOUT
     per_agent: int = PER_AGENT
     agent_total: int = AGENT_TOTAL
     long_polls: int = 0  # held now by callers without an agent budget
     agents: Counter[str] = field(default_factory=Counter)  # requests in progress per agent token
-    evicted: int = 0  # connections closed to make room
-    refused: int = 0  # connections, long-polls and agent requests refused for load
 
     def take_agent(self, name: str) -> web.Response | None:
         """Count one request of agent token ``name``; the 429/503 to answer when over its budget."""
         if self.agents[name] >= self.per_agent:
-            self.refused += 1
             why = f"token {name!r} has {self.per_agent} requests in progress, the most one agent token may hold"
             return busy(f"{why}; retry later", status=429)
         if self.agents.total() >= self.agent_total:
-            self.refused += 1
             return busy(f"agent tokens hold {self.agent_total} requests in progress together; retry later")
         self.agents[name] += 1
         return None
 
     def give_agent(self, name: str) -> None:
-        self.agents[name] -= 1
-        if self.agents[name] <= 0:
-            del self.agents[name]
+        self.agents -= Counter([name])  # a token down to none is dropped
 
-    def take_long_poll(self) -> bool:
-        if self.long_polls >= self.max_long_polls:
-            self.refused += 1
-            return False
+    @contextlib.contextmanager
+    def long_poll(self, needed: bool) -> Iterator[None]:
+        """Hold a long-poll slot meanwhile when ``needed`` (an agent's request counts against its token's budget
+        instead); :class:`Busy` when none is free."""
+        if not needed:
+            yield
+            return
+        if self.long_polls >= MAX_LONG_POLLS:
+            raise Busy(f"more than {MAX_LONG_POLLS} long-polls at once; retry later")
         self.long_polls += 1
-        return True
+        try:
+            yield
+        finally:
+            self.long_polls -= 1
 
-    def give_long_poll(self) -> None:
-        self.long_polls -= 1
+
+class Busy(Exception):
+    """Refused for load: answered :func:`busy` with this reason."""
 
 
 def busy(reason: str, status: int = 503) -> web.Response:
@@ -121,14 +123,6 @@ def _victim(open_now: Iterable[RequestHandler], me: RequestHandler) -> RequestHa
     return max(groups.values(), key=len)[0] if groups else None
 
 
-def mark(request: web.BaseRequest, caller: str, trusted: bool) -> None:
-    """Note on ``request``'s connection who it serves now: the token's name ("" for none); a
-    ``trusted`` (decider) one is never closed to make room."""
-    proto = request.protocol
-    if isinstance(proto, _Handler):
-        proto.caller, proto.trusted = caller, trusted
-
-
 class _Handler(RequestHandler):
     """aiohttp's connection handler with the connection cap and the header-read timeout."""
 
@@ -141,16 +135,14 @@ class _Handler(RequestHandler):
         super().connection_made(transport)
         server = cast(web.Server, self._manager)
         open_now = [h for h in server._connections if _live(h)]  # answered and closing ones are leaving
-        if len(open_now) > self.limits.max_connections:
+        if len(open_now) > MAX_CONNECTIONS:
             victim = _victim(open_now, self)
             if victim is None:
-                self.limits.refused += 1
                 cast(asyncio.Transport, transport).write(_REFUSAL_HTTP)
                 self.force_close()
                 return
-            self.limits.evicted += 1
             victim.force_close()
-        self._deadline = self._loop.call_later(self.limits.header_timeout, self._head_overdue)
+        self._deadline = self._loop.call_later(HEADER_TIMEOUT, self._head_overdue)
 
     def _head_overdue(self) -> None:
         self._deadline = None
@@ -164,20 +156,6 @@ class _Handler(RequestHandler):
         super().connection_lost(exc)
 
 
-class _Factory:
-    """The protocol factory the listening socket uses: aiohttp's server, with _Handler."""
-
-    def __init__(self, server: web.Server, limits: Limits) -> None:
-        self.server = server
-        self.limits = limits
-
-    def __call__(self) -> RequestHandler:
-        s: Any = self.server
-        h = _Handler(self.server, loop=s._loop, **s._kwargs)
-        h.limits = self.limits
-        return h
-
-
 class LimitedRunner(web.AppRunner):
     """An AppRunner whose sites apply ``limits`` to every connection."""
 
@@ -188,5 +166,51 @@ class LimitedRunner(web.AppRunner):
 
     @property
     def server(self) -> web.Server | None:
-        s = self._server
-        return None if s is None else cast(web.Server, _Factory(s, self.limits))
+        """The protocol factory the listening socket uses: aiohttp's server, with _Handler."""
+        s: Any = self._server
+        if s is None:
+            return None
+
+        def handler() -> RequestHandler:
+            h = _Handler(s, loop=s._loop, **s._kwargs)
+            h.limits = self.limits
+            return h
+
+        return cast(web.Server, handler)
+
+
+AGENT_SLOT: web.RequestKey[bool] = web.RequestKey("agent_slot", bool)
+
+
+class BodyTimeout(Exception):
+    """The request body did not arrive whole within the deadline (answered ``408``)."""
+
+
+def counted(request: web.Request) -> bool:
+    """Whether ``request`` already holds a slot of an agent token's budget."""
+    return bool(request.get(AGENT_SLOT))
+
+
+def budget(tokens: Tokens, limits: Limits) -> Middleware:
+    """The middleware that marks each request's connection (its caller; a ``trusted``, decider, one is never
+    closed to make room) and counts agent requests."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        who = tokens.identify(request.headers.get("Authorization")) if tokens.configured else None
+        trusted = who is not None and DECIDER in who.roles
+        if isinstance(proto := request.protocol, _Handler):  # whom its connection serves now ("": no token)
+            proto.caller, proto.trusted = who.name if who is not None else "", trusted
+        if who is None or trusted:
+            return await handler(request)
+        refused = limits.take_agent(who.name)
+        if refused is not None:
+            refused.force_close()  # its body is never read: do not keep the connection for it
+            return refused
+        request[AGENT_SLOT] = True
+        try:
+            return await handler(request)
+        finally:
+            limits.give_agent(who.name)
+
+    return middleware

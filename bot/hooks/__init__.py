@@ -7,7 +7,7 @@ prints; ``codex_trust`` (`hook trust codex`: the trusted_hash Codex checks, for 
 writes); ``program`` (this install's permission-bot, by its path); ``preview_files`` (which
 file a Write's preview may read, else path, size and SHA-256); ``clis`` the hook CLI names (imported
 by the command line without pydantic). The daemon side (``/hooks/{cli}`` and the hold of one request
-until it settles or its hook goes away) is in api/hooks.py and api/hook_hold.py.
+until it settles or its hook goes away) is in api/hook_hold.py.
 
 Also: ``asks`` (claude Code's ``AskUserQuestion`` and ``ExitPlanMode`` through the hook…).
 """

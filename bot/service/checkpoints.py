@@ -73,11 +73,9 @@ def content(seq: int, h: str) -> dict[str, Any]:
 class Checkpoints:
     """Posts the head into every station room when due."""
 
-    def __init__(
-        self, inbox: Inbox, matrix: Matrix, now: Callable[[], float], env: Mapping[str, str] | None = None
-    ) -> None:
+    def __init__(self, inbox: Inbox, matrix: Matrix, now: Callable[[], float]) -> None:
         self.inbox, self.matrix, self.now = inbox, matrix, now
-        self.period, self.delay = intervals(os.environ if env is None else env)
+        self.period, self.delay = intervals(os.environ)
         self.wake = asyncio.Event()
         self.warned: set[str] = set()  # rooms whose refusal of the state event was logged as a warning
 

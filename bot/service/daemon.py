@@ -24,12 +24,11 @@ from bot.inbox.db.fence import Deposed
 from bot.inbox.decisions import timeout_choice
 from bot.inbox.other_daemons import Across
 from bot.inbox.record import EXPIRED, Record, Settlement
-from bot.inbox.sessions import TooManyPending
+from bot.inbox.sessions import PendingCaps, TooManyPending
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
 from bot.matrix.client import Matrix
 from bot.matrix.station import EventHandler
-from bot.room.answers import RoomAnswers
 from bot.room.api_answers import settlement
 from bot.room.outbox import Outbox
 from bot.room.posts import check_submission
@@ -37,10 +36,9 @@ from bot.service import health
 from bot.service.by_rule import ByRule
 from bot.service.checkpoints import Checkpoints
 from bot.service.escalation import Escalations
-from bot.service.floods import Floods, caps_of
+from bot.service.floods import Floods
 from bot.service.hook_leases import HookLeases
-from bot.service.leader_term import CurrentMatrix, discard
-from bot.service.leadership import Leadership
+from bot.service.leadership import Leadership, discard
 from bot.service.metrics import Metrics, export_figures
 from bot.service.rooms import RoomFigures, Rooms
 from bot.service.state_db import new_holder, state_database
@@ -62,20 +60,20 @@ class Daemon:
     def __init__(self, cfg: Config, clock: Callable[[], float] = time.time) -> None:
         self.cfg = cfg
         self.now = clock
-        state = cfg.state_dir
-        secure_state_dir(state)
+        secure_state_dir(cfg.state_dir)
         self.holder = new_holder()
         self.inbox = Inbox(state_database(cfg, self.holder))  # SQLite under state, or [state] database
         self.metrics = Metrics(pending=self.inbox.count_pending)
         self.stop = asyncio.Event()
         self.wake_timer = asyncio.Event()
-        self.floods = Floods(caps_of(cfg), lambda room, text: self.matrix.rooms[room].notices.post(text))
+        caps = PendingCaps(per_token=cfg.api.max_pending_per_token, per_session=cfg.api.max_pending_per_session)
+        self.floods = Floods(caps, lambda room, text: self.matrix.rooms[room].notices.post(text))
         self.by_rule = ByRule(cfg, self.inbox, self.now, lambda: self.session_rules,
                              lambda: self.outbox.wake_post.set())  # the Matrix side of now (each term its own)
         self._build_matrix_side()  # matrix, outbox, rooms, checkpoints, escalations: built again each term
         self.room_figures = RoomFigures(self.rooms)
         self.metrics.registry.register(self.room_figures)
-        # the listeners reach the Matrix side of now (a demoted leader builds a new one: bot.service.leader_term)
+        # the listeners reach the Matrix side of now (a demoted leader builds a new one: bot.service.leadership)
         self.inbox.listen(self._on_change, every_daemon=True)
         self.inbox.listen(lambda k, r: self.outbox.on_change(k, r), every_daemon=True)  # another daemon's too
         self.inbox.on_release(lambda: self.outbox.wake_post.set())  # a held request another daemon released
@@ -84,7 +82,7 @@ class Daemon:
         self.webhooks = Webhooks(cfg.webhooks)
         self.inbox.listen(self.webhooks.on_change)
         self.inbox.listen(self.metrics.on_change)
-        export_figures(self.metrics, CurrentMatrix(lambda: self.matrix), self.webhooks)
+        export_figures(self.metrics, lambda: self.matrix, self.webhooks)
         self.harnesses = Harnesses(cfg.harnesses, self.inbox, now=self.now, timeout=cfg.prompts.timeout,
                                    after_new=self.by_rule.apply, room_of=cfg.room_of_harness)
         self.inbox.listen(self.harnesses.on_change, every_daemon=True)
@@ -103,13 +101,11 @@ class Daemon:
         self.matrix = Matrix(cfg.matrix, self.inbox, str(state), rooms=[(r.name, r.room) for r in cfg.rooms],
                              refused_for=lambda name: partial(self.on_refused_event, room=name),
                              durable_device=self.inbox.database.dialect.is_postgres)  # the device in the database
-        self.notices = self.matrix.notices  # the bot's m.notice chatter (the Matrix side posts its own too)
         self.outbox = Outbox(self.inbox, self.matrix, self.metrics, cfg.prompts, self.stop, self.now,
-                             self.on_room_event)
+                             lambda source: self.rooms.reprocess(source))  # a parked event, read again in its room
         self.rooms = Rooms(cfg, self.inbox, self.matrix, self.now, self.outbox.wake_post.set,
                            self.outbox.wake_settle.set)  # each station room's answers (bot/service/rooms.py)
-        self.room_answers: RoomAnswers = self.rooms.answers["default"]
-        self.session_rules = self.room_answers.session_rules
+        self.session_rules = self.rooms.answers["default"].session_rules
         self.checkpoints = Checkpoints(self.inbox, self.matrix, self.now)  # the ledger's head in the rooms
         self.escalations = Escalations(cfg, self.inbox, self.matrix, self.now)  # unanswered prompts, once
 
@@ -148,7 +144,7 @@ class Daemon:
         sub = parse_submission(body)
         self.harnesses.refuse_reserved(sub.session_id)
         now = self.now()
-        room = self.rooms.room_of_token(submitted_by)  # by the credential alone, never by the body
+        room = self.cfg.room_of_token(submitted_by)  # by the credential alone, never by the body
         m = self.matrix  # before the first sync, whether the room is encrypted is not known yet
         encrypted = m.rooms[room].encrypted or (self.cfg.matrix.encryption and not m.syncer.synced.is_set())
         check_submission(sub, now, self.cfg.prompts.timeout, encrypted=encrypted)
@@ -175,7 +171,6 @@ class Daemon:
         scope: str | None = None,
         feedback: str | None = None,
         by: str = "api",
-        via: str = "api",
         rooms: Collection[str] | None = None,
         answer: str | None = None,
         person: str | None = None,
@@ -187,7 +182,7 @@ class Daemon:
         rec = await self.inbox.get(request_id)
         if rec is None or not rec.pending or (rooms is not None and rec.room not in rooms):
             raise NotFound(request_id)
-        how = Via.CANCEL if decision == "cancel" else Via(via)
+        how = Via.CANCEL if decision == "cancel" else Via.API
         plan = settlement(rec, decision, option_id=option_id, scope=scope, answer=answer, by=by, via=how)
         chosen = plan.option_id
         settled = await self.inbox.settle(request_id, Settlement(
@@ -198,10 +193,6 @@ class Daemon:
         return settled
 
     # -- room events ----------------------------------------------------------
-    async def on_room_event(self, source: dict[str, Any]) -> None:
-        """A parked station-room event, read again in its own room (bot.service.rooms)."""
-        await self.rooms.reprocess(source)
-
     async def on_refused_event(self, source: dict[str, Any], room: str = "default") -> None:
         """An event the trust policy refused: never an answer, but a refused look-alike prompt still counts."""
         await self.rooms.answers[room].refused(source)
@@ -259,7 +250,7 @@ class Daemon:
         """The Matrix-side tasks, started (sync, outbox workers, notices, harness watchers); run by
         :class:`bot.service.supervisor.Supervisor`, which stops them."""
         def handler_for(name: str) -> EventHandler:  # stamps when answers are seen
-            return self.outbox.timings.room_handler(self.rooms.handler(name), self.now)
+            return self.outbox.timings.room_handler(self.rooms.answers[name].handle, self.now)
 
         return [
             asyncio.create_task(self.matrix.sync_forever(handler_for("default"), self.stop, handler_for), name="sync"),

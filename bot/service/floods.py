@@ -15,14 +15,9 @@ from collections.abc import Callable
 
 import structlog
 
-from bot.config import Config
 from bot.inbox.sessions import PendingCaps
 
 log = structlog.get_logger("daemon")
-
-
-def caps_of(cfg: Config) -> PendingCaps:
-    return PendingCaps(per_token=cfg.api.max_pending_per_token, per_session=cfg.api.max_pending_per_session)
 
 
 def cap_notice(token: str, cap: int, at: float) -> str:

@@ -34,31 +34,14 @@ def reasons(f: Facts, now: float) -> list[str]:
         out.append(f"not synced for {now - since:.0f} s (more than 2 x the sync timeout)")
     if f.send_failing:
         out.append(f"sends failing: {f.send_failing[:200]}")
-    if reason := rate_limit_reason(f.rate_limit):
-        out.append(reason)
-    return out
-
-
-def rate_limit_reason(status: Mapping[str, Any]) -> str | None:
-    """While the homeserver rate-limits the bot's account: what it costs so far and what fixes it."""
-    if not status.get("limited"):
-        return None
-    now = status.get("now") or {}
-    return (
-        f"the homeserver rate-limits the bot's account ({now.get('refusals', 0)} refusals, "
-        f"{now.get('sends_delayed', 0)} sends delayed up to {now.get('delay_max_s', 0)} s, for "
-        f"{now.get('seconds', 0)} s): prompts and answered edits go first, keycaps wait or are left out; "
-        f"{status.get('remedy', '')}"
-    )
-
-
-def harness_reasons(harnesses: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One reason per watched harness that is unreachable, refuses the token or cannot be found."""
-    out = []
-    for h in harnesses:
-        if h.get("state") in UNHEALTHY_HARNESS:
-            error = f": {str(h['error'])[:200]}" if h.get("error") else ""
-            out.append(f"harness {h.get('name')}: {h.get('state')}{error}")
+    if f.rate_limit.get("limited"):  # what the homeserver's rate limit costs so far and what fixes it
+        cost = f.rate_limit.get("now") or {}
+        out.append(
+            f"the homeserver rate-limits the bot's account ({cost.get('refusals', 0)} refusals, "
+            f"{cost.get('sends_delayed', 0)} sends delayed up to {cost.get('delay_max_s', 0)} s, for "
+            f"{cost.get('seconds', 0)} s): prompts and answered edits go first, keycaps wait or are left out; "
+            f"{f.rate_limit.get('remedy', '')}"
+        )
     return out
 
 
@@ -81,7 +64,12 @@ def body(
     ``database``: (since, why) while the state's database is unreachable (any role). ``rate_limit`` (the
     leader's): the homeserver's refusals for rate seen, the figures of the limit now or the last one, the remedy."""
     why = database_reasons(database, now)
-    why += (reasons(f, now) + harness_reasons(harnesses)) if role == "leader" else []
+    if role == "leader":
+        why += reasons(f, now)
+        for h in harnesses:  # one reason per watched harness unreachable, refusing the token or not found
+            if h.get("state") in UNHEALTHY_HARNESS:
+                error = f": {str(h['error'])[:200]}" if h.get("error") else ""
+                why.append(f"harness {h.get('name')}: {h.get('state')}{error}")
     out: dict[str, object] = {
         "ok": not why,
         "live": True,

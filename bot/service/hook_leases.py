@@ -46,8 +46,7 @@ class HookLeases:
     """This daemon's lease, and withdrawing what gone holders held."""
 
     def __init__(
-        self, inbox: Inbox, holder: str, now: Callable[[], float], *, beat: float = BEAT, lease: float = LEASE,
-        clock: Callable[[], float] = time.monotonic,
+        self, inbox: Inbox, holder: str, now: Callable[[], float], *, beat: float = BEAT, lease: float = LEASE
     ) -> None:
         """``holder``: this daemon's id (its hooks' ``held_by``); ``now``: the settlement clock."""
         self.inbox = inbox
@@ -55,7 +54,6 @@ class HookLeases:
         self.now = now
         self.beat = beat
         self.lease = lease
-        self.clock = clock
         self.shared = inbox.database.dialect.is_postgres
         self._live_since: float | None = None  # since when this daemon renewed its lease without a gap
         self._last: float | None = None
@@ -78,10 +76,8 @@ class HookLeases:
         while not stop.is_set():
             try:
                 await self._renew()
-                if self._live_since is not None and self.clock() - self._live_since >= self.lease:
+                if self._live_since is not None and time.monotonic() - self._live_since >= self.lease:
                     await self._withdraw_orphans(HOLDER_GONE)
-            except asyncio.CancelledError:
-                raise
             except Exception as e:  # a database outage: a gap in this daemon's renewals, so it judges nobody
                 self._live_since = None
                 self._outage.failed(e)
@@ -99,12 +95,12 @@ class HookLeases:
 
     async def _renew(self) -> None:
         await self.inbox.renew_lease(self.holder)
-        now = self.clock()
+        now = time.monotonic()
         if self._live_since is None or self._last is None or now - self._last > self.lease / 2:  # after a gap
             self._live_since = now
         self._last = now
 
-    async def _withdraw_orphans(self, why: str) -> int:
+    async def _withdraw_orphans(self, why: str) -> None:
         n = 0
         for rec in await self.inbox.orphaned(self.holder, self.lease):
             by = withdrawn_by(rec.label or "a")
@@ -114,4 +110,3 @@ class HookLeases:
                 n += 1
         if n:
             log.info("hook_orphans_withdrawn", count=n, reason=why)
-        return n

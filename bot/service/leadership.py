@@ -7,7 +7,8 @@ tasks created afterwards carry the term into every write transaction and before 
 :meth:`Leadership.while_leading` runs the Matrix side beside the heartbeat and raises
 :class:`Deposed` the moment the term is found over (a failed beat, or a fenced write or send that saw
 a newer term): the supervisor then ends the Matrix side at once, :meth:`Leadership.demote` makes this
-daemon a standby again and the daemon builds its Matrix side anew (bot.service.daemon): nothing of the
+daemon a standby again, :func:`discard` closes the old term's Matrix side (nio client, crypto store handle)
+and the daemon builds its Matrix side anew (bot.service.daemon): nothing of the
 old term's Matrix state (nio client, sync position, outbox queues) is reused, and a later election
 starts a fresh term from the database's state. The HTTP API serves throughout. On SQLite the daemon is always the leader
 and nothing is checked. A database lost for a while deposes no one by itself: the leader's
@@ -17,6 +18,7 @@ beat waits and reclaims its term when it is back (:meth:`bot.inbox.db.leader.Lea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Coroutine, Iterable
 from functools import partial
 from typing import Any
@@ -28,7 +30,9 @@ from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.fence import FENCE, Deposed, Fence, confirm
 from bot.inbox.db.leader import LEADERSHIP, Leader
 from bot.inbox.db.postgres import PostgresDatabase
+from bot.matrix.client import Matrix
 from bot.matrix.sender import Sender
+from bot.util.aio import sleep_unless_stopped
 from bot.util.backoff import Backoff
 from bot.util.outage import Outage
 
@@ -41,22 +45,18 @@ POLL = 1.0  # a standby's wait for the lock, and the leader's beat
 class Leadership:
     """This daemon's role (``leader`` or ``standby``) and, while it leads, its fence."""
 
-    def __init__(
-        self, db: Database, senders: Iterable[Sender], *, stale_after: float = STALE_AFTER, poll: float = POLL
-    ) -> None:
+    def __init__(self, db: Database, senders: Iterable[Sender]) -> None:
         self.fence: Fence | None = None
-        self.poll = poll
         self.leader: Leader | None = None
         if db.dialect.is_postgres:
             assert isinstance(db, PostgresDatabase)
-            self.leader = Leader(db, stale_after=stale_after, poll=poll)
+            self.leader = Leader(db, stale_after=STALE_AFTER, poll=POLL)
         self.guard(senders)
 
     @property
     def role(self) -> str:
-        if self.leader is None:
-            return "leader"
-        return "leader" if self.fence is not None and not self.fence.lost.is_set() else "standby"
+        leading = self.leader is None or (self.fence is not None and not self.fence.lost.is_set())
+        return "leader" if leading else "standby"
 
     async def elect(self) -> None:
         """Wait until this daemon leads (at once on SQLite); the term is fenced from here on in this context."""
@@ -74,8 +74,7 @@ class Leadership:
                 delay = pace.delay()
                 outage.failed(e, delay)
                 await asyncio.sleep(delay)
-        term = await self.leader.campaign()
-        self.fence = Fence(term)
+        self.fence = Fence(await self.leader.campaign())
         FENCE.set(self.fence)
 
     async def while_leading(self, body: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -88,8 +87,7 @@ class Leadership:
         try:
             await asyncio.wait([main, beat], return_when=asyncio.FIRST_COMPLETED)
         finally:
-            if not main.done():
-                main.cancel()
+            main.cancel()  # nothing when it is done already
             beat.cancel()
             await asyncio.gather(main, beat, return_exceptions=True)
         if self.fence.lost.is_set():
@@ -101,10 +99,7 @@ class Leadership:
         try:
             while not fence.lost.is_set():
                 await self.leader.beat()
-                try:
-                    await asyncio.wait_for(fence.lost.wait(), self.poll)
-                except TimeoutError:
-                    pass
+                await sleep_unless_stopped(fence.lost, POLL)
         except Deposed as e:
             fence.depose(str(e))
         log.error("leader_deposed", term=fence.term, action="stopping the Matrix side at once")
@@ -125,3 +120,15 @@ class Leadership:
         """Stopping: hand the leadership over at once (a standby need not wait for a stale beat)."""
         if self.leader is not None and self.fence is not None and not self.fence.lost.is_set():
             await self.leader.resign()
+
+
+async def discard(matrix: Matrix) -> None:
+    """Close an old term's Matrix side: its HTTP session (nothing in flight survives) and nio's store."""
+    try:
+        await matrix.close()
+    except Exception as e:  # the old side is dropped either way; the new one opens its own
+        log.warning("matrix_close_failed", error=f"{type(e).__name__}: {e}"[:300])
+    store: Any = getattr(matrix.client, "store", None)
+    if store is not None:
+        with contextlib.suppress(Exception):
+            store.database.close()

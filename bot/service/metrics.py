@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -29,6 +29,10 @@ from prometheus_client.registry import Collector
 
 from bot.inbox.record import Record
 
+if TYPE_CHECKING:
+    from bot.matrix.client import Matrix
+    from bot.service.webhooks import Webhooks
+
 BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 900.0, 3600.0, float("inf"))
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 P = "permission_bot_"
@@ -42,10 +46,8 @@ class _Read(Collector):
 
     def collect(self) -> Iterable[Metric]:
         for name, doc, kind, read in self.reads:
-            if kind == "counter":
-                yield CounterMetricFamily(name, doc, value=read())
-            else:
-                yield GaugeMetricFamily(name, doc, value=read())
+            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            yield family(name, doc, value=read())
 
 
 class Metrics:
@@ -83,14 +85,11 @@ class Metrics:
         elif kind == "amended":
             self.amended.inc()
         elif rec.outcome is not None:
-            self.settled(rec.state, rec.outcome.via, rec.outcome.decided_at - rec.requested_at)
+            self.resolved.labels(state=rec.state, via=rec.outcome.via).inc()
+            self.time_to_answer.observe(max(0.0, rec.outcome.decided_at - rec.requested_at))
 
     def posted(self) -> None:
         self.prompts_posted.inc()
-
-    def settled(self, state: str, via: str, seconds: float) -> None:
-        self.resolved.labels(state=state, via=via).inc()
-        self.time_to_answer.observe(max(0.0, seconds))
 
     async def render(self) -> bytes:
         """The exposition text (refreshing the pending gauge first)."""
@@ -99,38 +98,15 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class MatrixFigures(Protocol):
-    """What the Matrix side counts itself."""
-
-    @property
-    def sync_lag(self) -> float: ...
-    @property
-    def connected(self) -> bool: ...
-    @property
-    def send_errors(self) -> int: ...
-    @property
-    def rate_limited(self) -> bool: ...
-    @property
-    def rate_refusals(self) -> int: ...
-
-
-class WebhookFigures(Protocol):
-    """What the webhooks count themselves."""
-
-    @property
-    def delivered(self) -> int: ...
-    @property
-    def failed(self) -> int: ...
-
-
-def export_figures(metrics: Metrics, matrix: MatrixFigures, webhooks: WebhookFigures) -> None:
-    """The figures the Matrix side and the webhooks keep themselves, exported as read at scrape time."""
-    metrics.read("sync_lag_seconds", "Duration of the last completed /sync round trip.", lambda: matrix.sync_lag)
-    metrics.read("matrix_connected", "1 when the last sync succeeded.", lambda: 1 if matrix.connected else 0)
-    metrics.read("send_errors", "Failed sends to the homeserver.", lambda: matrix.send_errors, "counter")
+def export_figures(metrics: Metrics, matrix: Callable[[], Matrix], webhooks: Webhooks) -> None:
+    """The figures the Matrix side and the webhooks keep themselves, exported as read at scrape time (``matrix()``:
+    the Matrix side of now, never a discarded term's)."""
+    metrics.read("sync_lag_seconds", "Duration of the last completed /sync round trip.", lambda: matrix().sync_lag)
+    metrics.read("matrix_connected", "1 when the last sync succeeded.", lambda: 1 if matrix().connected else 0)
+    metrics.read("send_errors", "Failed sends to the homeserver.", lambda: matrix().send_errors, "counter")
     metrics.read("rate_limited", "1 while the homeserver rate-limits the bot's account.",
-                 lambda: 1 if matrix.rate_limited else 0)
-    metrics.read("rate_limit_refusals", "Sends the homeserver refused for rate (429).", lambda: matrix.rate_refusals,
-                 "counter")
+                 lambda: 1 if matrix().rate_limited else 0)
+    metrics.read("rate_limit_refusals", "Sends the homeserver refused for rate (429).",
+                 lambda: matrix().rate_refusals, "counter")
     metrics.read("webhook_delivered", "Webhook deliveries answered 2xx.", lambda: webhooks.delivered, "counter")
     metrics.read("webhook_failed", "Webhook deliveries given up or dropped.", lambda: webhooks.failed, "counter")

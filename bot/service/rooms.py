@@ -17,7 +17,6 @@ from bot.config import DEFAULT_ROOM, Config
 from bot.inbox.store import Inbox
 from bot.matrix.client import Matrix
 from bot.matrix.room import may_answer
-from bot.matrix.station import EventHandler
 from bot.room.answers import PARKED_ROOM, RoomAnswers
 
 
@@ -35,18 +34,6 @@ class Rooms:
                               room=name)
             for name, room in matrix.rooms.items()
         }
-
-    def room_of_token(self, token_name: str | None) -> str:
-        """The room the requests of the agent token ``token_name`` go to."""
-        return self.cfg.room_of_token(token_name)
-
-    def handler(self, name: str) -> EventHandler:
-        """The handler of room ``name``'s events."""
-        return self.answers[name].handle
-
-    def refused(self, name: str) -> EventHandler:
-        """What sees room ``name``'s events the trust policy refused."""
-        return self.answers[name].refused
 
     async def reprocess(self, source: dict[str, Any]) -> None:
         """A parked event, read again in the room it came from (its stored copy names it; see

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from collections.abc import Mapping
 from pathlib import Path
 
 from bot.config import Config
@@ -23,14 +22,14 @@ def new_holder() -> str:
     return f"{socket.gethostname()[:32]}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-def database_url(cfg: Config, env: Mapping[str, str] | None = None) -> str | None:
+def database_url(cfg: Config) -> str | None:
     """The database URL in force, or None for SQLite under the state folder."""
-    return resolve(cfg.state.database, os.environ if env is None else env)
+    return resolve(cfg.state.database)
 
 
-def state_database(cfg: Config, holder: str, env: Mapping[str, str] | None = None) -> Database:
+def state_database(cfg: Config, holder: str) -> Database:
     """The daemon's database, not started (raises ``DatabaseUrlError``, one line without a password)."""
-    url = database_url(cfg, env)
+    url = database_url(cfg)
     if not url:  # SQLite under the state folder: state.path chose it
         return create(f"sqlite:{Path(cfg.state_dir, 'inbox.sqlite3').resolve()}", holder=holder, key="state.path")
-    return create(url, holder=holder, key=source_key(os.environ if env is None else env))
+    return create(url, holder=holder, key=source_key())

@@ -78,9 +78,8 @@ class Supervisor:
         await asyncio.wait([main, stopped], return_when=asyncio.FIRST_COMPLETED)
         stopped.cancel()
         if not main.done():  # stopped: running loops end on their own; a log-in waiting on the network is cancelled
-            _, pending = await asyncio.wait([main], timeout=self.grace if d.ready else 0)
-            if pending:
-                main.cancel()
+            await asyncio.wait([main], timeout=self.grace if d.ready else 0)
+            main.cancel()  # nothing when it ended within the grace
         try:
             await main
         except asyncio.CancelledError:
