@@ -21,7 +21,7 @@ from typing import Any
 
 from bot.events.kinds import Question
 from bot.prompts.markdown import render
-from bot.prompts.message import GUTTER, SHORTENED
+from bot.prompts.message import GUTTER, SHORTENED, block, block_html, warn
 from bot.prompts.preview import Preview
 from bot.prompts.text import code_line, defang, esc, prose, prose_cut, valid, visible
 from bot.util.linkhost import link_host, shown_host
@@ -50,19 +50,22 @@ class Shown:
     complete: bool = True
 
 
-def _who(agent: str, cwd: str, items: list[dict[str, str]]) -> tuple[list[str], list[str]]:
-    lines: list[str] = []
-    html: list[str] = []
+Out = tuple[list[str], list[str], list[dict[str, str]]]
+"""Where a field goes: the body's lines, the HTML's field lines, the preview items."""
+
+
+def _field(out: Out, label: str, value: str, *, code: bool = False) -> None:
+    lines, html, items = out
+    lines.append(f"{label}: {value}")
+    html.append(f"<b>{label}:</b> " + (f"<code>{esc(value)}</code>" if code else esc(value)))
+    items.append({"type": "field", "label": label, "value": value})
+
+
+def _who(agent: str, cwd: str, out: Out) -> None:
     if agent:
-        lines.append(f"Agent: {prose(agent, 200)}")
-        html.append(f"<b>Agent:</b> {esc(prose(agent, 200))}")
-        items.append({"type": "field", "label": "Agent", "value": prose(agent, 200)})
+        _field(out, "Agent", prose(agent, 200))
     if cwd:
-        shown = code_line(cwd, 500)[0]
-        lines.append(f"Directory: {shown}")
-        html.append(f"<b>Directory:</b> <code>{esc(shown)}</code>")
-        items.append({"type": "field", "label": "Directory", "value": shown})
-    return lines, html
+        _field(out, "Directory", code_line(cwd, 500)[0], code=True)
 
 
 def question(
@@ -75,21 +78,15 @@ def question(
     html = [f"<p><strong>Question:</strong> {esc(text)}</p>"]
     fields: list[str] = []
     descriptions = dict(q.descriptions)
+    out = (lines, fields, items)
     if q.url:  # the bot's own lines: the agent's words stay on the Question line (prose is one line)
         host = prose(shown_host(link_host(q.url)), 400)  # question_of refused a link it cannot read
-        link = code_line(q.url, 2000)[0]
-        lines += [f"Host: {host}", f"Link: {link}"]
-        fields += [f"<b>Host:</b> {esc(host)}", f"<b>Link:</b> <code>{esc(link)}</code>"]
-        items += [{"type": "field", "label": "Host", "value": host}, {"type": "field", "label": "Link", "value": link}]
+        _field(out, "Host", host)
+        _field(out, "Link", code_line(q.url, 2000)[0], code=True)
         descriptions = {label: f"I opened the link on {host} and finished there" for _, label in labels[:-1]}
     if q.header.strip():
-        topic = prose(q.header, 200)
-        lines.append(f"Topic: {topic}")
-        fields.append(f"<b>Topic:</b> {esc(topic)}")
-        items.append({"type": "field", "label": "Topic", "value": topic})
-    who, who_html = _who(agent, cwd, items)
-    lines += who
-    fields += who_html
+        _field(out, "Topic", prose(q.header, 200))
+    _who(agent, cwd, out)
     how = "several choices allowed: give their numbers or names, separated by commas" if q.multi else "one choice"
     if len(labels) == 1:  # decline alone: the answer is the person's words
         how = {"number": "a number", "integer": "a whole number"}.get(q.answer_type, "your own words")
@@ -145,18 +142,15 @@ def _also(rest: Preview, lines: list[str], html: list[str], items: list[dict[str
     details) behind a gutter, and every field."""
     if not rest.items:
         return
-    lines.append(ALSO)
-    html.append(f"<p><strong>{esc(ALSO)}</strong></p>")
+    warn(ALSO, lines, html)
     for item in rest.items:
-        label = item.get("label", "")
-        if item.get("type") == "text":
-            lines.append(f"{label}:")
-            lines += [GUTTER + line for line in item.get("text", "").split("\n")]
-            lang = ' class="language-diff"' if label.startswith("Diff") else ""
-            html.append(f"<p><b>{esc(label)}</b></p><pre><code{lang}>{esc(item.get('text', ''))}</code></pre>")
+        label = item["label"]
+        if item["type"] == "text":
+            lines += block(label, item["text"])
+            html.append(block_html(label, item["text"]))
         else:
-            lines.append(f"{label}: {item.get('value', '')}")
-            html.append(f"<p><b>{esc(label)}:</b> {esc(item.get('value', ''))}</p>")
+            lines.append(f"{label}: {item['value']}")
+            html.append(f"<p><b>{esc(label)}:</b> {esc(item['value'])}</p>")
         items.append(item)
 
 
@@ -170,30 +164,25 @@ def plan(
     items: list[dict[str, str]] = []
     lines = [f"Plan to approve: {head}"]
     html = [f"<p><strong>Plan to approve:</strong> {esc(head)}</p>"]
-    who, who_html = _who(agent, cwd, items)
-    lines += who
+    who_html: list[str] = []
+    _who(agent, cwd, (lines, who_html, items))
     if who_html:
         html.append("<p>" + "<br>".join(who_html) + "</p>")
     text, was_cut = cut_plan(visible(plan_text(raw_input)).strip("\n"), limit)
     text = defang(text)
     items.append({"type": "text", "label": "Plan", "text": text})
-    lines.append("Plan:")
-    lines += [GUTTER + line for line in text.split("\n")]
+    lines += block("Plan", text)
     html.append(f"<blockquote>{render(text)}</blockquote>")
     if was_cut:
-        lines.append(PLAN_CUT)
-        html.append(f"<p><strong>{esc(PLAN_CUT)}</strong></p>")
+        warn(PLAN_CUT, lines, html)
     complete = not was_cut
     if rest is not None:
         _also(rest, lines, html, items)
         complete = complete and rest.complete
         if not rest.complete:
-            lines.append(SHORTENED)
-            html.append(f"<p><strong>{esc(SHORTENED)}</strong></p>")
-    lines.append("")
-    lines += [f"{n}. {label}" for n, label in enumerate(labels, 1)]
+            warn(SHORTENED, lines, html)
+    lines += ["", *(f"{n}. {label}" for n, label in enumerate(labels, 1)), "", PLAN_HINT]
     html.append("<ol>" + "".join(f"<li>{esc(label)}</li>" for label in labels) + "</ol>")
-    lines += ["", PLAN_HINT]
     html.append(f"<p>{esc(PLAN_HINT)}</p>")
     return Shown(title=head, body="\n".join(lines), html="".join(html), items=items, complete=complete)
 

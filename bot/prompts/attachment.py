@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from bot.prompts.message import GUTTER
+from bot.prompts.message import block, block_html, warn
 from bot.prompts.preview import gather
 from bot.prompts.text import code_shown, esc, prose
 
@@ -48,12 +48,11 @@ def _content(request_id: str, parts: list[tuple[str, str]], chars: int, lines: i
     for label, text in parts:
         shown, was_cut, _ = code_shown(text, chars, lines)  # written out is still all there
         cut_any = cut_any or was_cut
-        body += [f"{label}:", *(GUTTER + line for line in shown.split("\n"))]
-        html.append(f"<p><b>{esc(label)}</b></p><pre><code>{esc(shown)}</code></pre>")
+        body += block(label, shown)
+        html.append(block_html(label, shown, lang=False))
     if cut_any:
-        tail = "⚠ Still shortened here: read the whole request from the bot's HTTP API or `permissions ls --json`."
-        body.append(tail)
-        html.append(f"<p><strong>{esc(tail)}</strong></p>")
+        warn("⚠ Still shortened here: read the whole request from the bot's HTTP API or `permissions ls --json`.",
+             body, html)
     return {
         "msgtype": "m.notice",
         "body": "\n".join(body),

@@ -9,7 +9,6 @@ v1 card list them in that order with the agent's ids. Everything built here pass
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -29,23 +28,12 @@ MAX_OPTIONS = 20
 # the content twice (fallback + m.new_content), so the prompt keeps well under half of that.
 CONTENT_BUDGET = 24_000
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def deny_number(kinds: list[str]) -> int | None:
-    """The number (1-based, in shown order) a person types to deny: the first ``reject_once``, else the
-    first reject-flavoured option; None when nothing denies."""
-    for wanted in ("reject_once", "reject_always"):
-        if wanted in kinds:
-            return kinds.index(wanted) + 1
-    return None
-
 
 def _identity(name: str, value: object, *, limit: int | None = None) -> str:
     """An identifier that must travel unchanged: a non-empty string of valid Unicode, else ``ValueError``."""
     if not isinstance(value, str) or not value:
         raise ValueError(f"{name}: must be a non-empty string (got {value!r:.60})")
-    if _SURROGATE.search(value):
+    if valid(value) != value:
         raise ValueError(f"{name}: not valid Unicode")
     if limit is not None and len(value) > limit:
         raise ValueError(f"{name}: at most {limit} characters (got {len(value)})")
@@ -105,7 +93,7 @@ def build_prompt(
     """
     _identity("request_id", request_id)
     _identity("session_id", session_id)
-    if not isinstance(digest, str) or _SURROGATE.search(digest):
+    if not isinstance(digest, str) or valid(digest) != digest:
         raise ValueError("digest: must be a string of valid Unicode")
     if isinstance(revision, bool) or not isinstance(revision, int):
         raise ValueError(f"revision: must be an int (got {revision!r:.60})")
@@ -119,29 +107,24 @@ def build_prompt(
         "session_line": session_line or "",
     }
     facts["notes"] = meanings.notes(facts["acp"], tool_name=facts["tool"], plan=kind == Kind.PLAN)
+    locations = locations if isinstance(locations, list) else []
+    content = content if isinstance(content, list) else []
     facts["read"] = gather(
-        raw_input=raw_input,
-        tool_kind=facts["kind"],
-        title=facts["title"],
-        locations=locations if isinstance(locations, list) else [],
-        content=content if isinstance(content, list) else [],
+        raw_input=raw_input, tool_kind=facts["kind"], title=facts["title"], locations=locations, content=content
     )
     if kind == Kind.PLAN:  # what else the plan request carries: shown beside the plan, never hidden by it
-        rest_input, rest_content = asks.plan_rest(raw_input, content if isinstance(content, list) else [])
-        facts["rest"] = gather(raw_input=rest_input, tool_kind=None, title="",
-                               locations=locations if isinstance(locations, list) else [], content=rest_content)
+        rest_input, rest = asks.plan_rest(raw_input, content)
+        facts["rest"] = gather(raw_input=rest_input, tool_kind=None, title="", locations=locations, content=rest)
     ids = {"request_id": request_id, "session_id": session_id, "request_seq": request_seq}
-    subject = {"digest": digest, "revision": revision, "expires_at": format_utc_ms(expires_at)}
+    subject = {"id": request_id, "digest": digest, "schema": SUBJECT_SCHEMA, "revision": revision,
+               "expires_at": format_utc_ms(expires_at)}
+    asking = kind in (Kind.QUESTION, Kind.PLAN)
     result: dict[str, Any] = {}
-    if kind in (Kind.QUESTION, Kind.PLAN):
-        for step in range(len(asks.PLAN_STEPS)):
+    for step in range(len(asks.PLAN_STEPS) if asking else len(STEPS)):
+        if asking:
             result = _ask_at(facts, ids, subject, kind, raw_input, step)
-            if len(json.dumps(result, ensure_ascii=False).encode()) <= CONTENT_BUDGET:
-                break
-        validate_content(result)
-        return result
-    for limits in STEPS:
-        result = _prompt_at(facts, ids, subject, limits)
+        else:
+            result = _prompt_at(facts, ids, subject, STEPS[step])
         if len(json.dumps(result, ensure_ascii=False).encode()) <= CONTENT_BUDGET:
             break
     validate_content(result)
@@ -180,18 +163,13 @@ def _prompt_at(
     shown = _labels(v2_options, facts["notes"])
     if facts["session_line"]:
         shown.append(facts["session_line"])
-    preview = build_preview(
-        agent=facts["agent"],
-        cwd=facts["cwd"],
-        tool=facts["tool"],
-        tool_kind=facts["kind"],
-        facts=facts["read"],
-        limits=limits,
-    )
+    preview = build_preview(agent=facts["agent"], cwd=facts["cwd"], tool=facts["tool"], tool_kind=facts["kind"],
+                            facts=facts["read"], limits=limits)
     display = prose(v2_title) or prose(facts["tool"], limits.title) or "tool call"
-    deny = deny_number([kind for _, _, kind in facts["acp"]])
-    return _envelope(ids, subject, facts, v2_title, v2_options, message.body(display, preview, shown, deny),
-                     message.formatted(display, shown, preview, deny), preview.items, preview.complete)
+    kinds = [kind for _, _, kind in facts["acp"]]  # who denies: the first reject_once, else reject_always
+    deny = next((kinds.index(k) + 1 for k in ("reject_once", "reject_always") if k in kinds), None)
+    body, html = message.render(display, preview, shown, deny)
+    return _envelope(ids, subject, facts, v2_title, v2_options, body, html, preview.items, preview.complete)
 
 
 def _v2_options(acp: Sequence[tuple[str, str, str]], label_limit: int) -> list[dict[str, Any]]:
@@ -232,15 +210,7 @@ def _envelope(
     if facts["kind"]:
         prompt["tool_kind"] = facts["kind"]
     prompt["options"] = v2_options
-    prompt["subject"] = {
-        "id": ids["request_id"],
-        "digest": subject["digest"],
-        "schema": SUBJECT_SCHEMA,
-        "revision": subject["revision"],
-        "expires_at": subject["expires_at"],
-        "preview": items,
-        "preview_complete": complete,
-    }
+    prompt["subject"] = {**subject, "preview": items, "preview_complete": complete}
     prompt[CARD_KEY] = {
         "schema_version": 1,
         "session_id": ids["session_id"],

@@ -10,13 +10,12 @@ lines follow a gutter (``│ ``), so nothing the agent writes can pass for a ban
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from bot.prompts.preview import OUTSIDE, DiffSummary, Preview
+from bot.prompts.preview import Preview
 from bot.prompts.text import esc, title_html
 
 ANSWER_HINT = "Reply with the number, or the option's name."
-HINT_START = "Reply with the number"
+HINT_START = "Reply with "  # every answer hint starts so (a question's and a plan's too)
 
 
 def answer_hint(deny: int | None) -> str:
@@ -32,66 +31,56 @@ SHORTENED = (
 )
 
 
-def hint_html(deny: int | None) -> str:
-    return f"<p>{esc(answer_hint(deny))}</p>"
-
-
-def _diff_line(d: DiffSummary) -> str:
-    what = "new file, " if d.new_file else ""
-    return f"Diff: {d.path} ({what}+{d.added} −{d.removed} lines)"
-
-
-def _block(label: str, text: str) -> list[str]:
+def block(label: str, text: str) -> list[str]:
+    """A text behind the gutter, under its ``label:`` line."""
     return [f"{label}:", *(GUTTER + line for line in text.split("\n"))]
 
 
-def body(title: str, preview: Preview, labels: Sequence[str], deny: int | None = None) -> str:
-    """The plain-text body. ``title`` and ``labels`` are shown forms (see :func:`text.prose`); ``deny``: the
-    number of the option that denies (said on the last line)."""
+def block_html(label: str, text: str, *, head: bool = True, lang: bool = True) -> str:
+    """A text as a code block under its label (``head``); a diff's (with ``lang``) marked as one."""
+    cls = ' class="language-diff"' if lang and label.startswith("Diff") else ""
+    return ("" if not head else f"<p><b>{esc(label)}</b></p>") + f"<pre><code{cls}>{esc(text)}</code></pre>"
+
+
+def warn(text: str, lines: list[str], html: list[str]) -> None:
+    """A line of the bot's own, in bold in the HTML."""
+    lines.append(text)
+    html.append(f"<p><strong>{esc(text)}</strong></p>")
+
+
+def _field_html(item: Mapping[str, str]) -> str:
+    value = esc(item["value"])
+    if item["label"] in ("Location", "Directory", "Session directory"):
+        value = f"<code>{value}</code>"
+    return f"<b>{esc(item['label'])}:</b> {value}"
+
+
+def render(title: str, preview: Preview, labels: Sequence[str], deny: int | None = None) -> tuple[str, str]:
+    """The plain-text body and its HTML. ``title`` and ``labels`` are shown forms (see :func:`text.prose`);
+    ``deny``: the number of the option that denies (said on the last line). The HTML says the same (a diff in
+    full where the body sums it up): the title's inline code as ``<code>``, all else escaped."""
     lines = [f"Permission needed: {title}"]
-    fields = {item["label"]: item["value"] for item in preview.items if item["type"] == "field"}
-    for name in ("Agent", "Directory", "Session directory", "Tool", "Kind", OUTSIDE):
-        if name in fields:
-            lines.append(f"{name}: {fields[name]}")
-    if preview.command is not None:
-        lines += _block(*preview.command)
-    if preview.settings is not None:
-        lines += _block("Settings", preview.settings)
-    lines += [_diff_line(d) for d in preview.diffs]
-    if preview.details:  # one label over all of them (a hook's description and its session line)
-        lines += _block("Details", "\n".join(preview.details))
-    lines += [f"Location: {item['value']}" for item in preview.items if item["label"] == "Location"]
-    if not preview.complete:
-        lines.append(SHORTENED)
-    lines.append("")
-    lines += [f"{n}. {label}" for n, label in enumerate(labels, 1)]
-    lines += ["", answer_hint(deny)]
-    return "\n".join(lines)
-
-
-def formatted(title: str, labels: Sequence[str], preview: Preview, deny: int | None = None) -> str:
-    """The HTML body: the same content; the title's inline code as ``<code>``, all else escaped."""
-    items: Sequence[Mapping[str, Any]] = preview.items
-    parts = [f"<p><strong>Permission needed:</strong> {title_html(title)}</p>"]
-    fields = []
-    for item in items:
-        if item.get("type") == "field":
-            value = esc(str(item.get("value", "")))
-            if item.get("label") in ("Location", "Directory", "Session directory"):
-                value = f"<code>{value}</code>"
-            fields.append(f"<b>{esc(str(item.get('label', '')))}:</b> {value}")
+    html = [f"<p><strong>Permission needed:</strong> {title_html(title)}</p>"]
+    fields = [item for item in preview.items if item["type"] == "field"]
+    lines += [f"{item['label']}: {item['value']}" for item in fields if item["label"] != "Location"]
     if fields:
-        parts.append("<p>" + "<br>".join(fields) + "</p>")
-    last = ""
-    for item in items:
-        if item.get("type") == "text":
-            label = str(item.get("label", ""))
-            lang = ' class="language-diff"' if label.startswith("Diff") else ""
-            head = "" if label == last == "Details" else f"<p><b>{esc(label)}</b></p>"  # one label over details
-            parts.append(f"{head}<pre><code{lang}>{esc(str(item.get('text', '')))}</code></pre>")
+        html.append("<p>" + "<br>".join(_field_html(item) for item in fields) + "</p>")
+    diffs, last = iter(preview.diffs), ""
+    for item in preview.items:
+        if item["type"] == "text":
+            label, text = item["label"], item["text"]
+            head = not label == last == "Details"  # one label over all the details
+            html.append(block_html(label, text, head=head))
+            if label.startswith("Diff"):
+                d = next(diffs)
+                lines.append(f"Diff: {d.path} ({'new file, ' if d.new_file else ''}+{d.added} −{d.removed} lines)")
+            else:
+                lines += block(label, text) if head else [GUTTER + line for line in text.split("\n")]
             last = label
+    lines += [f"Location: {item['value']}" for item in fields if item["label"] == "Location"]
     if not preview.complete:
-        parts.append(f"<p><strong>{esc(SHORTENED)}</strong></p>")
-    parts.append("<ol>" + "".join(f"<li>{esc(label)}</li>" for label in labels) + "</ol>")
-    parts.append(hint_html(deny))
-    return "".join(parts)
+        warn(SHORTENED, lines, html)
+    lines += ["", *(f"{n}. {label}" for n, label in enumerate(labels, 1)), "", answer_hint(deny)]
+    html.append("<ol>" + "".join(f"<li>{esc(label)}</li>" for label in labels) + "</ol>")
+    html.append(f"<p>{esc(answer_hint(deny))}</p>")
+    return "\n".join(lines), "".join(html)

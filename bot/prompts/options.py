@@ -18,15 +18,14 @@ MEANING_ORDER = ("allow_once", "allow_always", "reject_once", "reject_always")
 T = TypeVar("T", bound=Mapping[str, Any])
 
 
+def _rank(option: Mapping[str, Any]) -> int:
+    kind = option.get("kind")
+    return MEANING_ORDER.index(kind) if kind in MEANING_ORDER else len(MEANING_ORDER)
+
+
 def by_meaning(options: Sequence[T]) -> list[T]:
     """ACP options (``optionId``, ``name``, ``kind``) in the shown order; a stable sort."""
-
-    def rank(item: tuple[int, T]) -> tuple[int, int]:
-        i, o = item
-        kind = o.get("kind")
-        return (MEANING_ORDER.index(kind) if kind in MEANING_ORDER else len(MEANING_ORDER), i)
-
-    return [o for _i, o in sorted(enumerate(options), key=rank)]
+    return sorted(options, key=_rank)
 
 
 def shown_order(options: Sequence[T], kind: str | None = None) -> list[T]:

@@ -58,14 +58,11 @@ class DiffSummary:
 
 @dataclass
 class Preview:
-    """The preview items, whether nothing was cut, and what the prose body says of them."""
+    """The preview items, whether nothing was cut, and the summary the prose body gives of each diff."""
 
     items: list[dict[str, str]] = field(default_factory=list)
     complete: bool = True
-    command: tuple[str, str] | None = None  # (label, shown text) of the command or raw input
-    settings: str | None = None  # shown text of the raw input's other fields (env, flags...)
     diffs: list[DiffSummary] = field(default_factory=list)
-    details: list[str] = field(default_factory=list)  # shown texts of the content blocks holding text
 
 
 def diff_text(item: Mapping[str, Any]) -> tuple[str, str, DiffSummary] | None:
@@ -73,15 +70,9 @@ def diff_text(item: Mapping[str, Any]) -> tuple[str, str, DiffSummary] | None:
     path, old, new = item.get("path"), item.get("oldText"), item.get("newText")
     if not isinstance(path, str) or not isinstance(new, str) or not (old is None or isinstance(old, str)):
         return None
-    text = "\n".join(
-        difflib.unified_diff(
-            old.splitlines() if old else [],
-            new.splitlines(),
-            fromfile=path if old is not None else "/dev/null",
-            tofile=path,
-            lineterm="",
-        )
-    )
+    lines = difflib.unified_diff(old.splitlines() if old else [], new.splitlines(),
+                                 fromfile=path if old is not None else "/dev/null", tofile=path, lineterm="")
+    text = "\n".join(lines)
     # After the "--- a" / "+++ b" header, a line is added (+), removed (-), context ( ) or a hunk (@@).
     added, removed = max(text.count("\n+") - 1, 0), text.count("\n-")
     return path, text or "(no changes)", DiffSummary(prose(path, 1000), added, removed, old is None)
@@ -147,27 +138,21 @@ def build_preview(
     """The preview of one request at the given cuts. Every text is made visible before it is cut."""
     out = Preview(complete=not facts.more)
 
-    def field_item(label: str, value: str, limit: int) -> None:
-        shown, was_cut = prose_cut(value, limit)
+    def field_item(label: str, value: str, limit: int, code: bool = False) -> None:
+        shown, was_cut = code_line(value, limit) if code else prose_cut(value, limit)
         out.complete = out.complete and not was_cut
         out.items.append({"type": "field", "label": label, "value": shown})
 
-    def text_item(label: str, text: str, limit: int) -> str:
+    def text_item(label: str, text: str, limit: int) -> None:
         shown, was_cut = code_text(text, limit, limits.lines)
         out.complete = out.complete and not was_cut
         out.items.append({"type": "text", "label": cut(label, limits.label)[0], "text": shown})
-        return shown
-
-    def code_field(label: str, value: str) -> None:
-        shown, was_cut = code_line(value, limits.title)
-        out.complete = out.complete and not was_cut
-        out.items.append({"type": "field", "label": label, "value": shown})
 
     shown = facts.shown
     if agent:
         field_item("Agent", agent, limits.title)
     if shown.cwd is not None:  # where it runs: the raw input's, and the session's beside it when it differs
-        code_field("Directory", shown.cwd)
+        field_item("Directory", shown.cwd, limits.title, code=True)
         if cwd and cwd != shown.cwd:
             field_item("Session directory", cwd, limits.title)
     elif cwd:
@@ -179,14 +164,14 @@ def build_preview(
     if shown.escalates:
         field_item(OUTSIDE, ", ".join(shown.escalates), limits.title)
     if shown.label is not None:
-        out.command = (shown.label, text_item(shown.label, shown.text, limits.command))
+        text_item(shown.label, shown.text, limits.command)
     if shown.settings:
-        out.settings = text_item("Settings", "\n".join(shown.settings), limits.command)
+        text_item("Settings", "\n".join(shown.settings), limits.command)
     for path, diff, summary in facts.diffs[: limits.items]:
         text_item(f"Diff: {prose(path, limits.label)}", diff, limits.diff)
         out.diffs.append(replace(summary, path=cut(summary.path, limits.title)[0]))
     for text in facts.texts[: limits.items]:
-        out.details.append(text_item("Details", text, limits.command))
+        text_item("Details", text, limits.command)
     for place in facts.places[: limits.items]:
         field_item("Location", place, limits.title)
     if max(len(facts.diffs), len(facts.texts), len(facts.places)) > limits.items:

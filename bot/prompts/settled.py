@@ -9,9 +9,8 @@ from typing import Any
 
 from bot.events import CARD_KEY, format_utc_ms, validate_content
 from bot.events.states import VIA_WORDS, State, Via
-from bot.prompts.asks import PLAN_HINT, QUESTION_HINT, QUESTION_HINT_CLOSED
 from bot.prompts.build import HTML_FORMAT
-from bot.prompts.message import ANSWER_HINT, HINT_START
+from bot.prompts.message import HINT_START
 from bot.prompts.text import cut, esc, one_line, prose, valid, visible
 
 MAX_FEEDBACK = 2000
@@ -19,22 +18,11 @@ MAX_FEEDBACK_SHOWN = 300
 
 
 def _outcome_line(
-    prompt: Mapping[str, Any],
-    *,
-    state: str,
-    option_id: str | None,
-    label: str | None,
-    answered_by: str,
-    via: str,
-    feedback: str | None,
-    answer: str | None = None,
+    meaning: object, *, state: str, option_id: str | None, label: str | None, answered_by: str, via: str,
+    feedback: str | None, answer: str | None,
 ) -> str:
-    """One line saying what was decided, by whom and how (the option label is agent text: shown as prose;
-    ``answer``: a question's answer as given)."""
-    meaning = next(
-        (o.get("meaning") for o in prompt.get("options", []) if isinstance(o, Mapping) and o.get("id") == option_id),
-        None,
-    )
+    """One line saying what was decided, by whom and how (``meaning``: the chosen option's; the option label is
+    agent text: shown as prose; ``answer``: a question's answer as given)."""
     named = f" ({prose(label)})" if label else ""
     chosen = {"approve": "Approved", "reject": "Rejected"}.get(str(meaning), "Chose")
     if state == State.RESOLVED and answer is not None:
@@ -58,46 +46,27 @@ def _outcome_line(
     return valid(line)
 
 
-def _strip_suffix(text: str, suffix: str) -> str:
-    return text[: -len(suffix)].rstrip("\n") if suffix and text.endswith(suffix) else text
-
-
-def _strip_hint(text: str) -> str:
-    """The body without its last paragraph when that is the answer hint (``Reply with the number ...``)."""
-    head, sep, last = text.rpartition("\n\n")
-    return head if sep and last.startswith(HINT_START) else text
-
-
-def _strip_hint_html(html: str) -> str:
+def _unasked(body: str, html: object) -> tuple[str, str]:
+    """The body and HTML without the answer hint (the last paragraph, ``Reply with ...``) and the numbered
+    options before it (``1. Allow once`` ...): settled, they are no longer choices, and the outcome line names
+    the one taken. No HTML: the body's, escaped."""
+    head, sep, last = body.rpartition("\n\n")
+    if sep and last.startswith(HINT_START):
+        body = head
+    head, sep, last = body.rpartition("\n\n")
+    if sep and all(line.startswith(f"{n}. ") for n, line in enumerate(last.split("\n"), 1)):
+        body = head
+    if not isinstance(html, str):
+        return body, esc(body)
     at = html.rfind(f"<p>{HINT_START}")
-    return html[:at] if at >= 0 and html.endswith("</p>") else html
-
-
-def _strip_options(text: str) -> str:
-    """The body without its numbered options (the last paragraph, ``1. Allow once`` ...): settled, they are
-    no longer choices, and the outcome line names the one taken."""
-    head, sep, last = text.rpartition("\n\n")
-    lines = last.split("\n")
-    numbered = all(line.startswith(f"{n}. ") for n, line in enumerate(lines, 1))
-    return head if sep and numbered else text
-
-
-def _strip_options_html(html: str) -> str:
+    html = html[:at] if at >= 0 and html.endswith("</p>") else html
     at = html.rfind("<ol>")
-    return html[:at] if at >= 0 and html.endswith("</ol>") else html
+    return body, html[:at] if at >= 0 and html.endswith("</ol>") else html
 
 
 def build_settled(
-    prompt: dict[str, Any],
-    *,
-    state: str,
-    option_id: str | None,
-    option_name: str | None,
-    answered_by: str,
-    via: str,
-    feedback: str | None,
-    decided_at: datetime,
-    answer: str | None = None,
+    prompt: dict[str, Any], *, state: str, option_id: str | None, option_name: str | None, answered_by: str,
+    via: str, feedback: str | None, decided_at: datetime, answer: str | None = None,
 ) -> dict[str, Any]:
     """The ``m.new_content`` of the edit that settles ``prompt``: the v2 content plus ``resolution``.
 
@@ -108,28 +77,11 @@ def build_settled(
     settled = copy.deepcopy(prompt)
     for key in ("m.relates_to", "m.new_content"):
         settled.pop(key, None)
-    label = option_name
-    if label is None and option_id is not None:
-        label = next(
-            (o.get("label") for o in settled.get("options", []) if isinstance(o, dict) and o.get("id") == option_id),
-            None,
-        )
-    line = _outcome_line(
-        settled,
-        state=state,
-        option_id=option_id,
-        label=label,
-        answered_by=answered_by,
-        via=via,
-        feedback=feedback,
-        answer=answer,
-    )
-    body, old_html = str(settled.get("body", "")), settled.get("formatted_body")
-    for hint in (ANSWER_HINT, QUESTION_HINT, QUESTION_HINT_CLOSED, PLAN_HINT):  # a question's or a plan's
-        body = _strip_suffix(body, hint)
-        old_html = _strip_suffix(old_html, f"<p>{esc(hint)}</p>") if isinstance(old_html, str) else old_html
-    body = _strip_options(_strip_hint(body))
-    old_html = _strip_options_html(_strip_hint_html(old_html)) if isinstance(old_html, str) else esc(body)
+    chosen = next((o for o in settled.get("options", []) if isinstance(o, Mapping) and o.get("id") == option_id), {})
+    label = chosen.get("label") if option_name is None and option_id is not None else option_name
+    line = _outcome_line(chosen.get("meaning"), state=state, option_id=option_id, label=label,
+                         answered_by=answered_by, via=via, feedback=feedback, answer=answer)
+    body, old_html = _unasked(str(settled.get("body", "")), settled.get("formatted_body"))
     settled.pop(CARD_KEY, None)  # the v1 card asks; the settled v2 content (with its resolution) answers
     settled["body"] = f"{line}\n\n{body}" if body else line
     settled["format"] = HTML_FORMAT
@@ -155,8 +107,5 @@ def edit_content(prompt_event_id: str, new_content: dict[str, Any]) -> dict[str,
     edits shows) is the outcome line alone, prefixed ``* ``: the whole settled message is in
     ``m.new_content``, and repeating it would double what every member downloads."""
     line = str(new_content.get("body", "")).split("\n", 1)[0]
-    edit: dict[str, Any] = {"msgtype": new_content.get("msgtype", "m.text"), "body": "* " + line}
-    edit["m.new_content"] = new_content
-    edit["m.relates_to"] = {"rel_type": "m.replace", "event_id": prompt_event_id}
-    edit["m.mentions"] = {}
-    return edit
+    return {"msgtype": new_content.get("msgtype", "m.text"), "body": "* " + line, "m.new_content": new_content,
+            "m.relates_to": {"rel_type": "m.replace", "event_id": prompt_event_id}, "m.mentions": {}}

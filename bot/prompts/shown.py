@@ -20,8 +20,6 @@ from typing import Any
 
 from bot.prompts.text import unquote_code
 
-__all__ = ["ESCALATION", "PROSE", "Shown", "as_json", "settings_of", "shown_input"]
-
 PROSE = frozenset({"description", "title", "reason", "explanation", "justification"})
 """The model's words about the call: they change nothing that runs, so they need not be shown."""
 ESCALATION = frozenset({
@@ -47,10 +45,6 @@ def as_json(value: object) -> str:
 
 def _shell_join(parts: Sequence[Any]) -> str:
     return shlex.join(p if isinstance(p, str) else as_json(p) for p in parts)
-
-
-def _key(key: str) -> str:
-    return key if _BARE_KEY.fullmatch(key) else as_json(key)
 
 
 @dataclass(frozen=True)
@@ -105,15 +99,10 @@ def _command_input(raw: Mapping[Any, Any], line: str) -> Shown:
         key = str(k)
         if key in _COMMAND_KEYS or key in PROSE:
             continue
-        settings.append(f"{_key(key)}: {as_json(v)}")
-    return Shown(
-        label="Command",
-        text=line,
-        cwd=cwd if isinstance(cwd, str) and cwd else None,
-        settings=tuple(settings),
-        escalates=tuple(str(k) for k, v in raw.items() if str(k) in ESCALATION and _truthy(v)),
-        env=_truthy(raw.get("env")),
-    )
+        settings.append(f"{key if _BARE_KEY.fullmatch(key) else as_json(key)}: {as_json(v)}")
+    escalates = tuple(str(k) for k, v in raw.items() if str(k) in ESCALATION and _truthy(v))
+    return Shown(label="Command", text=line, cwd=cwd if isinstance(cwd, str) and cwd else None,
+                 settings=tuple(settings), escalates=escalates, env=_truthy(raw.get("env")))
 
 
 def _unshown(value: object, by_diff: frozenset[str]) -> object:

@@ -14,24 +14,6 @@ import unicodedata
 
 from bot.util.words import clip
 
-__all__ = [
-    "blanks",
-    "code_line",
-    "code_shown",
-    "code_text",
-    "cut",
-    "cut_lines",
-    "defang",
-    "esc",
-    "one_line",
-    "prose",
-    "prose_cut",
-    "title_html",
-    "unquote_code",
-    "valid",
-    "visible",
-]
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Invisible or layout-changing: format (Cf: bidi controls, zero-width, tags), controls (Cc) but tab and
 # line feed, line/paragraph separators, and the blank "letters" that render as nothing.
@@ -113,11 +95,6 @@ def prose(text: str, limit: int | None = None) -> str:
     return defang(one_line(visible(text)))
 
 
-def _blank_run(m: re.Match[str]) -> str:
-    run = m.group(0)
-    return f"␠×{len(run)}" if run.strip(" ") == "" else f"<blank×{len(run)}>"
-
-
 def blanks(text: str) -> tuple[str, bool]:
     """``text`` with every long run of blanks that has text after it on its line written as ``␠×1900``
     (it would push that text out of view), and whether there was one. Indentation (blanks that start a
@@ -130,7 +107,8 @@ def blanks(text: str) -> tuple[str, bool]:
         if m.start() - start <= 1 and text[start : m.start()] in ("", "+", "-", " ") and len(m.group(0)) <= MAX_INDENT:
             return m.group(0)
         found = True
-        return _blank_run(m)
+        run = m.group(0)
+        return f"␠×{len(run)}" if run.strip(" ") == "" else f"<blank×{len(run)}>"
 
     out = _LONG_BLANK.sub(one, text)
     return out, found

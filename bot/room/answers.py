@@ -73,15 +73,8 @@ class RoomAnswers:
     limited to ``room``'s requests, and only ``room``'s answerers (power levels in that room) count."""
 
     def __init__(
-        self,
-        inbox: Inbox,
-        matrix: Matrix,
-        notices: Notices,
-        answerers: AnswerersConfig,
-        now: Callable[[], float],
-        wake_post: Callable[[], None],
-        wake_edits: Callable[[], None] = lambda: None,
-        room: str = "default",
+        self, inbox: Inbox, matrix: Matrix, notices: Notices, answerers: AnswerersConfig, now: Callable[[], float],
+        wake_post: Callable[[], None], wake_edits: Callable[[], None] = lambda: None, room: str = "default",
     ) -> None:
         self.inbox = inbox
         self.matrix = matrix
@@ -173,10 +166,7 @@ class RoomAnswers:
         return rec if rec is not None and rec.room == self.room else None
 
     async def _act(
-        self,
-        cand: answers.Candidate,
-        verdict: answers.Answer | answers.Refusal,
-        target_rec: Record | None,
+        self, cand: answers.Candidate, verdict: answers.Answer | answers.Refusal, target_rec: Record | None,
         in_view: bool = False,
     ) -> None:
         event_id, now = cand.event_id, self.now()
@@ -212,17 +202,12 @@ class RoomAnswers:
             await self.inbox.mark_handled(event_id, now)
             late = self._ours(await self.inbox.get(verdict.request_id))
             if late is not None:
-                self.notices.post(
-                    f"Already settled: {describe_outcome(late)}. Your answer changed nothing.",
-                    reply_to=event_id,
-                    thread_root=late.prompt_event_id or None,
-                )
+                self.notices.post(f"Already settled: {describe_outcome(late)}. Your answer changed nothing.",
+                                  reply_to=event_id, thread_root=late.prompt_event_id or None)
             return
         await asyncio.sleep(0)  # the long-poll waiting on it answers the agent now, before the rest of this batch
-        log.info(
-            "request_answered", request_id=settled.id, option_id=verdict.option_id, via=verdict.via,
-            by=verdict.sender,
-        )
+        log.info("request_answered", request_id=settled.id, option_id=verdict.option_id, via=verdict.via,
+                 by=verdict.sender)
         agent = feedback_dropped(settled.options, verdict.option_id, tool_name=settled.tool_name or "")
         if verdict.feedback and agent is not None:
             self.notices.post(f"{agent} gets no feedback with this option: your words after the number did not "
@@ -231,11 +216,7 @@ class RoomAnswers:
         if scope is not None:  # the sender may answer: checked above, as for every answer
             rule = await self.session_rules.add(scope, set_by=verdict.sender, request_id=settled.id, now=now)
             log.info("session_rule_added", rule_id=rule.id, request_id=settled.id, by=verdict.sender)
-            self.notices.post(
-                rule_notice(rule),
-                reply_to=event_id,
-                thread_root=settled.prompt_event_id or None,
-            )
+            self.notices.post(rule_notice(rule), reply_to=event_id, thread_root=settled.prompt_event_id or None)
 
     def _may(self, sender: str, rec: Record | None) -> bool:
         """Whether ``sender`` may answer ``rec``: whom it was escalated to; its ask rule's answerers when it
@@ -254,9 +235,5 @@ class RoomAnswers:
         if await self.inbox.get_kv(key):
             return
         await self.inbox.set_kv(key, iso_ms(self.now()))
-        self.notices.post(
-            f"Sorry {user}, you are not on the list of people who may answer permission prompts here, "
-            "so your answer changed nothing.",
-            reply_to=event_id,
-            thread_root=thread_root,
-        )
+        self.notices.post(f"Sorry {user}, you are not on the list of people who may answer permission prompts here, "
+                          "so your answer changed nothing.", reply_to=event_id, thread_root=thread_root)

@@ -13,7 +13,7 @@ backlog many prompts are pending anyway, so plain answers are asked about and re
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from itertools import zip_longest
+from itertools import chain, zip_longest
 
 from bot.events.kinds import Kind
 from bot.inbox.record import Record
@@ -29,14 +29,11 @@ def order(oldest: Sequence[Record], newest: Sequence[Record]) -> list[Record]:
     than ``BACKLOG`` wait; else the ``newest`` (newest first) and the oldest alternately, each once."""
     if len(oldest) <= BACKLOG:
         return list(oldest)
-    out: list[Record] = []
-    seen: set[str] = set()
-    for pair in zip_longest(newest, oldest):
-        for rec in pair:
-            if rec is not None and rec.id not in seen:
-                seen.add(rec.id)
-                out.append(rec)
-    return out
+    out: dict[str, Record] = {}
+    for rec in chain.from_iterable(zip_longest(newest, oldest)):
+        if rec is not None:
+            out.setdefault(rec.id, rec)
+    return list(out.values())
 
 
 def in_form_order(recs: Sequence[Record], unposted: Iterable[Record]) -> list[Record]:

@@ -30,7 +30,3 @@ def event_size(content: dict[str, Any], *, encrypted: bool, event_type: str = "m
     ciphertext = 4 * math.ceil((plain + MEGOLM_OVERHEAD) / 3)
     clear = _json_len(content.get("m.relates_to", {}))
     return ciphertext + clear + MEGOLM_FIELDS + ENVELOPE
-
-
-def fits(content: dict[str, Any], *, encrypted: bool) -> bool:
-    return event_size(content, encrypted=encrypted) <= MAX_EVENT

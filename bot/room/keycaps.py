@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import structlog
 
@@ -24,7 +25,7 @@ from bot import answers
 from bot.inbox.store import Inbox
 from bot.matrix import rate
 from bot.matrix.client import Matrix, SendFailed, txn_id
-from bot.prompts.options import by_meaning
+from bot.prompts.options import MEANING_ORDER, by_meaning
 from bot.room.quiet import Quiet
 from bot.util.aio import sleep_unless_stopped, wait_any
 
@@ -34,58 +35,42 @@ SEED_DELAY = 1.0  # seconds a prompt waits for a quick answer before the bot see
 SWEEP = 30.0  # seconds between clean-ups that look at every seeded reaction (the others look up settled ids)
 
 
-_PLAIN = ("allow_once", "allow_always", "reject_once", "reject_always")
-
-
 def seeded(kinds: Sequence[str]) -> list[int]:
     """The 0-based shown positions whose keycaps are seeded: allow once (else allow always) and the option
     that denies (reject once, else reject always); every one when any option is another kind (a question's
     choices, an agent's own kinds: no answer is more likely than another)."""
-    if any(k not in _PLAIN for k in kinds):
+    if any(k not in MEANING_ORDER for k in kinds):
         return list(range(min(len(kinds), len(answers.KEYCAPS))))
     out = []
-    for pair in (("allow_once", "allow_always"), ("reject_once", "reject_always")):
+    for pair in (MEANING_ORDER[:2], MEANING_ORDER[2:]):
         at = next((kinds.index(k) for k in pair if k in kinds), None)
         if at is not None and at < len(answers.KEYCAPS):
             out.append(at)
     return out
 
 
+@dataclass(eq=False)
 class Keycaps:
     """The ``seed`` and ``clear`` steps the outbox runs as workers."""
 
-    def __init__(
-        self,
-        inbox: Inbox,
-        matrix: Matrix,
-        seed_reactions: bool,
-        clear_reactions: bool,
-        stop: asyncio.Event,
-        now: Callable[[], float],
-        quiet: Quiet,
-        foreground_idle: asyncio.Event,
-    ) -> None:
-        self.inbox = inbox
-        self.matrix = matrix
-        self.seed_reactions = seed_reactions
-        self.clear_reactions = clear_reactions
-        self.stop = stop
-        self.now = now
-        self.quiet = quiet
-        self.foreground_idle = foreground_idle  # no prompt and no edit being sent (the outbox sets it)
-        self.wake_seed = asyncio.Event()
-        self.wake_clear = asyncio.Event()
-        self._settled: set[str] = set()  # settled since the last clean-up: their keycaps are looked up by id
-        self._swept = float("-inf")  # when the clean-up last looked at every seeded reaction
+    inbox: Inbox
+    matrix: Matrix
+    seed_reactions: bool
+    clear_reactions: bool
+    stop: asyncio.Event
+    now: Callable[[], float]
+    quiet: Quiet
+    foreground_idle: asyncio.Event  # no prompt and no edit being sent (the outbox sets it)
+    wake_seed: asyncio.Event = field(init=False, default_factory=asyncio.Event)
+    wake_clear: asyncio.Event = field(init=False, default_factory=asyncio.Event)
+    # settled since the last clean-up: their keycaps are looked up by id
+    _settled: set[str] = field(init=False, default_factory=set)
+    _swept: float = field(init=False, default=float("-inf"))  # when the clean-up last looked at every seeded reaction
 
     def settled(self, request_id: str) -> None:
         """A request was settled (by this daemon or another): its keycaps go at the next clean-up."""
         self._settled.add(request_id)
         self.wake_clear.set()
-
-    @property
-    def install_id(self) -> str:
-        return self.inbox.install_id
 
     async def background_turn(self) -> bool:
         """Wait until no prompt or edit is being sent and the room is quiet; False when stopping."""
@@ -118,7 +103,7 @@ class Keycaps:
                     return 10.0
                 owner = await self.inbox.get(rid)
                 room = owner.room if owner is not None else "default"
-                await self.matrix.redact(ev, txn_id("x", self.install_id, rid, key), reason="settled", room=room)
+                await self.matrix.redact(ev, txn_id("x", self.inbox.install_id, rid, key), reason="settled", room=room)
                 await self.inbox.mark_reaction_redacted(rid, key)
         return 30.0
 
@@ -140,19 +125,13 @@ class Keycaps:
                     continue
                 if not await self.background_turn():
                     return 10.0
-                if not await self._still_pending(rec.id):
+                if (now_rec := await self.inbox.get(rec.id)) is None or not now_rec.pending:
                     break
                 try:
-                    ev = await self.matrix.send(
-                        {
-                            "m.relates_to": {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key},
-                            "m.mentions": {},
-                        },
-                        txn_id("r", self.install_id, rec.id, str(i)),
-                        "m.reaction",
-                        room=rec.room,
-                        kind=rate.OPTIONAL,
-                    )
+                    relation = {"rel_type": "m.annotation", "event_id": rec.prompt_event_id, "key": key}
+                    ev = await self.matrix.send({"m.relates_to": relation, "m.mentions": {}},
+                                                txn_id("r", self.inbox.install_id, rec.id, str(i)), "m.reaction",
+                                                room=rec.room, kind=rate.OPTIONAL)
                 except SendFailed as e:
                     if not e.rate_limited:
                         raise
@@ -163,7 +142,3 @@ class Keycaps:
             self.settled(rec.id)  # it may have been answered meanwhile (the clean-up checks)
         nxt = await self.inbox.next_seed_due()
         return 10.0 if nxt is None else max(0.05, min(10.0, nxt + SEED_DELAY - self.now()))
-
-    async def _still_pending(self, request_id: str) -> bool:
-        rec = await self.inbox.get(request_id)
-        return rec is not None and rec.pending

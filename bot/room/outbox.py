@@ -17,90 +17,35 @@ the next prompt or its quick answer is on its way makes that round slower. A
 prompt settled any other way (API, CLI, hook, rule, timeout, cancel, an answer in
 a thread) shows settled only by its edit: ``settle`` sends that edit at once and a new
 prompt waits until it is in the room (else a plain answer under the new prompt
-would be asked about). Keycaps are background work: they wait until no prompt
-or urgent edit is being sent and the room is quiet, so a burst of seeding or clean-up
-(four events a prompt) never delays a prompt, an edit or a quick answer.
+would be asked about). Keycaps are background work (bot/room/keycaps.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import structlog
 
-from bot.config import PromptsConfig
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.fence import Deposed
 from bot.inbox.record import Record
-from bot.inbox.store import Inbox
-from bot.matrix.client import Matrix, SendFailed, txn_id
-from bot.matrix.retry import MatrixBackoff
-from bot.room.keycaps import Keycaps
-from bot.room.poster import EDITS_FIRST_WAIT, Counts, Poster
+from bot.matrix.client import SendFailed, txn_id
+from bot.room.poster import EDITS_FIRST_WAIT, SEND_CONCURRENCY, Counts, Poster
 from bot.room.posts import progress_edit, settled_content, short_settled_content
-from bot.room.quiet import EditPacer, Quiet
-from bot.room.timing import Timings
 from bot.util.aio import sleep_unless_stopped, wait_any
-from bot.util.backoff import NO_JITTER, Backoff, KeyedBackoff
+from bot.util.backoff import NO_JITTER, Backoff
 from bot.util.outage import Outage
 
 log = structlog.get_logger("outbox")
 
 FOREGROUND = ("post", "settle")  # workers whose sends a person waits for
 
-# Sends in flight to the homeserver at once, prompts and edits together. The room's DAG sets it: each
-# event the homeserver creates names at most 10 forward extremities as its prev_events, and events created
-# at once name the same ones, so more than 10 in flight (with the people's answers) forks the room for
-# good: Synapse then checks every extremity for each event it persists (bench/scale.py measured 16 in flight
-# growing them into the thousands, and posting slowing from 19 to 6 a second). Synapse persists one room's
-# events one at a time anyway; 6 keeps that queue full and leaves room for a few people answering at once.
-SEND_CONCURRENCY = 6
-# Edits the room already shows (their answers do) go as one burst (bot/room/quiet.py: one round pays for a few
-# seconds' edits), at most this many at once: the homeserver's 10 prev_events again.
-PACED_CONCURRENCY = 10
 __all__ = ["EDITS_FIRST_WAIT", "SEND_CONCURRENCY", "Counts", "Outbox"]
 
 
 class Outbox(Poster):
     """The post, settle and seed workers over one inbox and one Matrix side."""
-
-    def __init__(
-        self,
-        inbox: Inbox,
-        matrix: Matrix,
-        metrics: Counts,
-        prompts: PromptsConfig,
-        stop: asyncio.Event,
-        now: Callable[[], float],
-        reprocess: Callable[[dict[str, Any]], Awaitable[None]],
-    ) -> None:
-        self.inbox = inbox
-        self.matrix = matrix
-        self.metrics = metrics
-        self.prompts = prompts
-        self.stop = stop
-        self.now = now
-        self.reprocess = reprocess  # a parked room event, once its prompt's event id is known
-        self.wake_post = asyncio.Event()
-        self.wake_settle = asyncio.Event()
-        self.wake_pace = asyncio.Event()
-        self.foreground_idle = asyncio.Event()  # no prompt and no edit being sent
-        self.foreground_idle.set()
-        self._foreground = 0
-        self.sends = asyncio.Semaphore(SEND_CONCURRENCY)  # prompts and urgent edits in flight, together
-        self.paced_sends = asyncio.Semaphore(PACED_CONCURRENCY)  # edits the room already shows
-        self.retries = KeyedBackoff(MatrixBackoff)  # per record: one failing send never delays another record's
-        self.quiet = Quiet()  # edits and keycaps wait for it
-        self.edits_idle = asyncio.Event()  # no edit due that only it can show: a new prompt may go
-        self.edits_idle.set()
-        self._posting = False  # prompts being sent now
-        self._editing: set[str] = set()  # request ids whose edit is being sent (by settle or pace)
-        self.pacer = EditPacer()  # edits the room already shows (by their answers) wait for a quiet room
-        self.timings = Timings()  # each request's way through, logged as request_timing once edited
-        self.keycaps = Keycaps(inbox, matrix, prompts.seed_reactions, prompts.clear_reactions, stop, now, self.quiet,
-                               self.foreground_idle)
 
     def on_change(self, kind: str, rec: Record) -> None:
         """Inbox listener: a new request wakes the poster, a settlement the editor and the clean-up."""
@@ -134,7 +79,8 @@ class Outbox(Poster):
             wake.clear()
             foreground = name in FOREGROUND
             if foreground:
-                self._enter_foreground()
+                self._foreground += 1
+                self.foreground_idle.clear()
             try:
                 idle = await step()
                 pace.reset()
@@ -158,17 +104,10 @@ class Outbox(Poster):
                 continue
             finally:
                 if foreground:
-                    self._leave_foreground()
+                    self._foreground -= 1
+                    if self._foreground == 0 and not (self.wake_post.is_set() or self.wake_settle.is_set()):
+                        self.foreground_idle.set()
             await wait_any(self.stop, wake, idle)
-
-    def _enter_foreground(self) -> None:
-        self._foreground += 1
-        self.foreground_idle.clear()
-
-    def _leave_foreground(self) -> None:
-        self._foreground -= 1
-        if self._foreground == 0 and not (self.wake_post.is_set() or self.wake_settle.is_set()):
-            self.foreground_idle.set()
 
     async def _settle_step(self) -> float:
         """Edit at once the settled prompts only their edit shows settled (a new prompt waits for these);
@@ -203,25 +142,14 @@ class Outbox(Poster):
         return [r for r in recs if r.id not in self._editing]
 
     async def _pool(
-        self,
-        kind: str,
-        send: Callable[[Record], Awaitable[None]],
-        batch: list[Record],
-        sem: asyncio.Semaphore,
+        self, kind: str, send: Callable[[Record], Awaitable[None]], batch: list[Record], sem: asyncio.Semaphore
     ) -> None:
         """Run ``send`` over ``batch`` within ``sem`` (``sends``: prompts and urgent edits together;
         ``paced_sends``); a record whose send fails backs off alone."""
 
         async def one(rec: Record) -> None:
-            key = f"{kind}:{rec.id}"
             async with sem:
-                try:
-                    await send(rec)
-                except SendFailed as e:
-                    delay = self.retries.failed(key, self.now())
-                    log.warning("send_failed", worker=kind, request_id=rec.id, error=str(e), retry_in=round(delay, 2))
-                    return
-            self.retries.ok(key)
+                await self._attempt(kind, send, rec)
 
         results = await asyncio.gather(*(one(r) for r in batch), return_exceptions=True)
         for r in results:
@@ -239,18 +167,15 @@ class Outbox(Poster):
     async def _edit(self, rec: Record) -> None:
         self._editing.add(rec.id)  # settle and pace never send the same edit at once
         try:
-            await self._send_edit(rec)
+            # One txn per outcome: a retried edit is deduplicated, an amended outcome (a watched harness that
+            # no longer took the answer, bot/harness/) is a new edit.
+            o = rec.outcome
+            amended = () if o is None or not o.answered_by.startswith("harness:") else (o.answered_by, o.via, rec.state)
+            event_id = await self._send_or_short(
+                rec, settled_content(rec), short_settled_content, "e", "edit_too_large", "outcome line only", *amended
+            )
+            self.timings.edited(rec.id, self.now(), via=o.via if o else None)
+            await self.inbox.mark_edited(rec.id, event_id, shown=rec)  # an outcome amended meanwhile: edited again
+            log.info("prompt_edited", request_id=rec.id, state=rec.state)
         finally:
             self._editing.discard(rec.id)
-
-    async def _send_edit(self, rec: Record) -> None:
-        # One txn per outcome: a retried edit is deduplicated, an amended outcome (a watched harness that
-        # no longer took the answer, bot/harness/) is a new edit.
-        o = rec.outcome
-        amended = () if o is None or not o.answered_by.startswith("harness:") else (o.answered_by, o.via, rec.state)
-        event_id = await self._send_or_short(
-            rec, settled_content(rec), short_settled_content, "e", "edit_too_large", "outcome line only", *amended
-        )
-        self.timings.edited(rec.id, self.now(), via=o.via if o else None)
-        await self.inbox.mark_edited(rec.id, event_id, shown=rec)  # an outcome amended meanwhile is edited again
-        log.info("prompt_edited", request_id=rec.id, state=rec.state)

@@ -11,6 +11,7 @@ agent wrote can be a mention, a pill or a line of its own. A page of one prompt 
 from __future__ import annotations
 
 import html
+from collections import Counter
 from typing import Any
 from urllib.parse import quote
 
@@ -35,22 +36,16 @@ def link(room_id: str, event_id: str) -> str:
     return f"https://matrix.to/#/{quote(room_id, safe='!:')}/{quote(event_id, safe='$:')}"
 
 
-def _pill(user: str) -> str:
-    return f'<a href="https://matrix.to/#/{html.escape(quote(user, safe="@:"))}">{html.escape(user)}</a>'
-
-
 def page(recs: list[Record], mention: list[str], after: float, room_id: str) -> dict[str, Any]:
     """The page for ``recs`` (posted prompts of ``room_id``, oldest first) mentioning ``mention``."""
     who, waited = ", ".join(mention), format_age(after)
-    pills = ", ".join(_pill(u) for u in mention)
+    pills = ", ".join(f'<a href="https://matrix.to/#/{html.escape(quote(u, safe="@:"))}">{html.escape(u)}</a>'
+                      for u in mention)
     if len(recs) == 1:
         what = f"this {noun(recs[0].kind)} has waited {waited} without an answer. You may answer it now: " \
                "reply to the prompt."
     else:
-        kinds: dict[str, int] = {}
-        for r in recs:
-            kinds[r.kind] = kinds.get(r.kind, 0) + 1
-        counted = ", ".join(f"{n} {noun(k, n)}" for k, n in kinds.items())
+        counted = ", ".join(f"{n} {noun(k, n)}" for k, n in Counter(r.kind for r in recs).items())
         what = f"{len(recs)} prompts ({counted}) have waited {waited} without an answer. You may answer them " \
                "now: reply to each prompt."
     lines, items = [], []

@@ -2,7 +2,7 @@
 (in the order they came while the homeserver rate-limits the bot: a few a minute, none may jump the line;
 a form's questions one after another, in its order).
 
-A mixin of :class:`bot.room.outbox.Outbox` (which owns the attributes declared here): one worker step,
+The base of :class:`bot.room.outbox.Outbox` (it holds the outbox's state): one worker step,
 ``_post_step``, keeps up to SEND_CONCURRENCY sends in flight (the slots are shared with the urgent edits) and
 picks each next prompt when a slot frees, reading the inbox again whenever a request arrived, so a request
 submitted now never waits behind a backlog. A request a rule settled before it was posted goes settled, in
@@ -17,12 +17,14 @@ from typing import Any, Protocol
 
 import structlog
 
+from bot.config import PromptsConfig
 from bot.events.states import Via
 from bot.inbox.posting import HOLD_LAPSE
 from bot.inbox.record import Record
 from bot.inbox.store import Inbox
 from bot.matrix import rate
 from bot.matrix.client import Matrix, SendFailed, txn_id
+from bot.matrix.retry import MatrixBackoff
 from bot.room import backlog
 from bot.room.keycaps import Keycaps
 from bot.room.posts import (
@@ -41,6 +43,16 @@ from bot.util.backoff import KeyedBackoff
 log = structlog.get_logger("outbox")
 
 EDITS_FIRST_WAIT = 2.0  # seconds a new prompt waits at most for the edits due that nothing else shows
+# Sends in flight to the homeserver at once, prompts and edits together. The room's DAG sets it: each
+# event the homeserver creates names at most 10 forward extremities as its prev_events, and events created
+# at once name the same ones, so more than 10 in flight (with the people's answers) forks the room for
+# good: Synapse then checks every extremity for each event it persists (bench/scale.py measured 16 in flight
+# growing them into the thousands, and posting slowing from 19 to 6 a second). Synapse persists one room's
+# events one at a time anyway; 6 keeps that queue full and leaves room for a few people answering at once.
+SEND_CONCURRENCY = 6
+# Edits the room already shows (their answers do) go as one burst (bot/room/quiet.py: one round pays for a few
+# seconds' edits), at most this many at once: the homeserver's 10 prev_events again.
+PACED_CONCURRENCY = 10
 TURN = {"p": rate.PROMPT, "e": rate.EDIT}  # a prompt's and an edit's place among the sends a limit holds
 
 
@@ -58,25 +70,37 @@ class Counts(Protocol):
 
 
 class Poster:
-    """``_post_step`` and the sends it makes; the attributes are the outbox's."""
+    """``_post_step`` and the sends it makes; the state of the whole outbox (:class:`bot.room.outbox.Outbox`)."""
 
-    inbox: Inbox
-    matrix: Matrix
-    metrics: Counts
-    stop: asyncio.Event
-    now: Callable[[], float]
-    reprocess: Callable[[dict[str, Any]], Awaitable[None]]
-    wake_post: asyncio.Event
-    wake_settle: asyncio.Event
-    wake_pace: asyncio.Event
-    edits_idle: asyncio.Event
-    sends: asyncio.Semaphore
-    retries: KeyedBackoff
-    quiet: Quiet
-    pacer: EditPacer
-    timings: Timings
-    keycaps: Keycaps
-    _posting: bool
+    def __init__(
+        self, inbox: Inbox, matrix: Matrix, metrics: Counts, prompts: PromptsConfig, stop: asyncio.Event,
+        now: Callable[[], float], reprocess: Callable[[dict[str, Any]], Awaitable[None]],
+    ) -> None:
+        self.inbox = inbox
+        self.matrix = matrix
+        self.metrics = metrics
+        self.prompts = prompts
+        self.stop = stop
+        self.now = now
+        self.reprocess = reprocess  # a parked room event, once its prompt's event id is known
+        self.wake_post = asyncio.Event()
+        self.wake_settle = asyncio.Event()
+        self.wake_pace = asyncio.Event()
+        self.foreground_idle = asyncio.Event()  # no prompt and no edit being sent
+        self.foreground_idle.set()
+        self._foreground = 0
+        self.sends = asyncio.Semaphore(SEND_CONCURRENCY)  # prompts and urgent edits in flight, together
+        self.paced_sends = asyncio.Semaphore(PACED_CONCURRENCY)  # edits the room already shows
+        self.retries = KeyedBackoff(MatrixBackoff)  # per record: one failing send never delays another record's
+        self.quiet = Quiet()  # edits and keycaps wait for it
+        self.edits_idle = asyncio.Event()  # no edit due that only it can show: a new prompt may go
+        self.edits_idle.set()
+        self._posting = False  # prompts being sent now
+        self._editing: set[str] = set()  # request ids whose edit is being sent (by settle or pace)
+        self.pacer = EditPacer()  # edits the room already shows (by their answers) wait for a quiet room
+        self.timings = Timings()  # each request's way through, logged as request_timing once edited
+        self.keycaps = Keycaps(inbox, matrix, prompts.seed_reactions, prompts.clear_reactions, stop, now, self.quiet,
+                               self.foreground_idle)
 
     @property
     def install_id(self) -> str:
@@ -144,14 +168,8 @@ class Poster:
         return backlog.in_form_order(backlog.order(ready(oldest), ready(newest)), oldest + newest)
 
     async def _send_or_short(
-        self,
-        rec: Record,
-        content: dict[str, Any],
-        short: Callable[[Record], dict[str, Any]],
-        kind: str,
-        event: str,
-        fallback: str,
-        *parts: str,
+        self, rec: Record, content: dict[str, Any], short: Callable[[Record], dict[str, Any]], kind: str, event: str,
+        fallback: str, *parts: str,
     ) -> str:
         """Send ``content`` (txn ``kind``); one the homeserver refuses as too large goes as ``short(rec)`` (txn
         ``kind`` + "s"), logged as ``event``. Returns the event id."""
@@ -167,17 +185,23 @@ class Poster:
             short_txn = txn_id(kind + "s", self.install_id, rec.id, *parts)
             return await self.matrix.send(short(rec), short_txn, room=rec.room, kind=turn, order=order)
 
+    async def _attempt(self, kind: str, send: Callable[[Record], Awaitable[None]], rec: Record) -> None:
+        """``send(rec)``; a ``SendFailed`` backs off this record's ``kind`` sends alone (logged, not raised)."""
+        key = f"{kind}:{rec.id}"
+        try:
+            await send(rec)
+        except SendFailed as e:
+            delay = self.retries.failed(key, self.now())
+            log.warning("send_failed", worker=kind, request_id=rec.id, error=str(e), retry_in=round(delay, 2))
+            return
+        self.retries.ok(key)
+
     async def _post_one(
         self, rec: Record, flying: dict[str, asyncio.Task[None]], freed: asyncio.Event, errors: list[BaseException]
     ) -> None:
         """Send one prompt in a slot taken from ``sends``; a send that fails backs off alone."""
-        key = f"post:{rec.id}"
         try:
-            await self._post(rec)
-            self.retries.ok(key)
-        except SendFailed as e:
-            delay = self.retries.failed(key, self.now())
-            log.warning("send_failed", worker="post", request_id=rec.id, error=str(e), retry_in=round(delay, 2))
+            await self._attempt("post", self._post, rec)
         except Exception as e:  # the step raises it once the others are done (the worker logs and waits)
             errors.append(e)
         finally:

@@ -32,10 +32,9 @@ def prompt_content(rec: Record) -> dict[str, Any]:
         lines.append(progress(rec.approvals_needed, rec.approvals))
     if rec.escalated_at is not None:
         lines.append(f"Escalated to {', '.join(rec.escalated_to or [])}: no answer in time")
-    for line in reversed(lines):
-        content["body"] = f"{line}\n{content.get('body', '')}"
-        if "formatted_body" in content:
-            content["formatted_body"] = f"<p><b>{html.escape(line)}</b></p>{content['formatted_body']}"
+    content["body"] = "\n".join([*lines, content["body"]])
+    heads = "".join(f"<p><b>{html.escape(line)}</b></p>" for line in lines)
+    content["formatted_body"] = heads + content["formatted_body"]
     return content
 
 
@@ -47,23 +46,11 @@ def progress_edit(rec: Record) -> dict[str, Any]:
 
 def _prompt(rec: Record) -> dict[str, Any]:
     return build_prompt(
-        request_id=rec.id,
-        session_id=rec.session_id,
-        request_seq=rec.request_seq,
-        title=rec.title,
-        tool_kind=rec.tool_kind,
-        options=rec.options,
-        raw_input=rec.raw_input,
-        locations=rec.locations,
-        content=rec.content,
-        digest=rec.digest,
-        revision=rec.revision,
-        expires_at=to_datetime(rec.expires_at),
-        tool_name=rec.tool_name,
-        label=rec.label,
-        cwd=rec.cwd,
-        session_line=offered(facts(rec), [str(o.get("kind")) for o in rec.options]),
-        kind=rec.kind,
+        request_id=rec.id, session_id=rec.session_id, request_seq=rec.request_seq, title=rec.title,
+        tool_kind=rec.tool_kind, options=rec.options, raw_input=rec.raw_input, locations=rec.locations,
+        content=rec.content, digest=rec.digest, revision=rec.revision, expires_at=to_datetime(rec.expires_at),
+        tool_name=rec.tool_name, label=rec.label, cwd=rec.cwd,
+        session_line=offered(facts(rec), [str(o.get("kind")) for o in rec.options]), kind=rec.kind,
     )
 
 
@@ -122,14 +109,8 @@ def settled_new_content(rec: Record) -> dict[str, Any]:
     assert rec.outcome is not None
     o = rec.outcome
     return build_settled(
-        prompt_content(rec),
-        state=rec.state,
-        option_id=o.option_id,
-        option_name=rec.option_name(o.option_id),
-        answered_by=o.answered_by,
-        via=o.via,
-        feedback=o.feedback,
-        decided_at=to_datetime(o.decided_at),
+        prompt_content(rec), state=rec.state, option_id=o.option_id, option_name=rec.option_name(o.option_id),
+        answered_by=o.answered_by, via=o.via, feedback=o.feedback, decided_at=to_datetime(o.decided_at),
         answer=answer_of(rec),
     )
 

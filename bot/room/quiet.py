@@ -46,7 +46,6 @@ class Quiet:
         return max(0.0, *waits)
 
 
-
 class EditPacer:
     """When the held edits (prompts the room already shows settled) may go: once the room is quiet, or,
     ``EDIT_MAX_WAIT`` after they began to wait, right after the next prompt is posted."""
