@@ -28,10 +28,9 @@ import structlog
 
 from bot.events.kinds import Kind
 from bot.events.states import Via
-from bot.hooks.asks import form_decision, form_digest
 from bot.hooks.models import Cli, HookInput, parse_hook_input
-from bot.hooks.output import decision
-from bot.hooks.translate import build_submissions
+from bot.hooks.output import decision, form_decision
+from bot.hooks.translate import build_submissions, form_digest
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.record import Record
 from bot.inbox.session_rules import origin_of
