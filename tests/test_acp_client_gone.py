@@ -13,7 +13,6 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from bot.acp import run as acp_run
-from bot.acp.proxy import Proxy
 from bot.door import run as door_run
 from bot.door.config import ProxyConfig
 
@@ -32,7 +31,7 @@ async def proxy_run(agent: list[str]) -> AsyncIterator[tuple[asyncio.Future[int]
         os.close(client_in_w)
 
     try:
-        yield asyncio.ensure_future(acp_run.run(Proxy(cfg))), leave
+        yield asyncio.ensure_future(acp_run.run_proxy(cfg)), leave
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):  # the run's handlers, off the test's loop
             loop.remove_signal_handler(sig)

@@ -17,10 +17,10 @@ from bot.answers.questions import resolve_question
 from bot.events import validate_content
 from bot.events.kinds import ANSWERED, Kind, request_kind
 from bot.events.states import State, Via
-from bot.hooks.asks import form_decision, form_digest, plan_decision
 from bot.hooks.command import expected_digest
 from bot.hooks.models import parse_hook_input
-from bot.hooks.translate import build_submissions
+from bot.hooks.output import form_decision, plan_decision
+from bot.hooks.translate import build_submissions, form_digest
 from bot.inbox.record import Outcome, Record
 from bot.inbox.submission import parse_submission
 from bot.prompts.markdown import render

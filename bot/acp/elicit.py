@@ -28,9 +28,9 @@ import structlog
 from bot.acp import messages
 from bot.acp.request import Host
 from bot.door import forms
-from bot.door.ids import FWD_PREFIX, id_key, line_of
+from bot.door.ids import FWD_PREFIX, id_key
 from bot.door.questions import QuestionRequest, QuestionSet
-from bot.door.relay import FdSink, in_thread
+from bot.door.relay import FdSink
 from bot.events import kinds
 
 log = structlog.get_logger("bot.acp")
@@ -50,12 +50,13 @@ class FormHost(Host, Protocol):
     fwd_id: str
     client_elicitation: frozenset[str]
     to_client: FdSink | None
-    forwarded: dict[str, asyncio.Future[dict[str, Any]]]
     withdrawn_fwd: set[str]
 
     def next_n(self) -> int: ...
 
-    def relay_to_client(self, data: bytes) -> None: ...
+    async def ask_client(self, msg: dict[str, Any], fresh: str) -> dict[str, Any]: ...
+
+    async def cancel_at_client(self, fresh: str) -> None: ...
 
 
 class Elicitation(QuestionSet):
@@ -121,15 +122,13 @@ class Elicitation(QuestionSet):
         if self.answer_agent:
             await self.proxy.send_agent({"jsonrpc": "2.0", "id": self.rpc_id, **self.reply(reply)})
 
-    def _client_may(self) -> bool:
-        return self.mode in self.proxy.client_elicitation and self.proxy.to_client is not None
-
     async def _resolve(self) -> dict[str, Any]:
         """The JSON-RPC reply for the agent, without its id: ``{"result": ...}`` or the client's ``error``."""
         if self.invalid is not None:
             self.log.warning("elicitation_not_askable", reason=self.invalid)
         room = asyncio.ensure_future(self._room()) if self.form is not None and self.invalid is None else None
-        client = asyncio.ensure_future(self._client()) if self._client_may() else None
+        client_may = self.mode in self.proxy.client_elicitation and self.proxy.to_client is not None
+        client = asyncio.ensure_future(self._client()) if client_may else None
         stop = asyncio.ensure_future(self._cancel.wait())
         waiting: set[asyncio.Future[Any]] = {t for t in (room, client, stop) if t is not None}
         try:
@@ -223,16 +222,8 @@ class Elicitation(QuestionSet):
 
     async def _client(self) -> dict[str, Any]:
         """The request at the client under a fresh id; its reply (a JSON-RPC message)."""
-        proxy = self.proxy
-        assert proxy.to_client is not None
-        self.fwd = f"{FWD_PREFIX}{proxy.fwd_id}:e{self.n}"
-        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        proxy.forwarded[self.fwd] = fut
-        try:
-            await in_thread(proxy.to_client.write, line_of({**self.msg, "id": self.fwd}))
-            return await fut
-        finally:
-            proxy.forwarded.pop(self.fwd, None)
+        self.fwd = f"{FWD_PREFIX}{self.proxy.fwd_id}:e{self.n}"
+        return await self.proxy.ask_client(self.msg, self.fwd)
 
     async def _withdraw_client(self, client: asyncio.Future[Any] | None) -> None:
         """``$/cancel_request`` to the client for its copy (its late reply is dropped)."""
@@ -241,8 +232,7 @@ class Elicitation(QuestionSet):
         if not client.done():
             client.cancel()
         self.proxy.withdrawn_fwd.add(self.fwd)
-        note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": self.fwd}}
         try:
-            await in_thread(self.proxy.relay_to_client, line_of(note))
+            await self.proxy.cancel_at_client(self.fwd)
         except OSError as e:
             self.log.info("client_copy_withdraw_failed", error=str(e) or type(e).__name__)

@@ -47,11 +47,6 @@ def is_permission_request(msg: Any) -> bool:
     return isinstance(msg, dict) and msg.get("method") == "session/request_permission" and _is_request(msg)
 
 
-def is_elicitation(msg: Any) -> bool:
-    """An ``elicitation/create`` request (id, params object, no result or error)."""
-    return isinstance(msg, dict) and msg.get("method") == "elicitation/create" and _is_request(msg)
-
-
 def _is_request(msg: dict[str, Any]) -> bool:
     return "id" in msg and isinstance(msg.get("params"), dict) and "result" not in msg and "error" not in msg
 
@@ -84,7 +79,7 @@ class FromAgent:
         if is_permission_request(msg):
             self._loop.call_soon_threadsafe(proxy.on_permission_request, msg)
             return False
-        if is_elicitation(msg):
+        if method == "elicitation/create" and _is_request(msg):
             if "sessionId" not in msg["params"] and (tied := id_key(msg["params"].get("requestId"))) is not None:
                 self._tied.add(tied)
             self._loop.call_soon_threadsafe(proxy.on_elicitation, msg)
@@ -174,8 +169,7 @@ class FromClient:
         had = caps.get("elicitation")
         had = dict(had) if isinstance(had, dict) else {}
         proxy.client_elicitation = frozenset(m for m in ("form", "url") if isinstance(had.get(m), dict))
-        caps["elicitation"] = {**had, "form": had.get("form") if isinstance(had.get("form"), dict) else {},
-                               "url": had.get("url") if isinstance(had.get("url"), dict) else {}}
+        caps["elicitation"] = {**had, **{m: had[m] if m in proxy.client_elicitation else {} for m in ("form", "url")}}
         out = {**msg, "params": {**msg["params"], "clientCapabilities": caps}}
         log.info("elicitation_advertised_to_agent", client_elicitation=sorted(proxy.client_elicitation))
         if proxy.to_agent is None:

@@ -46,21 +46,17 @@ class BadMessage(ValueError):
     """ACP params the proxy will not act on: the message names the first wrong field."""
 
 
-def first_error(e: ValidationError) -> str:
-    """``field.path: what is wrong`` for the first error pydantic found (wire names)."""
-    err = e.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "params"
-    return f"{where}: {err['msg']}"
-
-
 def parse(model: type[M], params: Any, *, strict: bool = False) -> M:
-    """``params`` as ``model``; BadMessage naming the field when it does not fit."""
+    """``params`` as ``model``; BadMessage naming the field when it does not fit (``field.path: what is wrong``,
+    the first error pydantic found, in wire names)."""
     if not isinstance(params, dict):
         raise BadMessage("params: expected an object")
     try:
         return model.model_validate(params, strict=strict)
     except ValidationError as e:
-        raise BadMessage(first_error(e)) from None
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "params"
+        raise BadMessage(f"{where}: {err['msg']}") from None
 
 
 def permission_request(params: Any) -> RequestPermissionRequest:

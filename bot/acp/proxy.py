@@ -1,14 +1,10 @@
-"""The ACP proxy's state: the pending requests and the hooks the line filters call.
+"""The ACP proxy's state: the pending requests and forms, and the hooks the line filters call.
 
-Everything it does not handle passes byte for byte, both ways (:mod:`bot.door.relay`), every ACP
-method and notification it does not know included. From the agent it takes
-``session/request_permission`` (:mod:`bot.acp.request`), ``$/cancel_request`` for one of them
-(withdrawn) and notes ``session/update`` tool calls (to complete sparse requests); from the
-client it acts on ``session/cancel`` (pending requests cancelled in the daemon and answered
-before the cancel is relayed), notes the ``cwd`` of ``session/new`` and kin, and takes the answers
-to requests it forwarded in ``--fallback forward`` mode. Which lines are parsed:
-:mod:`bot.acp.filters`; what the agent is told: :mod:`bot.door.outcomes`; the run (the agent,
-both pumps, the end): :mod:`bot.acp.run`.
+Everything it does not handle passes byte for byte, both ways (:mod:`bot.door.relay`). From the agent it takes
+``session/request_permission`` (:mod:`bot.acp.request`) and ``elicitation/create`` (:mod:`bot.acp.elicit`), and
+``$/cancel_request`` for one of them (withdrawn); from the client it acts on ``session/cancel`` (pending requests
+cancelled in the daemon and answered before the cancel is relayed) and takes the answers to requests it forwarded
+(``--fallback forward``). Which lines are parsed and noted: :mod:`bot.acp.filters`; the run: :mod:`bot.acp.run`.
 """
 from __future__ import annotations
 
@@ -16,7 +12,6 @@ import asyncio
 from typing import Any
 
 import structlog
-from acp.schema import CancelRequestNotification
 
 from bot.acp.elicit import Elicitation
 from bot.acp.messages import withdrawn_id
@@ -119,9 +114,7 @@ class Proxy(DoorProxy):
         if req is None:
             return False  # not one of ours: it goes to the client unchanged
         if isinstance(req, Request) and req.forwarded:  # the client holds it under the proxy's id: tell it so
-            withdraw = CancelRequestNotification(request_id=self._fwd_id(req))
-            note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": outcomes.wire(withdraw)}
-            await in_thread(self.relay_to_client, line_of(note))
+            await self.cancel_at_client(self._fwd_id(req))
             return True
         req.log.info("permission_request_withdrawn_by_agent")
         req.cancel("agent", withdrawn=True)
@@ -132,16 +125,24 @@ class Proxy(DoorProxy):
 
     async def forward(self, req: DaemonRequest) -> None:
         """Fallback: send the request to the client under a fresh id, relay its answer back."""
+        reply = await self.ask_client(req.msg, self._fwd_id(req))
+        await self.send_agent({**reply, "id": req.rpc_id})
+
+    async def cancel_at_client(self, fresh: str) -> None:
+        """``$/cancel_request`` to the client for what it holds under the proxy's id ``fresh``."""
+        note = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": fresh}}
+        await in_thread(self.relay_to_client, line_of(note))
+
+    async def ask_client(self, msg: dict[str, Any], fresh: str) -> dict[str, Any]:
+        """``msg`` sent to the client under the id ``fresh``; its reply (a JSON-RPC message)."""
         assert self.to_client is not None
-        fresh = self._fwd_id(req)
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.forwarded[fresh] = fut
         try:
-            await in_thread(self.to_client.write, line_of({**req.msg, "id": fresh}))
-            reply = await fut
+            await in_thread(self.to_client.write, line_of({**msg, "id": fresh}))
+            return await fut
         finally:
             self.forwarded.pop(fresh, None)
-        await self.send_agent({**reply, "id": req.rpc_id})
 
     # ---- the end of the run (:mod:`bot.acp.run`)
 
@@ -161,9 +162,7 @@ class Proxy(DoorProxy):
             return
         log.info("pending_requests_cancelling", count=len(reqs), by=by)
         for r in reqs:
-            if r.forwarded:
-                continue
-            r.cancel(by, budget, answer=answer)
+            r.cancel(by, budget, answer=answer)  # a forwarded one is the client's to answer: left alone
         tasks = [r.task for r in reqs if r.task is not None]
         if tasks:
             _, late = await asyncio.wait(tasks, timeout=budget + 1.5)

@@ -18,11 +18,6 @@ from bot.acp.messages import CONTEXT_FIELDS, ToolCallFields, context_fields, emp
 CONTEXT_BYTES = 256 * 1024  # the context rides in the daemon's request body; keep it modest
 
 
-def lacks(tool_call: dict[str, Any], field: str) -> bool:
-    """Whether ``field`` is missing, null or empty in ``tool_call`` as sent (as the daemon reads it)."""
-    return empty(tool_call.get(field))
-
-
 class ToolCallCache:
     """Latest known fields of each tool call, keyed by ``(sessionId, toolCallId)``."""
 
@@ -66,14 +61,6 @@ class ToolCallCache:
         self._bytes += est
         self._evict()
 
-    def get(self, session_id: str, tool_call_id: str) -> dict[str, Any] | None:
-        """The known fields of one tool call, or None."""
-        e = self._entries.get((session_id, tool_call_id))
-        if e is None:
-            return None
-        self._entries.move_to_end((session_id, tool_call_id))
-        return e[0]
-
     def completion(self, session_id: str, tool_call: Any) -> dict[str, Any] | None:
         """The fields ``tool_call`` lacks that the cache knows (a ``toolCallContext``), or None.
 
@@ -85,12 +72,11 @@ class ToolCallCache:
         if not isinstance(tool_call, dict):
             return None
         tcid = tool_call.get("toolCallId")
-        if not isinstance(tcid, str):
+        if not isinstance(tcid, str) or (entry := self._entries.get((session_id, tcid))) is None:
             return None
-        known = self.get(session_id, tcid)
-        if not known:
-            return None
-        ctx = {f: known[f] for f in CONTEXT_FIELDS if f in known and lacks(tool_call, f)}
+        self._entries.move_to_end((session_id, tcid))
+        known = entry[0]  # what it lacks: missing, null or empty as sent (as the daemon reads it)
+        ctx = {f: known[f] for f in CONTEXT_FIELDS if f in known and empty(tool_call.get(f))}
         for bulky in ("content", "rawInput", "_meta", "locations"):
             if not ctx or _size(ctx) <= CONTEXT_BYTES:
                 break

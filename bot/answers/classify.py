@@ -33,21 +33,14 @@ def classify(event: Mapping[str, Any], *, bot_user_id: str) -> Candidate | None:
         return None
     etype, sender, event_id = event.get("type"), event.get("sender"), event.get("event_id")
     content = event.get("content")
-    if not (
-        isinstance(etype, str)
-        and isinstance(sender, str)
-        and sender
-        and isinstance(event_id, str)
-        and event_id
-        and isinstance(content, Mapping)
-    ):
+    if not (isinstance(etype, str) and nonempty_str(sender) and nonempty_str(event_id)
+            and isinstance(content, Mapping)):
         return None
     if sender == bot_user_id or "state_key" in event:
         return None
     unsigned = event.get("unsigned")
-    if unsigned is not None:
-        if not isinstance(unsigned, Mapping) or "redacted_because" in unsigned:
-            return None
+    if unsigned is not None and (not isinstance(unsigned, Mapping) or "redacted_because" in unsigned):
+        return None
     if etype == "m.reaction":
         return classify_reaction(content, sender, event_id)
     if etype == "m.room.message":
@@ -110,14 +103,7 @@ def _classify_message(content: Mapping[Any, Any], sender: str, event_id: str) ->
     if msgtype != "m.text" or not isinstance(body, str):
         return None
     text = strip_reply_fallback(body) if rel.in_reply_to is not None else body
-    return Candidate(
-        event_id=event_id,
-        sender=sender,
-        via=Via.MATRIX,
-        prompt_event_id=addressed,
-        text=text.strip(),
-        explicit=addressed is not None,
-    )
+    return Candidate(event_id, sender, Via.MATRIX, addressed, text=text.strip(), explicit=addressed is not None)
 
 
 def strip_reply_fallback(body: str) -> str:

@@ -40,8 +40,6 @@ import re
 import unicodedata
 from html.parser import HTMLParser
 
-__all__ = ["html_text", "looks_like_prompt", "normalise"]
-
 _DROPPED = frozenset({"Cf", "Cc", "Mn", "Me", "Co", "Cn", "Cs"})  # spacing marks (Mc) show: folded, not dropped
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")  # Hangul fillers: letters that show nothing
 _AS_SPACE = frozenset("\t\u2800")  # tab, braille blank
@@ -80,12 +78,7 @@ def _fold_table() -> dict[str, str]:
                     return found
         return None
 
-    table: dict[str, str] = {}
-    for char in data:
-        if not char.isascii():
-            found = ascii_of(char, 2)
-            if found:
-                table[char] = found
+    table = {char: found for char in data if not char.isascii() and (found := ascii_of(char, 2))}
     for char, glyphs in data.items():  # an ASCII prototype lists what looks like it
         if char.isascii() and len(char) == 1:
             for glyph in (_bare(str(g.get("c", ""))) for g in glyphs):

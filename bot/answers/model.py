@@ -9,9 +9,6 @@ from typing import Literal
 
 from bot.events.states import Via
 
-ROOM_VIAS = (Via.MATRIX, Via.REACTION, Via.STRUCTURED)
-"""The ways an answer comes from the room."""
-
 
 @dataclass(frozen=True)
 class Candidate:
@@ -65,7 +62,7 @@ class Answer:
 
     request_id: str
     option_id: str
-    via: Via  # one of ROOM_VIAS
+    via: Via
     feedback: str | None
     sender: str
     event_id: str

@@ -18,6 +18,12 @@ def offered(ids: list[str]) -> str:
     return ", ".join(show(i) for i in ids) or "none"
 
 
+def unknown_option(option_id: str, rid: str, ids: list[str]) -> Refusal:
+    """A structured answer naming an option the prompt does not offer."""
+    return Refusal("unparsable", f"Option {show(option_id, 60)} is not offered for {show(rid, 80)}. "
+                   f"Offered: {offered(ids)}.", rid)
+
+
 def shown(target: Target) -> list[tuple[str, str]]:
     """The numbered lines of the prompt: the options, then "Allow for this session" when offered."""
     return [*target.options, ("session", target.session)] if target.session else list(target.options)

@@ -14,11 +14,10 @@ from __future__ import annotations
 import re
 
 from bot.answers.model import Answer, Candidate, Refusal, Target
-from bot.answers.outcomes import answer, incomplete, not_offered, not_pending, offered, show, unparsable
+from bot.answers.outcomes import answer, incomplete, not_offered, not_pending, offered, show, unknown_option, unparsable
 from bot.answers.text import NoSuchNumber, Pick, norm, parse
 from bot.events.kinds import ANSWERED, as_number, joined
 
-_NUMERIC = re.compile(r"[#+-]?[0-9]", re.ASCII)
 _NUMBERS = re.compile(r"#?[0-9]{1,6}[.)]?(?:[ \t]+#?[0-9]{1,6}[.)]?)+", re.ASCII)
 
 
@@ -75,11 +74,7 @@ def structured_question(c: Candidate, target: Target) -> Answer | Refusal:
         return Answer(rid, ANSWERED, c.via, None, c.sender, c.event_id, answer=c.text, chosen=())
     unknown = [i for i in c.option_ids or () if i not in ids]
     if unknown:
-        return Refusal(
-            "unparsable",
-            f"Option {show(unknown[0], 60)} is not offered for {show(rid, 80)}. Offered: {offered(ids)}.",
-            rid,
-        )
+        return unknown_option(unknown[0], rid, ids)
     picks = sorted(ids.index(i) for i in c.option_ids or ())
     if len(picks) == 1:
         return answer(c, target, picks[0], c.feedback)
@@ -98,13 +93,6 @@ def resolve_question(c: Candidate, target: Target, text: str) -> Answer | Refusa
     else:
         single = parse(text, target.options)
         many = several(text, target) if not isinstance(single, Pick) else None
-    return _decide(c, target, text, single, many)
-
-
-def _decide(
-    c: Candidate, target: Target, text: str, single: Pick | NoSuchNumber | None, many: list[int] | NoSuchNumber | None
-) -> Answer | Refusal | None:
-    assert target.question is not None
     if not target.pending:
         answer_like = isinstance(single, Pick) or isinstance(many, list) or (c.explicit and target.question.free_text)
         return not_pending(target) if answer_like else None

@@ -23,14 +23,7 @@ def classify_reaction(content: Mapping[Any, Any], sender: str, event_id: str) ->
     target, key = rel.get("event_id"), rel.get("key")
     if not (isinstance(target, str) and target and isinstance(key, str) and key):
         return None
-    return Candidate(
-        event_id=event_id,
-        sender=sender,
-        via=Via.REACTION,
-        prompt_event_id=target,
-        reaction_key=key,
-        explicit=True,
-    )
+    return Candidate(event_id, sender, Via.REACTION, target, reaction_key=key, explicit=True)
 
 
 def resolve_reaction(c: Candidate, target: Target | None) -> Answer | Refusal | None:

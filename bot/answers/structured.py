@@ -7,29 +7,19 @@ person's own words, for a question that takes them: :func:`bot.answers.questions
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeGuard
 
 from bot.answers.model import Answer, Candidate, Refusal, Target
-from bot.answers.outcomes import answer, not_pending, offered, show
+from bot.answers.outcomes import answer, not_pending, show, unknown_option
 from bot.answers.questions import structured_question
 from bot.events.states import Via
 
 
-def nonempty_str(value: object) -> bool:
+def nonempty_str(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and bool(value)
 
 
 MAX_IDS = 20  # as many as a prompt offers
-
-
-def _ids(value: object, problems: list[str]) -> tuple[str, ...] | None:
-    """``option_ids``: one to :data:`MAX_IDS` option ids (repeats dropped), or None with the problem noted."""
-    if not isinstance(value, list) or not value or len(value) > MAX_IDS:
-        problems.append(f"option_ids is not a list of 1 to {MAX_IDS} option ids")
-        return None
-    if not all(nonempty_str(v) for v in value):
-        problems.append("option_ids holds something that is not an option id")
-        return None
-    return tuple(dict.fromkeys(value))
 
 
 def classify_structured(
@@ -46,8 +36,13 @@ def classify_structured(
     given = [k for k, v in (("option_id", option_id), ("option_ids", option_ids), ("text", text)) if v is not None]
     if len(given) > 1:
         problems.append(f"it gives {' and '.join(given)}: give one of option_id, option_ids or text")
-    elif option_ids is not None:
-        option_ids = _ids(option_ids, problems)
+    elif option_ids is not None:  # one to MAX_IDS option ids, repeats dropped
+        if not isinstance(option_ids, list) or not option_ids or len(option_ids) > MAX_IDS:
+            problems.append(f"option_ids is not a list of 1 to {MAX_IDS} option ids")
+        elif not all(nonempty_str(v) for v in option_ids):
+            problems.append("option_ids holds something that is not an option id")
+        else:
+            option_ids = tuple(dict.fromkeys(option_ids))
     elif text is not None:
         if not isinstance(text, str) or not text.strip():
             problems.append("text is not text" if not isinstance(text, str) else "text is empty")
@@ -55,38 +50,28 @@ def classify_structured(
     elif not nonempty_str(option_id):
         problems.append("option_id is missing" if option_id in (None, "") else "option_id is not text")
     option_id = option_id if nonempty_str(option_id) else None
-    digest: str | None = None
-    revision: int | None = None
     subject = payload.get("subject")
-    if isinstance(subject, Mapping):
-        d, r = subject.get("digest"), subject.get("revision")
-        if d is not None:
-            if nonempty_str(d):
-                digest = d
-            else:
-                problems.append("subject.digest is not text")
-        if r is not None:
-            if isinstance(r, int) and not isinstance(r, bool):
-                revision = r
-            else:
-                problems.append("subject.revision is not a whole number")
-    elif subject is not None:
+    if subject is not None and not isinstance(subject, Mapping):
         problems.append("subject is not an object")
+    fields = subject if isinstance(subject, Mapping) else {}
+    digest, revision = fields.get("digest"), fields.get("revision")
+    whole = isinstance(revision, int) and not isinstance(revision, bool)
+    if digest is not None and not nonempty_str(digest):
+        problems.append("subject.digest is not text")
+    if revision is not None and not whole:
+        problems.append("subject.revision is not a whole number")
     feedback = payload.get("feedback")
     if feedback is not None and not isinstance(feedback, str):
         problems.append("feedback is not text")
         feedback = None
     return Candidate(
-        event_id=event_id,
-        sender=sender,
-        via=Via.STRUCTURED,
-        prompt_event_id=addressed,
+        event_id, sender, Via.STRUCTURED, addressed,
         request_id=request_id,
         option_id=option_id,
         option_ids=option_ids if isinstance(option_ids, tuple) else None,
         text=text if isinstance(text, str) else None,
-        digest=digest,
-        revision=revision,
+        digest=digest if nonempty_str(digest) else None,
+        revision=revision if whole else None,
         feedback=(feedback.strip() or None) if feedback is not None else None,
         explicit=True,
         problem="; ".join(problems) or None,
@@ -134,10 +119,6 @@ def resolve_structured(c: Candidate, target: Target | None) -> Answer | Refusal 
     if not c.option_id:
         return Refusal("unparsable", "The structured answer names no option.", rid)
     if c.option_id not in ids:
-        return Refusal(
-            "unparsable",
-            f"Option {show(c.option_id, 60)} is not offered for {show(rid, 80)}. Offered: {offered(ids)}.",
-            rid,
-        )
+        return unknown_option(c.option_id, rid, ids)
     feedback = c.feedback if isinstance(c.feedback, str) and c.feedback.strip() else None
     return answer(c, target, ids.index(c.option_id), feedback)

@@ -16,8 +16,6 @@ import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["KEYCAPS", "NoSuchNumber", "Pick", "keycap_index", "norm", "parse"]
-
 KEYCAPS: tuple[str, ...] = (*(f"{n}\ufe0f\u20e3" for n in range(1, 10)), "\U0001f51f")
 """Keycap reactions 1️⃣ … 9️⃣, 🔟 as clients send them; ``KEYCAPS[i]`` picks option ``i + 1``."""
 

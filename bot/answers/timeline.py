@@ -33,8 +33,6 @@ from typing import Any, Literal
 from bot.answers.lookalike import looks_like_prompt
 from bot.inbox.marks import Kind, Mark
 
-__all__ = ["Bound", "Kind", "Mark", "Sighting", "Unbound", "bind", "in_view", "sighting", "withdrawn"]
-
 V2_KEY = "suite_event_type"
 CARD_KEY = "dev.agentpod.permission"
 
@@ -153,36 +151,30 @@ def in_view(event: Mapping[str, Any]) -> bool:
     return not (isinstance(rel, Mapping) and rel.get("rel_type") == "m.thread")
 
 
-def effective(marks: Sequence[Mark]) -> list[Mark]:
-    """The marks that change what a reader sees pending, in room order: a request's second ``settled``
-    mark (its edit after the room answer that settled it) is left out, as are ``answer`` marks."""
-    out: list[Mark] = []
-    settled: set[str] = set()
-    for m in sorted(marks, key=lambda m: m.pos):
-        if m.kind == "answer" or (m.kind == "settled" and m.request_id is not None and m.request_id in settled):
-            continue
-        if m.kind == "settled" and m.request_id is not None:
-            settled.add(m.request_id)
-        out.append(m)
-    return out
-
-
 def bind(marks: Sequence[Mark], at: int) -> Bound | Unbound:
     """Which request a plain answer at position ``at`` may settle, from the marks before it.
 
-    ``marks`` may hold anything; only ``posted``/``settled``/``lookalike`` marks before ``at`` count
-    (a request's repeated ``settled`` mark counts once, at the first).
+    ``marks`` may hold anything; only the marks before ``at`` that change what a reader sees pending count, in
+    room order: ``posted``/``settled``/``lookalike`` ones, a request's second ``settled`` mark (its edit after the
+    room answer that settled it) left out.
     """
-    before = effective([m for m in marks if m.pos < at])
-    posted = {m.request_id for m in before if m.kind == "posted"}
-    settled = {m.request_id for m in before if m.kind == "settled"}
+    posted: set[str | None] = set()
+    settled: set[str | None] = set()
+    last: Mark | None = None
+    for m in sorted((m for m in marks if m.pos < at), key=lambda m: m.pos):
+        if m.kind == "answer" or (m.kind == "settled" and m.request_id is not None and m.request_id in settled):
+            continue
+        if m.kind == "posted":
+            posted.add(m.request_id)
+        elif m.kind == "settled":
+            settled.add(m.request_id)
+        last = m
     open_ = posted - settled
     if not open_:
         return Unbound("none")
     if len(open_) > 1:
         return Unbound("several")
     (rid,) = open_
-    last = before[-1]
-    if last.kind != "posted" or last.request_id != rid or rid is None:
+    if last is None or last.kind != "posted" or last.request_id != rid or rid is None:
         return Unbound("moved")
     return Bound(rid)

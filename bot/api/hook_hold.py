@@ -39,10 +39,9 @@ from aiohttp.typedefs import Handler
 from bot.api.auth import Caller
 from bot.api.common import DAEMON, Reach, error, json_body, route
 from bot.events.kinds import Kind
-from bot.hooks.asks import form_decision, form_digest
 from bot.hooks.models import CLIS, Cli, HookInput, HookInputError, parse_hook_input
-from bot.hooks.output import decision
-from bot.hooks.translate import build_submissions
+from bot.hooks.output import decision, form_decision
+from bot.hooks.translate import build_submissions, form_digest
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.record import Record
 from bot.inbox.session_rules import origin_of

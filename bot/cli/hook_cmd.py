@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_config(args: argparse.Namespace) -> int:
-    from bot.hooks.snippet import default_token_file, running_program, snippet, token_note
+    from bot.hooks.snippet import default_token_file, own_program, running_program, snippet, token_note
 
     if args.target is None:
         print("permission-bot hook print-config: name the CLI: claude-code or codex", file=sys.stderr)
@@ -90,8 +90,6 @@ def _print_config(args: argparse.Namespace) -> int:
     token_file = os.path.abspath(os.path.expanduser(args.token_file or default_token_file(os.environ)))
     program: str | tuple[str, ...] = running_program(sys.argv[0], sys.executable)
     if args.target == "codex":  # Codex runs a hook only once trusted: this install's program, by its path
-        from bot.hooks.program import own_program
-
         program = own_program() or program
     out = snippet(cast(Cli, args.target), prompt_timeout=timeout, token_file=token_file, fallback=args.fallback,
                   http_url=http_url, url=args.url, program=program)
@@ -103,7 +101,7 @@ def _print_config(args: argparse.Namespace) -> int:
 
 def _trust(args: argparse.Namespace) -> int:
     from bot.hooks.codex_trust import Ours, TrustError, codex_home, trust
-    from bot.hooks.program import own_program
+    from bot.hooks.snippet import own_program
     from bot.util.discovery import discover
 
     if args.target != "codex":

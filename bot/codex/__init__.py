@@ -5,8 +5,8 @@ byte, lifts out only the approvals and the questions, submits each to the daemon
 nothing of the daemon's side, and nothing of the ACP door.
 
 Parts: ``run`` (the run: :mod:`bot.door.run` with this door's filters and proxy), ``proxy`` (its state: the
-pending approvals and questions, what the filters call, the end of a turn), ``filters`` (which lines are
-parsed, what is taken), ``wire`` (Codex's requests as daemon records, the answers as Codex's replies: pure),
-``approval`` (one command or file-change approval), ``ask`` (one ``requestUserInput``: its questions in the
+pending approvals, each a command or file-change approval, and questions, what the filters call, the end of a
+turn), ``filters`` (which lines are parsed, what is taken), ``wire`` (Codex's requests as daemon records, the
+answers as Codex's replies: pure), ``ask`` (one ``requestUserInput``: its questions in the
 room, one prompt each, the answers as Codex takes them).
 """

@@ -43,9 +43,7 @@ class UserInput(QuestionSet):
         self.task: asyncio.Task[None] | None = None
         self.log = log.bind(rpc_id=self.rpc_id, session_id=self.session_id, item_id=self.item_id)
 
-    def withdraw(self, by: str, feedback: str, budget: float | None = None, *, answer: bool = True) -> None:
-        """End it (:meth:`QuestionSet.cancel`): as every pending request of the proxy is ended."""
-        self.cancel(by, feedback, budget, answer=answer)
+    withdraw = QuestionSet.cancel  # ended as every pending request of the proxy is
 
     async def run(self) -> None:
         try:

@@ -11,7 +11,7 @@ app-server's ``hooks/list`` reports as ``currentHash``). As Codex computes them
   "async" (default false), "statusMessage" (when set)}]}``.
 
 Only a handler whose command is exactly one that ``hook print-config codex`` writes for this install is
-trusted (:func:`judge`): this install's resolved ``permission-bot`` (:mod:`bot.hooks.program`), then
+trusted (:func:`judge`): this install's resolved ``permission-bot`` (:func:`bot.hooks.snippet.own_program`), then
 ``hook codex`` and print-config's own flags, quoted as ``shlex.join`` quotes them. No other program named
 ``permission-bot``, no shell syntax (``&&``, ``$(...)``, ``;``), no flag print-config does not write, no
 ``--url`` but the daemon's this command is given (``--url``, else ``$PERMISSION_BOT_URL``, else the default).
@@ -36,6 +36,7 @@ from bot.hooks.snippet import hook_command
 
 EVENTS = {"PermissionRequest": "permission_request", "PreToolUse": "pre_tool_use"}
 DEFAULT_TIMEOUT = 600
+_HASH_LINE = r"^[ \t]*trusted_hash[ \t]*=.*"
 
 
 class TrustError(Exception):
@@ -151,17 +152,21 @@ def _state(doc: dict[str, Any], key: str) -> dict[str, Any] | None:
     return entry if isinstance(entry, dict) else None
 
 
-def _set(text: str, key: str, value: str) -> str:
-    """``text`` with ``[hooks.state."key"] trusted_hash = value`` (the table appended or its line set)."""
+def _set(text: str, key: str, value: str | None) -> str:
+    """``text`` with ``[hooks.state."key"] trusted_hash = value`` (the table appended or its line set); for
+    None, without that line (the table itself kept)."""
     line = f"trusted_hash = {json.dumps(value)}"
     span = _table(text, key)
     if span is None:
         sep = "" if not text or text.endswith("\n") else "\n"
-        return f"{text}{sep}\n[hooks.state.{json.dumps(key)}]\n{line}\n"
+        return text if value is None else f"{text}{sep}\n[hooks.state.{json.dumps(key)}]\n{line}\n"
     start, end = span
     body = text[start:end]
-    old = re.compile(r"^[ \t]*trusted_hash[ \t]*=.*$", re.M)
-    body = old.sub(line, body, count=1) if old.search(body) else f"\n{line}" + body
+    if value is None:
+        body = re.compile(_HASH_LINE + r"(\n|$)", re.M).sub("", body, count=1)
+    else:
+        old = re.compile(_HASH_LINE + "$", re.M)
+        body = old.sub(line, body, count=1) if old.search(body) else f"\n{line}" + body
     return text[:start] + body + text[end:]
 
 
@@ -184,13 +189,11 @@ def trust(home: Path, ours: Ours) -> tuple[list[Trusted], list[tuple[str, str]]]
     hooks_json = home / "hooks.json"
     found, refused = our_hooks(hooks_json, ours)
     for i, (key, why) in enumerate(refused):  # trusted before (by an older version, or by hand): no longer
-        entry = _state(tomllib.loads(new), key)
-        if entry is not None and "trusted_hash" in entry:
-            new = _unset(new, key)
+        if "trusted_hash" in (_state(tomllib.loads(new), key) or {}):
+            new = _set(new, key, None)
             refused[i] = (key, f"{why}; its trusted_hash is removed")
     for key, digest, command in found:
-        entry = _state(tomllib.loads(new), key)
-        same = entry is not None and entry.get("trusted_hash") == digest
+        same = (_state(tomllib.loads(new), key) or {}).get("trusted_hash") == digest
         if not same:
             new = _set(new, key, digest)
         out.append(Trusted(key, digest, command, changed=not same))
@@ -202,16 +205,6 @@ def trust(home: Path, ours: Ours) -> tuple[list[Trusted], list[tuple[str, str]]]
         raise TrustError(f"{hooks_json} has no `permission-bot hook codex` hook as print-config writes it for "
                          f"{ours.program}{why}: add print-config's output first")
     return out, refused
-
-
-def _unset(text: str, key: str) -> str:
-    """``text`` without the ``trusted_hash`` line of ``[hooks.state."key"]`` (the table itself kept)."""
-    span = _table(text, key)
-    if span is None:
-        return text
-    start, end = span
-    body = re.compile(r"^[ \t]*trusted_hash[ \t]*=.*(\n|$)", re.M).sub("", text[start:end], count=1)
-    return text[:start] + body + text[end:]
 
 
 def _table(text: str, key: str) -> tuple[int, int] | None:
@@ -235,8 +228,7 @@ def _check(text: str, wanted: list[Trusted], unwanted: list[str], config: Path) 
             raise TrustError(f"could not edit {config} safely; remove by hand the trusted_hash of "
                              f"[hooks.state.{json.dumps(key)}] (not a hook print-config writes)")
     for t in wanted:
-        entry = _state(doc, t.key)
-        if entry is None or entry.get("trusted_hash") != t.trusted_hash:
+        if (_state(doc, t.key) or {}).get("trusted_hash") != t.trusted_hash:
             raise TrustError(
                 f"could not edit {config} safely (hooks.state is written in a form this command does not edit); "
                 f"add by hand: [hooks.state.{json.dumps(t.key)}] trusted_hash = {json.dumps(t.trusted_hash)}"

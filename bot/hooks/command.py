@@ -28,13 +28,12 @@ from typing import Any, Literal
 
 import aiohttp
 
-from bot.hooks.asks import form_digest
 from bot.hooks.clis import NAMES as CLI_NAMES
 from bot.hooks.models import MAX_INPUT, Cli, HookInput, HookInputError, event_of, parse_hook_input
-from bot.hooks.output import deny, failure_notice
+from bot.hooks.output import failure_notice, reply
 from bot.hooks.preview_files import read_before
 from bot.hooks.snippet import default_token_file
-from bot.hooks.translate import build_submissions
+from bot.hooks.translate import build_submissions, form_digest
 from bot.util.aio import on_signals
 from bot.util.digest import HEADER, submission_digest
 from bot.util.discovery import TOKEN_ENV, TokenFileError, discover, is_http_url
@@ -149,22 +148,11 @@ async def _post(url: str, token: str | None, body: dict[str, Any], connect_timeo
 
 def expected_digest(cli: Cli, body: dict[str, Any]) -> str | None:
     """The digest of the request the daemon makes of ``body`` (it builds the same submissions: several for a
-    question form, whose decision is bound to all of them, bot.hooks.asks.form_digest)."""
+    question form, whose decision is bound to all of them, bot.hooks.translate.form_digest)."""
     try:
         return form_digest([submission_digest(b) for b in build_submissions(cli, parse_hook_input(cli, body), key="")])
     except HookInputError:
         return None
-
-
-def verified(cli: Cli, body: dict[str, Any], out: dict[str, Any], digest: str | None) -> dict[str, Any] | None:
-    """``out`` (the decision) when it is for the request ``body`` makes; None for no decision;
-    HookFailure when the daemon answered for another request (never relayed)."""
-    if not out:
-        return None
-    want = expected_digest(cli, body)
-    if want is None or digest != want:
-        raise HookFailure("the daemon's decision is for another request (its digest is not this input's)")
-    return out
 
 
 def _watch_stop(stop: asyncio.Event) -> list[asyncio.Task[None]]:
@@ -179,9 +167,8 @@ def _watch_stop(stop: asyncio.Event) -> list[asyncio.Task[None]]:
         except (OSError, ValueError):
             poller = None  # type: ignore[assignment]
         while not stop.is_set():
-            if os.getppid() != parent:
-                stop.set()
-            elif poller is not None and any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0)):
+            hup = poller is not None and any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poller.poll(0))
+            if os.getppid() != parent or hup:
                 stop.set()
             await asyncio.sleep(0.2)
 
@@ -189,7 +176,8 @@ def _watch_stop(stop: asyncio.Event) -> list[asyncio.Task[None]]:
 
 
 async def ask(args: HookArgs, body: dict[str, Any]) -> dict[str, Any] | None:
-    """Post ``body`` and wait; the decision or None; HookFailure on errors, None when told to stop."""
+    """Post ``body`` and wait; the decision or None; HookFailure on errors (a decision for another request than
+    ``body`` makes is never relayed), None when told to stop."""
     url, token = credentials(args.url, args.token_file)
     stop = asyncio.Event()
     watchers = _watch_stop(stop)
@@ -204,18 +192,22 @@ async def ask(args: HookArgs, body: dict[str, Any]) -> dict[str, Any] | None:
         post.cancel()  # closes the connection: the daemon withdraws the request
         await asyncio.gather(post, return_exceptions=True)
         return None
+    out: dict[str, Any]
     out, digest = post.result()
-    return verified(args.cli, body, out, digest)
+    if not out:
+        return None
+    want = expected_digest(args.cli, body)
+    if want is None or digest != want:
+        raise HookFailure("the daemon's decision is for another request (its digest is not this input's)")
+    return out
 
 
 def run(args: HookArgs, raw: bytes, out: Any, err: Any) -> int:
     """One hook run: returns the exit code; writes the decision to ``out``, one line to ``err`` on errors."""
     event: str | None = None
     try:
-        try:
+        with contextlib.suppress(ValueError, UnicodeDecodeError, RecursionError):
             event = event_of(json.loads(raw))
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            event = None
         named = (args.token_file, os.environ.get(TOKEN_FILE_ENV), default_token_file(os.environ))
         secrets_ = tuple(p for p in named if p)
         _, body = prepare(args.cli, raw, secrets_)
@@ -240,6 +232,6 @@ def _fail(args: HookArgs, why: str, event: str | None, out: Any, err: Any) -> in
     err.write(f"permission-bot hook: {why}; denied (--fallback deny)\n")
     if event is None:
         return 2
-    out.write(json.dumps(deny(None, f"permission-bot: {why}; denied.", event)) + "\n")
+    out.write(json.dumps(reply(event, "deny", f"permission-bot: {why}; denied.")) + "\n")
     out.flush()
     return 0

@@ -11,6 +11,7 @@ size and SHA-256 and why no content is shown; nothing under /proc, /sys or /dev 
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import os
@@ -98,10 +99,13 @@ def read_before(path: str, cwd: str, token_files: Iterable[str] = ()) -> Before:
     except FileNotFoundError:  # a new file; said when it would land outside cwd or under a secret name
         return Before(known=True) if why is None else Before(withheld=_note(path, real, None, f"{why}; no file yet"))
     except (OSError, ValueError) as e:
-        return Before(withheld=_note(path, None, None, f"it cannot be opened ({_strerror(e)})"))
+        why = (e.strerror or type(e).__name__).lower() if isinstance(e, OSError) else "not a valid path"
+        return Before(withheld=_note(path, None, None, f"it cannot be opened ({why})"))
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
-        opened = _opened(fd) or real  # what was really opened, should a directory have moved meanwhile
+        opened = real  # what was really opened, should a directory have moved meanwhile
+        with contextlib.suppress(OSError):
+            opened = os.readlink(f"/proc/self/fd/{fd}") or real
         why = why or refusal(given, opened, root, tokens)
         if special(opened) or not stat.S_ISREG(st.st_mode):
             return Before(withheld=_note(path, real, None, why or "not a regular file"))
@@ -140,13 +144,6 @@ def _note(path: str, real: str | None, size_hash: tuple[int, str | None] | None,
     return told
 
 
-def _opened(fd: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return None
-
-
 def _token_file(st: os.stat_result, tokens: frozenset[str]) -> str | None:
     for t in tokens:
         try:
@@ -155,7 +152,3 @@ def _token_file(st: os.stat_result, tokens: frozenset[str]) -> str | None:
         except OSError:
             continue
     return None
-
-
-def _strerror(e: Exception) -> str:
-    return (e.strerror or type(e).__name__).lower() if isinstance(e, OSError) else "not a valid path"

@@ -1,4 +1,4 @@
-"""`permission-bot hook print-config`: the hook settings to paste. Pure.
+"""`permission-bot hook print-config`: the hook settings to paste (pure), and the program they run.
 
 Claude Code reads ``hooks`` from its settings.json; Codex from ``CODEX_HOME/hooks.json`` (same
 shape, and it runs a hook only once trusted: `permission-bot hook trust codex`). The command hook
@@ -9,7 +9,9 @@ room times out first; ``"onFailure": "block"`` (failures and timeouts deny) only
 
 from __future__ import annotations
 
+import os
 import shlex
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,11 +20,6 @@ from bot.hooks.models import Cli
 from bot.util.discovery import DEFAULT_URL, TOKEN_ENV
 
 MARGIN = 60.0  # seconds the hook outlives prompts.timeout
-
-
-def hook_timeout(prompt_timeout: float) -> int:
-    """The hook ``timeout`` (seconds) for a given ``prompts.timeout``."""
-    return int(prompt_timeout + MARGIN)
 
 
 def default_token_file(env: Mapping[str, str]) -> str:
@@ -53,6 +50,23 @@ def running_program(argv0: str, executable: str) -> tuple[str, ...]:
     return (str(Path(executable).absolute()), "-m", "bot")
 
 
+def own_program(argv0: str | None = None, executable: str | None = None) -> str | None:
+    """Where this install's ``permission-bot`` is: the one program ``hook print-config codex`` writes into a hook
+    and ``hook trust codex`` trusts (never a program merely named ``permission-bot`` elsewhere). The resolved
+    absolute path of its console script: the one that is running (``argv[0]``), else the one beside this
+    interpreter; None when neither is an executable file."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    executable = sys.executable if executable is None else executable
+    candidates = [argv0] if os.path.basename(argv0) == "permission-bot" else []
+    if executable:
+        candidates.append(os.path.join(os.path.dirname(executable), "permission-bot"))
+    for c in candidates:
+        path = os.path.realpath(c)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
 def snippet(
     cli: Cli,
     *,
@@ -65,7 +79,7 @@ def snippet(
 ) -> dict[str, Any]:
     """The settings object: a PermissionRequest command hook running ``program`` (the words that start
     permission-bot: print-config passes the absolute path of the running one, so a virtualenv that is not on
-    the CLI's PATH still works; for Codex this install's path, :func:`bot.hooks.program.own_program`) reading
+    the CLI's PATH still works; for Codex this install's path, :func:`own_program`) reading
     ``token_file`` (with ``url`` when the daemon is not at the default address), or, with ``http_url``, an
     HTTP hook."""
     hook: dict[str, Any]
@@ -78,7 +92,7 @@ def snippet(
         }
     else:
         hook = {"type": "command", "command": hook_command(cli, program, token_file, url, fallback)}
-    hook["timeout"] = hook_timeout(prompt_timeout)
+    hook["timeout"] = int(prompt_timeout + MARGIN)
     if fallback == "deny":
         hook["onFailure"] = "block"
     return {"hooks": {"PermissionRequest": [{"matcher": "*", "hooks": [hook]}]}}

@@ -5,16 +5,30 @@ content and locations, read by :mod:`bot.prompts`), the agent's name as ``label`
 options the hook can really honour: "Allow for this session" only where an ``updatedPermissions``
 entry covers the repeat (FACTS.md: an ``addRules`` rule or ``setMode acceptEdits`` with
 ``destination: "session"``; ``addDirectories`` alone does not), and never for Codex or PreToolUse.
+
+
+Claude Code's ``AskUserQuestion`` and ``ExitPlanMode`` (docs/questions.md; their outputs:
+:mod:`bot.hooks.output`) take no plain ``allow`` (it is "no decision" to Claude Code 2.1.332):
+
+- **AskUserQuestion**: one question request per question of ``tool_input.questions`` (bot.events.kinds), in the
+  agent's order. Once every one is answered: ``allow`` with ``updatedInput`` = the questions unchanged plus
+  ``answers`` (``{"<question>": "<label>"}``; several labels joined by ``", "``; free text as given), and
+  ``annotations`` (``{"<question>": {"notes": ...}}``) for feedback given with a choice. One declined (or
+  expired): ``deny``, the whole form. PreToolUse takes the same ``updatedInput`` (``permissionDecision``).
+- **ExitPlanMode**: a plan request; ``allow`` echoes ``tool_input`` as ``updatedInput``; option 2 adds
+  ``updatedPermissions`` ``setMode acceptEdits`` for the session (PermissionRequest only); option 3, keep
+  planning, is a ``deny`` whose ``message`` is exactly the person's feedback (the model reads it).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bot.hooks.asks import PLAN_TOOL, QUESTION_TOOL, plan_options, question_submissions
-from bot.hooks.models import Cli, HookInput
+from bot.events.kinds import DECLINE, question_params
+from bot.hooks.models import Cli, HookInput, HookInputError
 from bot.util.linkhost import BadLink, link_host
 from bot.util.words import clip
 
@@ -28,22 +42,20 @@ SUSPICIOUS_URL = (
 )
 EDIT_TOOLS = ("Edit", "MultiEdit", "Write", "NotebookEdit")
 KINDS = {
+    **dict.fromkeys(EDIT_TOOLS, "edit"),
+    **dict.fromkeys(("Glob", "Grep", "LS"), "search"),
+    **dict.fromkeys(("NetworkAccess", "WebFetch", "WebSearch"), "fetch"),
     "Bash": "execute",
-    "NetworkAccess": "fetch",
-    "Edit": "edit",
-    "MultiEdit": "edit",
-    "Write": "edit",
-    "NotebookEdit": "edit",
     "Read": "read",
-    "Glob": "search",
-    "Grep": "search",
-    "LS": "search",
-    "WebFetch": "fetch",
-    "WebSearch": "fetch",
     "Task": "think",
     "ExitPlanMode": "switch_mode",
 }
 PLAN_TITLE = "Ready to code? Approve the plan to leave plan mode"
+QUESTION_TOOL = "AskUserQuestion"
+PLAN_TOOL = "ExitPlanMode"
+APPROVE = "approve"
+APPROVE_EDITS = "approve_accept_edits"
+KEEP_PLANNING = "keep_planning"
 
 
 def _s(v: Any) -> str:
@@ -51,8 +63,7 @@ def _s(v: Any) -> str:
 
 
 def _first_line(text: str, limit: int = 200) -> str:
-    line = " ".join(text.split())
-    return clip(line, limit)
+    return clip(" ".join(text.split()), limit)
 
 
 def _text(label: str, text: str) -> dict[str, Any]:
@@ -169,7 +180,7 @@ def session_rule(cli: Cli, inp: HookInput) -> tuple[list[dict[str, Any]], str] |
 
 
 def options(cli: Cli, inp: HookInput) -> list[dict[str, str]]:
-    """Allow once, Allow for this session (when it can be honoured), Deny; a plan's own (bot.hooks.asks)."""
+    """Allow once, Allow for this session (when it can be honoured), Deny; a plan its own (:func:`plan_options`)."""
     if cli == "claude-code" and inp.tool_name == PLAN_TOOL:
         return plan_options(inp)
     opts = [{"optionId": ALLOW_ONCE, "name": "Allow once", "kind": "allow_once"}]
@@ -210,3 +221,68 @@ def build_submissions(cli: Cli, inp: HookInput, key: str) -> list[dict[str, Any]
     if cli == "claude-code" and inp.tool_name == QUESTION_TOOL:
         return question_submissions(cli, inp, key, tool_call_id(inp))
     return [build_submission(cli, inp, key)]
+
+
+def plan_options(inp: HookInput) -> list[dict[str, str]]:
+    """1 approve (edits still asked), 2 approve and accept edits (a PermissionRequest only), 3 keep planning."""
+    opts = [{"optionId": APPROVE, "name": "Approve (edits still asked)", "kind": "allow_once"}]
+    if inp.hook_event_name == "PermissionRequest":
+        opts.append({"optionId": APPROVE_EDITS, "name": "Approve, and accept edits for this session",
+                     "kind": "allow_always"})
+    opts.append({"optionId": KEEP_PLANNING, "name": "Keep planning", "kind": "reject_once"})
+    return opts
+
+
+def questions_of(inp: HookInput) -> list[Mapping[str, Any]]:
+    """The questions of an AskUserQuestion input; HookInputError when they cannot be asked."""
+    qs = inp.tool_input.get("questions")
+    if not isinstance(qs, list) or not 1 <= len(qs) <= 10:
+        raise HookInputError("tool_input.questions: expected 1 to 10 questions")
+    texts: set[str] = set()
+    for i, q in enumerate(qs):
+        if not isinstance(q, dict) or not isinstance(q.get("question"), str) or not q["question"].strip():
+            raise HookInputError(f"tool_input.questions[{i}].question: expected a non-empty string")
+        if q["question"] in texts:
+            raise HookInputError(f"tool_input.questions[{i}].question: repeats an earlier question")
+        texts.add(q["question"])
+        opts = q.get("options")
+        if not isinstance(opts, list) or len(opts) > 19 or not all(
+            isinstance(o, dict) and isinstance(o.get("label"), str) and o["label"].strip() for o in opts
+        ):
+            raise HookInputError(f"tool_input.questions[{i}].options: expected up to 19 options with labels")
+        if len({o["label"] for o in opts}) != len(opts) or DECLINE in {o["label"] for o in opts}:
+            raise HookInputError(f"tool_input.questions[{i}].options: labels must differ (and not be {DECLINE!r})")
+    return qs
+
+
+def question_submissions(cli: Cli, inp: HookInput, key: str, tool_call_id: str) -> list[dict[str, Any]]:
+    """One question request per question (keys ``KEY.1``, ``KEY.2`` ...)."""
+    qs = questions_of(inp)
+    out = []
+    for i, q in enumerate(qs, 1):
+        raw = {
+            "question": q["question"],
+            "header": q.get("header") if isinstance(q.get("header"), str) else "",
+            "multiSelect": q.get("multiSelect") is True,
+            "options": [{"label": o["label"], "description": o.get("description", "")} for o in q["options"]],
+            "form": {"index": i, "count": len(qs)},
+        }
+        meta: dict[str, Any] = {cli: {"toolName": QUESTION_TOOL, "hookEventName": inp.hook_event_name, "cwd": inp.cwd}}
+        choices = [(o["label"], o["label"]) for o in q["options"]]
+        out.append({
+            **question_params(inp.session_id, f"{tool_call_id}:q{i}", raw, choices, meta),
+            "key": f"{key}.{i}",
+            "label": cli,
+            **({"cwd": inp.cwd} if inp.cwd.strip() else {}),
+        })
+    return out
+
+
+def form_digest(digests: Sequence[str | None]) -> str | None:
+    """The digest a decision for several requests (a question form) is bound to: one digest, or the SHA-256
+    of the digests in order (None when one cannot have any)."""
+    if any(d is None for d in digests):
+        return None
+    if len(digests) == 1:
+        return digests[0]
+    return hashlib.sha256("\n".join(str(d) for d in digests).encode()).hexdigest()

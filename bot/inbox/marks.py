@@ -107,7 +107,7 @@ class Marks(InboxBase):
         """What :func:`bot.answers.timeline.bind` needs at ``at`` in ``room``: the newest postings not settled
         before it, as far back as two requests (more change nothing: two are "several"), the last mark that
         counts (and its request's settles). Another room's marks never count."""
-        last = (  # the last mark that counts (bot.answers.timeline.effective: a request's second settle does not)
+        last = (  # the last mark that counts (bot.answers.timeline.bind: a request's second settle does not)
             "SELECT pos, kind, request_id FROM timeline t WHERE room=$1 AND kind!='answer' AND pos<$2 AND NOT"
             " (kind='settled' AND EXISTS (SELECT 1 FROM timeline e WHERE e.kind='settled'"
             " AND e.request_id=t.request_id AND e.pos<t.pos)) ORDER BY pos DESC LIMIT 1"
