@@ -3,6 +3,7 @@ the poster's order with and without a backlog (bot/room/backlog.py)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import replace
 from pathlib import Path
@@ -111,13 +112,13 @@ async def test_keycaps_to_clear_by_the_settled_ids(inbox: Inbox) -> None:
     assert sorted(await inbox.reactions_to_clear()) == [(a.id, "1", f"$r{a.id}"), (b.id, "1", f"$r{b.id}")]
 
 
-async def test_pending_hook_requests_and_a_sessions_pending(inbox: Inbox) -> None:
+async def test_a_sessions_pending(inbox: Inbox) -> None:
     hook = await submit(inbox, "h", 1.0, key=HOOK_KEY_PREFIX + "abc")
     await submit(inbox, "h", 2.0, key="proxy-1")
     other = await submit(inbox, "o", 3.0)
     gone = await submit(inbox, "g", 4.0, key=HOOK_KEY_PREFIX + "def")
     await inbox.settle(gone.id, Settlement(option_id=None, by="x", via=Via.CANCEL, now=5.0))
-    assert [r.id for r in await inbox.pending_hook_requests()] == [hook.id]
+    assert [r.id for r in await inbox.pending()] == [hook.id, "h:2", other.id]
     assert [r.key for r in await inbox.pending_of_session("h")] == [HOOK_KEY_PREFIX + "abc", "proxy-1"]
     assert [r.id for r in await inbox.pending_of_session("o", room="elsewhere")] == []
     assert [r.id for r in await inbox.pending_newest(2)] == [other.id, f"h:{2}"]
@@ -141,7 +142,7 @@ async def test_the_backlog_queries_use_their_indexes(tmp_path: Path) -> None:
         assert "USING INDEX requests_unposted" in plan(path, sql, 0.0)
         assert "TEMP B-TREE" not in plan(path, sql, 0.0)  # in the index's order: no sort of the backlog
         # (INDEXED BY, as Inbox.needing_post says on SQLite, is an error when the index cannot serve the query)
-    from bot.inbox.listing import PENDING_HOOK
+    from bot.inbox.schema import PENDING_HOOK
 
     hook = f"SELECT * FROM requests INDEXED BY requests_pending_hook WHERE {PENDING_HOOK} ORDER BY requested_at, rowid"
     assert "USING INDEX requests_pending_hook" in plan(path, hook)
@@ -195,7 +196,6 @@ async def test_the_hooks_start_up_clean_up_reads_only_hook_requests(no_full_list
 
 
 async def test_brief_pages_are_the_records_cut(inbox: Inbox) -> None:
-    import json
 
     from bot.inbox.listing import BRIEF
 
@@ -206,7 +206,7 @@ async def test_brief_pages_are_the_records_cut(inbox: Inbox) -> None:
     page, nxt = await inbox.pending_brief_json(1)
     assert nxt is not None
     [brief] = json.loads(page)
-    full = (await inbox.pending_page(1))[0][0].to_api()
+    full = json.loads((await inbox.pending_json(1))[0])[0]
     assert brief == {k: full[k] for k in BRIEF}
     rest, end = await inbox.pending_brief_json(1, nxt)
     assert [r["session_id"] for r in json.loads(rest)] == ["other"] and end is None

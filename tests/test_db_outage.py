@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.inbox.db import create, keepalive
+from bot.inbox.db import create, postgres
 from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.leader import LEADERSHIP, Deposed, Leader, check_term
 from bot.inbox.db.notify import SETTLED, Listener, notify
@@ -139,7 +139,7 @@ async def test_a_primary_that_stops_answering_holds_no_call_forever(
                 for conn in (pooled, leader._conn):
                     sock = conn._transport.get_extra_info("socket")
                     assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
-                    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == keepalive.IDLE
+                    assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == postgres.IDLE
             signal_server(pair.primary, signal.SIGSTOP)
             try:
                 beat = asyncio.create_task(leader.beat())

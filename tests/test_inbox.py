@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.door.outcomes import result_from_record
 from bot.events.states import Via
 from bot.inbox import schema
 from bot.inbox.posting import needing_edit_sql
@@ -62,11 +63,10 @@ async def test_cancel_and_expiry_states(inbox: Inbox) -> None:
     eb = await inbox.settle(
         b.id, Settlement(option_id="reject_once", by="timeout", via="timeout", now=11.0, state=EXPIRED)
     )
-    assert (
-        ca is not None and ca.state == CANCELLED and ca.acp_result() == {"outcome": {"outcome": "cancelled"}}
-    )
+    assert ca is not None and ca.state == CANCELLED
+    assert result_from_record(ca.to_api()) == {"outcome": {"outcome": "cancelled"}}
     assert eb is not None and eb.state == EXPIRED
-    assert eb.acp_result() == {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
+    assert result_from_record(eb.to_api()) == {"outcome": {"outcome": "selected", "optionId": "reject_once"}}
 
 
 async def test_everything_survives_a_reopen(tmp_path: Path) -> None:
@@ -145,7 +145,7 @@ async def test_wait_settled_wakes_on_settle(inbox: Inbox) -> None:
     await inbox.settle(rec.id, Settlement(option_id="allow_once", by="a", via="api", feedback="ok", now=2.0))
     got = await asyncio.wait_for(waiter, 2)
     assert got is not None and got.state == RESOLVED
-    assert got.acp_result() == {
+    assert result_from_record(got.to_api()) == {
         "outcome": {"outcome": "selected", "optionId": "allow_once"},
         "_meta": {"feedback": "ok"},
     }

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.inbox import ledger, schema
-from bot.inbox.db import Connection, Step, create
+from bot.inbox.db import SQLITE, Connection, Step, create
 from bot.inbox.record import Settlement
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
@@ -18,7 +18,7 @@ from tests.support.station import request_body
 from tests.test_questions_fast import question_bodies
 
 # The schema exactly as first released (commit 6b05906), before versions existed.
-FIRST_RELEASE = schema.V1
+FIRST_RELEASE = SQLITE.ddl(schema.V1_DDL)  # the first release's tables as SQLite ran them
 
 
 _OLD_ROW = (

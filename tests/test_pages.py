@@ -27,8 +27,8 @@ async def _fill(ib: Inbox, sid: str, n: int, at: float) -> list[str]:
 async def _all_pages(ib: Inbox, limit: int, session: str | None = None) -> list[list[str]]:
     out, after = [], None
     while True:
-        recs, after = await ib.pending_page(limit, after, session)
-        out.append([r.id for r in recs])
+        page, after = await ib.pending_json(limit, after, session)
+        out.append([r["id"] for r in json.loads(page)])
         if after is None:
             return out
 
@@ -46,11 +46,12 @@ async def test_pages_cover_every_pending_record_once_in_order_even_with_equal_ti
 
 async def test_a_settled_record_between_pages_neither_stops_nor_repeats_the_listing(inbox: Inbox) -> None:
     ids = await _fill(inbox, "a", 6, at=time.time())
-    first, after = await inbox.pending_page(2)
-    await inbox.settle(first[1].id, Settlement(option_id="allow_once", by="x", via="api", now=time.time()))
+    page, after = await inbox.pending_json(2)
+    first = json.loads(page)
+    await inbox.settle(first[1]["id"], Settlement(option_id="allow_once", by="x", via="api", now=time.time()))
     await inbox.settle(ids[3], Settlement(option_id="allow_once", by="x", via="api", now=time.time()))
-    rest, after = await inbox.pending_page(10, after)
-    assert [r.id for r in rest] == [ids[2], ids[4], ids[5]] and after is None
+    rest, after = await inbox.pending_json(10, after)
+    assert [r["id"] for r in json.loads(rest)] == [ids[2], ids[4], ids[5]] and after is None
 
 
 async def test_session_pages(inbox: Inbox) -> None:

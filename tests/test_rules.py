@@ -15,13 +15,13 @@ from bot.inbox.rules import (
     Rule,
     RuleError,
     build_rules,
-    command_of,
     decide,
     flag_rule,
     parse_rules,
     parse_rules_json,
     restrict_to_session,
 )
+from bot.inbox.rules.model import shown_of
 
 
 def rec(
@@ -322,8 +322,8 @@ def test_kind_and_command_globs() -> None:
     assert not c.matches({**rec(title="git status"), "raw_input": {"command": "rm -rf /"}})
     assert not c.matches(rec(title="git status"))  # no command: never from the title
     assert c.matches({"rawInput": {"command": ["git", "status", "-s"]}})
-    assert command_of({"raw_input": {"command": ["echo", "a b"]}}) == "echo 'a b'"
-    assert command_of({"raw_input": {"command": 5}}) is None
+    assert shown_of({"raw_input": {"command": ["echo", "a b"]}}).command == "echo 'a b'"
+    assert shown_of({"raw_input": {"command": 5}}).command is None
 
 
 def test_session_and_tool_must_both_match() -> None:

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from bot.cli.permissions.render import question, table, tool_of
 from bot.hooks.models import HookInput
 from bot.hooks.translate import build_submission, session_rule, url_host
-from bot.inbox.rules import command_of, decide, parse_rules
+from bot.inbox.rules import decide, parse_rules
+from bot.inbox.rules.model import shown_of
 from bot.inbox.session_rules import scope_of
 from bot.prompts import build_prompt
 from bot.prompts.shown import PROSE, as_json, shown_input
@@ -177,7 +178,7 @@ def test_a_session_rule_covers_the_command_line_with_its_args() -> None:
 def test_command_globs_read_the_shown_command_line() -> None:
     rules = parse_rules([{"match": {"command": "rm *"}, "decision": "deny"},
                          {"match": {"command": "make"}, "decision": "approve"}])
-    assert command_of(_rec({"command": "rm", "args": ["-rf", "/"]})) == "rm -rf /"
+    assert shown_of(_rec({"command": "rm", "args": ["-rf", "/"]})).command == "rm -rf /"
     assert decide(rules, _rec({"command": "rm", "args": ["-rf", "/"]})) is rules[0]
     assert decide(rules, {"rawInput": {"command": ["rm", "-rf", "/"]}}) is rules[0]
     assert decide(rules, _rec({"command": "make", "args": ["-f", "/tmp/evil.mk"]})) is None

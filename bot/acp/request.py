@@ -17,8 +17,7 @@ from acp.schema import RequestPermissionRequest
 
 from bot.acp import messages
 from bot.acp.toolcalls import ToolCallCache
-from bot.door.request import proxy_fields
-from bot.door.request import DaemonRequest
+from bot.door.request import DaemonRequest, proxy_fields
 from bot.door.request import Host as DoorHost
 from bot.util.digest import EXTRAS
 

@@ -20,6 +20,5 @@ leadership with a fencing term, LISTEN/NOTIFY of ids: the ground for high availa
 
 Also: ``other_daemons`` (changes across daemons on one PostgreSQL database), ``approvals`` (the inbox part for
 approvals), ``holds`` (the inbox part for hook holders), ``ledger`` (the ledger's storage), ``quorum`` (who counts
-toward a quorum's approvals: distinct people), ``schema_steps`` (the inbox schema's steps whose SQLite body is
-Python, not one script (bot.inbox.schema's…), ``sessions`` (sessions (table ``seq``)).
+toward a quorum's approvals: distinct people), ``sessions`` (sessions (table ``seq``)).
 """

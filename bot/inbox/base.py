@@ -51,25 +51,25 @@ def row_to_record(r: Row) -> Record:
     """A ``requests`` row as a ``Record``."""
     v = {c: r[c] for c in COLUMNS} | {c: json.loads(r[c]) for c in JSON_COLUMNS if r[c] is not None}
     outcome = None
-    if r["outcome_via"] is not None:
-        outcome = Outcome(
-            option_id=r["outcome_option_id"],
-            answered_by=r["outcome_by"],
-            via=Via(r["outcome_via"]),
-            feedback=r["outcome_feedback"],
-            decided_at=r["decided_at"],
-            **answers_of(r["outcome_answers"]),
-        )
+    if r["outcome_via"] is not None:  # a question's answers: {"answers", "chosen"}
+        answers = json.loads(r["outcome_answers"]) if r["outcome_answers"] is not None else {}
+        outcome = Outcome(r["outcome_option_id"], r["outcome_by"], Via(r["outcome_via"]), r["outcome_feedback"],
+                          r["decided_at"], answers.get("answers"), answers.get("chosen"))
     return Record(**v | {"state": State(r["state"]), "prompt_edited": bool(r["prompt_edited"]), "outcome": outcome,
                          "approvals": v["approvals"] if r["approvals"] is not None else []})
 
 
-def answers_of(stored: str | None) -> dict[str, Any]:
-    """``answers`` and ``chosen`` of an ``Outcome`` from the stored ``outcome_answers`` JSON."""
-    if stored is None:
-        return {}
-    data = json.loads(stored)
-    return {"answers": data.get("answers"), "chosen": data.get("chosen")}
+async def read(db: Connection | Database, request_id: str) -> Record | None:
+    """The record ``request_id`` (as ``db`` sees it: inside its transaction, or committed)."""
+    row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
+    return row_to_record(row) if row is not None else None
+
+
+async def written(db: Connection, request_id: str) -> Record:
+    """The record of a row this transaction wrote."""
+    rec = await read(db, request_id)
+    assert rec is not None
+    return rec
 
 
 class InboxBase:
@@ -96,27 +96,31 @@ class InboxBase:
         """The records a committed read of ``requests`` rows finds."""
         return [row_to_record(r) for r in await self.database.fetch(sql, *args)]
 
-    async def _notify(self, db: Connection, kind: str, request_id: str) -> None:
+    async def notify_change(self, db: Connection, kind: str, request_id: str) -> None:
         """Inside a writing transaction: the other daemons on this database hear of the change once it commits
-        (PostgreSQL only; on SQLite one daemon owns the file and ``_emit`` tells everyone)."""
+        (PostgreSQL only; on SQLite one daemon owns the file and ``emit`` tells everyone)."""
         if db.dialect.is_postgres:
             await notify(db, CHANGED, f"{kind}\t{getattr(self.database, 'holder', '')}\t{request_id}")
 
-    def _tx(self) -> AbstractAsyncContextManager[Connection]:
-        """One write transaction (a nested one in the same task joins it)."""
+    def transaction(self) -> AbstractAsyncContextManager[Connection]:
+        """One write transaction (a nested one in the same task joins it); call ``emit`` after it."""
         return self.database.transaction()
 
     def _wake_approved(self) -> None:
         for wake in self._approved:
             wake()
 
-    def _emit(self, kind: str, rec: Record) -> None:
+    def _wake(self, rec: Record) -> None:
+        """Answer the long-polls waiting on ``rec``, settled."""
         ev = self._changed.pop(rec.id, None)
-        if ev is not None and kind == "resolved":
+        if ev is not None:
             ev.record = rec
             ev.set()
-        elif ev is not None:
-            self._changed[rec.id] = ev
+
+    def emit(self, kind: str, rec: Record) -> None:
+        """Tell the listeners about a committed change."""
+        if kind == "resolved":
+            self._wake(rec)
         for fn in self._listeners:
             fn(kind, rec)
 
@@ -130,10 +134,7 @@ class InboxBase:
         if kind == APPROVED:
             self._wake_approved()
             return
-        ev = self._changed.get(rec.id)
-        if ev is not None and kind == "resolved" and not rec.pending:
-            del self._changed[rec.id]
-            ev.record = rec
-            ev.set()
+        if kind == "resolved" and not rec.pending:
+            self._wake(rec)
         for fn in self._remote:
             fn(kind, rec)

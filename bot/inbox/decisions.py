@@ -39,16 +39,14 @@ def choose(
         if any(o.get("optionId") == option_id for o in options):
             return option_id
         raise NoFittingOption(f"option {option_id!r} is not offered")
-    if decision == "approve":
-        order = ("allow_always", "allow_once") if scope == "always" else ("allow_once", "allow_always")
-        chosen = _first(options, *order)
-        if chosen is None:
-            raise NoFittingOption("no allow-flavoured option is offered; pass option_id")
-        return chosen
-    if decision == "deny":
-        order = ("reject_always", "reject_once") if scope == "always" else ("reject_once", "reject_always")
-        return _first(options, *order)
-    raise ValueError(f"unknown decision {decision!r}")
+    if decision not in ("approve", "deny"):
+        raise ValueError(f"unknown decision {decision!r}")
+    verb = "allow" if decision == "approve" else "reject"
+    order = (f"{verb}_always", f"{verb}_once") if scope == "always" else (f"{verb}_once", f"{verb}_always")
+    chosen = _first(options, *order)
+    if chosen is None and decision == "approve":
+        raise NoFittingOption("no allow-flavoured option is offered; pass option_id")
+    return chosen
 
 
 def timeout_choice(options: Sequence[dict[str, Any]], on_timeout: str) -> str | None:

@@ -11,6 +11,8 @@ from typing import Any
 from bot.inbox.base import InboxBase
 from bot.inbox.record import dumps
 
+SET_KV = "INSERT INTO kv (k, v) VALUES ($1, $2) ON CONFLICT(k) DO UPDATE SET v=excluded.v"
+
 
 class Handled(InboxBase):
     """Handled and parked events, key/value."""
@@ -20,22 +22,20 @@ class Handled(InboxBase):
 
     async def mark_handled(self, event_id: str, now: float) -> bool:
         """Remember an event; False when it was already handled."""
-        async with self._tx() as db:
-            return await db.execute(
-                "INSERT OR IGNORE INTO handled (event_id, at) VALUES ($1, $2)", event_id, float(now)
-            ) == 1
+        return await self.database.execute(
+            "INSERT OR IGNORE INTO handled (event_id, at) VALUES ($1, $2)", event_id, float(now)
+        ) == 1
 
     async def park(self, event_id: str, source: dict[str, Any], now: float) -> None:
         """Keep an event that answers a prompt whose event id is not recorded yet."""
-        async with self._tx() as db:
-            await db.execute(
-                "INSERT OR IGNORE INTO parked (event_id, source, at) VALUES ($1, $2, $3)",
-                event_id, dumps(source), float(now),
-            )
+        await self.database.execute(
+            "INSERT OR IGNORE INTO parked (event_id, source, at) VALUES ($1, $2, $3)",
+            event_id, dumps(source), float(now),
+        )
 
     async def take_parked(self) -> list[dict[str, Any]]:
         """Every parked event, oldest first, removed from the parking."""
-        async with self._tx() as db:
+        async with self.transaction() as db:
             rows = await db.fetch("SELECT source FROM parked ORDER BY at, rowid")
             await db.execute("DELETE FROM parked")
         return [json.loads(r[0]) for r in rows]
@@ -50,12 +50,11 @@ class Handled(InboxBase):
         return {str(r[0]): str(r[1]) for r in rows}
 
     async def set_kv(self, k: str, v: str) -> None:
-        async with self._tx() as db:
-            await db.execute("INSERT INTO kv (k, v) VALUES ($1, $2) ON CONFLICT(k) DO UPDATE SET v=excluded.v", k, v)
+        await self.database.execute(SET_KV, k, v)
 
     async def made_once(self, k: str) -> str:
         """The value of ``k``: a random hex made the first time it is asked for, then kept."""
-        async with self._tx() as db:
+        async with self.transaction() as db:
             await db.execute("INSERT OR IGNORE INTO kv (k, v) VALUES ($1, $2)", k, uuid.uuid4().hex)
             v = await db.fetchval("SELECT v FROM kv WHERE k=$1", k)
         assert v is not None
@@ -70,8 +69,6 @@ class Handled(InboxBase):
 
     async def set_many_json(self, values: Mapping[str, Any]) -> None:
         """Several values in one transaction (a sync token and the crypto store it goes with)."""
-        async with self._tx() as db:
+        async with self.transaction() as db:
             for k, v in values.items():
-                await db.execute(
-                    "INSERT INTO kv (k, v) VALUES ($1, $2) ON CONFLICT(k) DO UPDATE SET v=excluded.v", k, dumps(v)
-                )
+                await db.execute(SET_KV, k, dumps(v))

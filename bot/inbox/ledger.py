@@ -24,10 +24,6 @@ OFF_ENV = "PERMISSION_BOT_BENCH_NO_LEDGER"
 PAGE = 1000
 
 
-def enabled() -> bool:
-    return os.environ.get(OFF_ENV) != "1"
-
-
 def answered_by(rec: Record) -> list[str]:
     """Who the entry names: empty for a timeout or a cancel, else the record's ``answered_by``."""
     o = rec.outcome
@@ -63,7 +59,7 @@ async def append(
     db: Connection, rec: Record, by: Sequence[str] | None = None, *, at: float | None = None
 ) -> int | None:
     """Append ``rec``'s settlement inside the open transaction ``db``; its seq (None when turned off)."""
-    if not enabled():
+    if os.environ.get(OFF_ENV) == "1":
         return None
     row = await db.fetchrow("UPDATE ledger_head SET seq=seq+1 WHERE id=1 RETURNING seq, hash")
     if row is None:  # the first entry: the head row is made then (an empty database stays empty: state migrate)

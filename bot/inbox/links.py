@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from bot.inbox import ledger
-from bot.inbox.base import row_to_record
-from bot.inbox.db import Row
+from bot.inbox.base import row_to_record, written
+from bot.inbox.db import Connection, Row, placeholders
 from bot.inbox.record import CANCELLED, PENDING, Record
 from bot.inbox.store import Inbox
 from bot.inbox.submission import KeyConflict, Submission
@@ -40,14 +40,15 @@ class Link:
 
 
 def _link(r: Row) -> Link:
-    return Link(
-        harness=r["harness"],
-        harness_id=r["harness_id"],
-        fingerprint=r["fingerprint"],
-        request_id=r["request_id"],
-        delivery=r["delivery"],
-        attempts=int(r["attempts"]),
-    )
+    return Link(r["harness"], r["harness_id"], r["fingerprint"], r["request_id"], r["delivery"], int(r["attempts"]))
+
+
+OPEN = "(l.delivery IS NULL OR l.delivery=$2)"
+"""A link whose delivery is still open ($2: ``SENDING``)."""
+CANCEL = (
+    "UPDATE requests SET state=$1, outcome_option_id=NULL, outcome_by=$2, outcome_via='cancel', outcome_feedback=$3"
+)
+"""A request shown cancelled ($1: ``CANCELLED``) by $2 with the note $3 (which names its answer, if any)."""
 
 
 class Links:
@@ -56,6 +57,14 @@ class Links:
     def __init__(self, inbox: Inbox) -> None:
         self.inbox = inbox
 
+    async def _insert(
+        self, db: Connection, sub: Submission, now: float, timeout: float, room: str
+    ) -> tuple[Record, bool]:
+        try:
+            return await self.inbox.insert(db, sub, now, timeout, room=room)
+        except KeyConflict as e:
+            raise Squatted(f"{sub.key}: {e}") from None
+
     async def submit(
         self, harness: str, harness_id: str, fingerprint: str, sub: Submission, now: float, timeout: float,
         *, hold_post: bool = False, room: str = "default",
@@ -63,10 +72,7 @@ class Links:
         """Store a held request and its link in one transaction; idempotent (the submission's ``key``).
         ``hold_post`` and ``room`` as for ``Inbox.submit``."""
         async with self.inbox.transaction() as db:
-            try:
-                rec, created = await self.inbox.insert(db, sub, now, timeout, room=room)
-            except KeyConflict as e:
-                raise Squatted(f"{sub.key}: {e}") from None
+            rec, created = await self._insert(db, sub, now, timeout, room)
             if created and hold_post:
                 await self.inbox.hold_post(db, rec.id)
             if not created:
@@ -94,7 +100,7 @@ class Links:
             chunk = harness_ids[i : i + 500]
             rows = await self.inbox.db.fetch(
                 "SELECT harness_id, fingerprint FROM harness_links WHERE harness=$1 AND harness_id IN"
-                f" ({','.join(f'${n}' for n in range(2, len(chunk) + 2))})",
+                f" ({placeholders(2, len(chunk))})",
                 harness, *chunk,
             )
             out |= {(str(r[0]), str(r[1])) for r in rows}
@@ -104,29 +110,25 @@ class Links:
         """Links of ``harness`` whose inbox request is still pending (their delivery is still open)."""
         rows = await self.inbox.db.fetch(
             "SELECT l.* FROM harness_links l JOIN requests q ON q.id = l.request_id"
-            " WHERE l.harness=$1 AND (l.delivery IS NULL OR l.delivery=$2) AND q.state=$3",
+            f" WHERE l.harness=$1 AND {OPEN} AND q.state=$3",
             harness, SENDING, PENDING,
         )
         return [_link(r) for r in rows]
 
     async def undelivered(self, harness: str) -> list[tuple[Link, Record]]:
         """Settled requests of ``harness`` whose answer has not reached it yet, oldest decision first."""
-        rows = await self.inbox.db.fetch(
-            "SELECT l.harness, l.harness_id, l.fingerprint, l.request_id, l.delivery, l.attempts, q.*"
-            " FROM harness_links l JOIN requests q ON q.id = l.request_id"
-            " WHERE l.harness=$1 AND (l.delivery IS NULL OR l.delivery=$2) AND q.state!=$3 ORDER BY q.decided_at",
-            harness, SENDING, PENDING,
-        )
-        return [(_link(r), row_to_record(r)) for r in rows]
+        return await self._with_requests(harness, " AND q.state!=$3 ORDER BY q.decided_at", PENDING)
 
     async def open(self, harness: str) -> list[tuple[Link, Record]]:
         """Links of ``harness`` whose delivery is still open (pending, or settled and not yet sent), with
         their requests."""
+        return await self._with_requests(harness, " ORDER BY q.requested_at")
+
+    async def _with_requests(self, harness: str, then: str, *args: object) -> list[tuple[Link, Record]]:
         rows = await self.inbox.db.fetch(
             "SELECT l.harness, l.harness_id, l.fingerprint, l.request_id, l.delivery, l.attempts, q.*"
-            " FROM harness_links l JOIN requests q ON q.id = l.request_id"
-            " WHERE l.harness=$1 AND (l.delivery IS NULL OR l.delivery=$2) ORDER BY q.requested_at",
-            harness, SENDING,
+            f" FROM harness_links l JOIN requests q ON q.id = l.request_id WHERE l.harness=$1 AND {OPEN}{then}",
+            harness, SENDING, *args,
         )
         return [(_link(r), row_to_record(r)) for r in rows]
 
@@ -141,56 +143,39 @@ class Links:
         async with self.inbox.transaction() as db:
             row = await db.fetchrow(
                 "SELECT q.* FROM harness_links l JOIN requests q ON q.id = l.request_id WHERE l.request_id=$1"
-                " AND l.harness=$2 AND l.harness_id=$3 AND l.fingerprint=$4 AND (l.delivery IS NULL OR l.delivery=$5)",
-                link.request_id, link.harness, link.harness_id, link.fingerprint, SENDING,
+                f" AND l.harness=$3 AND l.harness_id=$4 AND l.fingerprint=$5 AND {OPEN}",
+                link.request_id, SENDING, link.harness, link.harness_id, link.fingerprint,
             )
             if row is None:
                 return None
             old = row_to_record(row)
-            try:
-                new, created = await self.inbox.insert(db, sub, now, timeout, room=old.room)
-            except KeyConflict as e:
-                raise Squatted(f"{sub.key}: {e}") from None
+            new, created = await self._insert(db, sub, now, timeout, old.room)
             if not created:
                 raise Squatted(f"{new.id}: the inbox holds this key already")
             if hold_post:
                 await self.inbox.hold_post(db, new.id)
             why = note(old, new)
-            if old.pending:
-                await db.execute(
-                    "UPDATE requests SET state=$1, outcome_option_id=NULL, outcome_by=$2, outcome_via='cancel',"
-                    " outcome_feedback=$3, decided_at=$4 WHERE id=$5",
-                    CANCELLED, by, why, float(now), old.id,
-                )
-            else:
-                await db.execute(
-                    "UPDATE requests SET state=$1, outcome_option_id=NULL, outcome_by=$2, outcome_via='cancel',"
-                    " outcome_feedback=$3, prompt_edited=0 WHERE id=$4",
-                    CANCELLED, by, why, old.id,
-                )
+            if old.pending:  # settled now
+                await db.execute(f"{CANCEL}, decided_at=$5 WHERE id=$4", CANCELLED, by, why, old.id, float(now))
+            else:  # amended: its prompt is edited again
+                await db.execute(f"{CANCEL}, prompt_edited=0 WHERE id=$4", CANCELLED, by, why, old.id)
             await db.execute(
                 "UPDATE harness_links SET request_id=$1, delivery=NULL, attempts=0, at=$2 WHERE request_id=$3",
                 new.id, float(now), old.id,
             )
             await self.inbox.notify_change(db, "resolved" if old.pending else "amended", old.id)
             await self.inbox.notify_change(db, "request", new.id)
-            closed = await db.fetchrow("SELECT * FROM requests WHERE id=$1", old.id)
-            assert closed is not None
-            await ledger.append(db, row_to_record(closed), at=now)  # settled (or shown) otherwise: an entry of its own
-        self.inbox.emit("resolved" if old.pending else "amended", row_to_record(closed))
+            closed = await written(db, old.id)
+            await ledger.append(db, closed, at=now)  # settled (or shown) otherwise: an entry of its own
+        self.inbox.emit("resolved" if old.pending else "amended", closed)
         self.inbox.emit("request", new)
-        return row_to_record(closed), new
-
-    async def by_request(self, request_id: str) -> Link | None:
-        row = await self.inbox.db.fetchrow("SELECT * FROM harness_links WHERE request_id=$1", request_id)
-        return _link(row) if row else None
+        return closed, new
 
     async def set_delivery(self, request_id: str, delivery: str | None, now: float, *, attempt: bool = False) -> None:
-        async with self.inbox.transaction() as db:
-            await db.execute(
-                "UPDATE harness_links SET delivery=$1, at=$2, attempts=attempts+$3 WHERE request_id=$4",
-                delivery, float(now), 1 if attempt else 0, request_id,
-            )
+        await self.inbox.database.execute(
+            "UPDATE harness_links SET delivery=$1, at=$2, attempts=attempts+$3 WHERE request_id=$4",
+            delivery, float(now), 1 if attempt else 0, request_id,
+        )
 
     async def answered_elsewhere(self, request_id: str, by: str, note: str, delivery: str, now: float) -> Record | None:
         """A settled request whose answer the harness no longer took: shown cancelled, with ``note``.
@@ -202,18 +187,11 @@ class Links:
             await db.execute(
                 "UPDATE harness_links SET delivery=$1, at=$2 WHERE request_id=$3", delivery, float(now), request_id
             )
-            changed = await db.execute(
-                "UPDATE requests SET state=$1, outcome_option_id=NULL, outcome_by=$2, outcome_via='cancel',"
-                " outcome_feedback=$3, prompt_edited=0 WHERE id=$4 AND state!=$5",
-                CANCELLED, by, note, request_id, PENDING,
-            )
-            if changed != 1:
+            if await db.execute(f"{CANCEL}, prompt_edited=0 WHERE id=$4 AND state!=$5",
+                                CANCELLED, by, note, request_id, PENDING) != 1:
                 return None
             await self.inbox.notify_change(db, "amended", request_id)
-            row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
-            if row is None:
-                return None
-            rec = row_to_record(row)
+            rec = await written(db, request_id)
             await ledger.append(db, rec, at=now)  # the answer the harness did not take: shown cancelled, a new entry
         self.inbox.emit("amended", rec)  # the prompt is edited again; events, webhooks and metrics are told
         return rec

@@ -13,7 +13,6 @@ from bot.inbox.base import InboxBase, row_to_record
 from bot.inbox.db import placeholders
 from bot.inbox.pages import Key
 from bot.inbox.record import PENDING, Record
-from bot.inbox.sessions import HOOK_KEY_PREFIX
 
 BRIEF_TEXT = ("id", "session_id", "label", "title", "tool_kind", "tool_name", "room", "kind")
 BRIEF = (*BRIEF_TEXT, "raw_input", "requested_at")
@@ -27,9 +26,6 @@ BRIEF_POSTGRES = (
 """A brief record's JSON but its requested_at, made by each engine: the same bytes (compact, non-ASCII as is).
 On PostgreSQL row_to_json, as SQLite's json_object writes (json_build_object puts spaces around its colons, and
 is slower: it looks up each argument's type again for every row)."""
-
-PENDING_HOOK = f"state='pending' AND substr(key, 1, {len(HOOK_KEY_PREFIX)})='{HOOK_KEY_PREFIX}'"
-"""The WHERE of the requests_pending_hook index (schema step: backlog indexes): the hooks' pending requests."""
 
 
 def _where(
@@ -63,12 +59,6 @@ class Listing(InboxBase):
             f"SELECT * FROM requests WHERE state=$1{where} ORDER BY requested_at, rowid", PENDING, *args
         )
 
-    async def pending_hook_requests(self) -> list[Record]:
-        """The pending requests a hook submitted (key ``hook-...``), oldest first: through the
-        requests_pending_hook index, never a read of every pending request."""
-        hint = self._indexed_by("requests_pending_hook")  # SQLite would read every pending one (requests_state)
-        return await self._records(f"SELECT * FROM requests{hint} WHERE {PENDING_HOOK} ORDER BY requested_at, rowid")
-
     async def pending_of_session(self, session_id: str, room: str | None = None) -> list[Record]:
         """The pending requests of one session id (not its label), oldest first: through the
         (session_id, request_seq) key, so it costs the session's requests, not the inbox's."""
@@ -94,20 +84,14 @@ class Listing(InboxBase):
             PENDING, most, *args,
         ) or 0)
 
-    async def pending_page(
-        self, limit: int, after: Key | None = None, session: str | None = None, room: str | None = None
-    ) -> tuple[list[Record], Key | None]:
-        """Up to ``limit`` pending records after the key ``after`` (oldest first) and the key to continue
-        from (None on the last page): a keyset query over the ``requests_state`` index (bot/inbox/pages.py)."""
-        rows, nxt = await self._pending_rows(limit, after, session, room)
-        return [row_to_record(r) for r in rows], nxt
-
     async def pending_json(
         self, limit: int | None = None, after: Key | None = None, session: str | None = None,
         room: str | None = None, rooms: Collection[str] | None = None,
     ) -> tuple[bytes, Key | None]:
-        """As ``pending_page`` (all of them without ``limit``; only ``rooms``, when given), as the API's JSON
-        array: each record's JSON is kept while its row is unchanged, so a listing encodes only what changed."""
+        """Up to ``limit`` pending records (all of them without one; only ``rooms``, when given) after the key
+        ``after`` (oldest first), as the API's JSON array, and the key to continue from (None on the last page):
+        a keyset query over the ``requests_state`` index (bot/inbox/pages.py). Each record's JSON is kept
+        while its row is unchanged, so a listing encodes only what changed."""
         rows, nxt = await self._pending_rows(limit, after, session, room, rooms)
         return self._json.array(rows, lambda r: json.dumps(row_to_record(r).to_api())), nxt  # ASCII, as before
 

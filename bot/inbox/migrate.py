@@ -19,7 +19,7 @@ from bot.inbox.db import Connection, Database, SchemaTooNew, create, parse
 from bot.inbox.db.postgres import PgConnection
 from bot.inbox.db.sqlite import SqliteConnection, SqliteDatabase
 from bot.inbox.db.url import KEY
-from bot.inbox.schema import LATEST, table, upgrade
+from bot.inbox.schema import LATEST, legacy_version, upgrade
 
 VERSIONS = "schema_versions"
 ExtraKv = Callable[[Mapping[str, str]], Mapping[str, str]]
@@ -37,10 +37,6 @@ class Copied:
     rows: dict[str, int]
     upgraded_from: int | None = None  # the source's schema version when it had to be upgraded first
 
-    @property
-    def total(self) -> int:
-        return sum(self.rows.values())
-
 
 async def _source_version(db: Database) -> int:
     if await db.table_exists(VERSIONS):
@@ -48,69 +44,64 @@ async def _source_version(db: Database) -> int:
         if v is not None:
             return int(v)
     async with db._reader() as conn:  # the legacy reading needs a connection
-        legacy = table().legacy
-        return await legacy(conn) if legacy is not None else 0
+        return await legacy_version(conn)
 
 
 async def _open_source(path: Path) -> tuple[SqliteDatabase, int | None]:
     """The source opened read-only at the latest schema (upgraded first when older)."""
     if not path.is_file():
         raise MigrateError(f"{path}: no inbox to migrate (state.path has no inbox.sqlite3)")
-    src = SqliteDatabase(parse(f"sqlite:{path.resolve()}"), read_only=True)
+    target = parse(f"sqlite:{path.resolve()}")
+    src = SqliteDatabase(target, read_only=True)
     await src.start()
     try:
         version = await _source_version(src)
+        if version > LATEST:
+            raise SchemaTooNew(
+                f"{path}: the inbox schema is at version {version}, newer than this permission-bot knows ({LATEST}); "
+                "migrate with the permission-bot that wrote it"
+            )
     except BaseException:
         await src.stop()
         raise
-    if version > LATEST:
-        await src.stop()
-        raise SchemaTooNew(
-            f"{path}: the inbox schema is at version {version}, newer than this permission-bot knows ({LATEST}); "
-            "migrate with the permission-bot that wrote it"
-        )
     if version == LATEST:
         return src, None
     await src.stop()
-    writer = SqliteDatabase(parse(f"sqlite:{path.resolve()}"))
+    writer = SqliteDatabase(target)
     await writer.start()
     try:
         await upgrade(writer, str(path))
     finally:
         await writer.stop()
-    src = SqliteDatabase(parse(f"sqlite:{path.resolve()}"), read_only=True)
     await src.start()
     return src, version
 
 
-async def _pg_tables(conn: Connection) -> list[str]:
+async def _pg_tables(conn: Connection) -> dict[str, list[tuple[str, str, bool]]]:
+    """The target's tables (but ``schema_versions``) by name, each with its (column, data type, is identity)."""
     rows = await conn.fetch(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
-        " AND table_type = 'BASE TABLE' AND table_name <> $1 ORDER BY table_name",
+        "SELECT c.table_name, c.column_name, c.data_type, c.is_identity FROM information_schema.columns c"
+        " JOIN information_schema.tables t ON (t.table_schema, t.table_name) = (c.table_schema, c.table_name)"
+        " WHERE t.table_schema = current_schema() AND t.table_type = 'BASE TABLE' AND t.table_name <> $1"
+        " ORDER BY c.table_name, c.ordinal_position",
         VERSIONS,
     )
-    return [str(r[0]) for r in rows]
+    tables: dict[str, list[tuple[str, str, bool]]] = {}
+    for r in rows:
+        tables.setdefault(str(r[0]), []).append((str(r[1]), str(r[2]), str(r[3]) == "YES"))
+    return tables
 
 
-async def _pg_columns(conn: Connection, name: str) -> list[tuple[str, str, bool]]:
-    """(column, data type, is identity) of a target table, in order."""
-    rows = await conn.fetch(
-        "SELECT column_name, data_type, is_identity FROM information_schema.columns"
-        " WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
-        name,
-    )
-    return [(str(r[0]), str(r[1]), str(r[2]) == "YES") for r in rows]
+_TYPES: dict[str, Callable[[Any], Any]] = {
+    "integer": int, "bigint": int, "smallint": int, "double precision": float, "real": float, "numeric": float,
+    "bytea": bytes,
+}
 
 
 def _coerce(data_type: str) -> Callable[[Any], Any]:
-    """SQLite keeps any value in any column: each value as the target column's type wants it."""
-    if data_type in ("integer", "bigint", "smallint"):
-        return lambda v: None if v is None else int(v)
-    if data_type in ("double precision", "real", "numeric"):
-        return lambda v: None if v is None else float(v)
-    if data_type == "bytea":
-        return lambda v: None if v is None else bytes(v)
-    return lambda v: None if v is None else (v if isinstance(v, str) else str(v))
+    """SQLite keeps any value in any column: each value as the target column's type wants it (text: ``str``)."""
+    kind = _TYPES.get(data_type, str)
+    return lambda v: None if v is None else kind(v)
 
 
 async def _read_source(src: SqliteDatabase, wanted: dict[str, list[tuple[str, str, bool]]]) -> tuple[
@@ -158,7 +149,8 @@ async def _copy(target: Database, src: SqliteDatabase, extra: ExtraKv | None = N
     counts: dict[str, int] = {}
     async with target.transaction() as conn:
         conn.allow_slow()
-        names = await _pg_tables(conn)
+        wanted = await _pg_tables(conn)
+        names = list(wanted)
         await conn.execute(f"LOCK TABLE {', '.join(names)} IN EXCLUSIVE MODE")
         used = []
         for name in names:
@@ -169,7 +161,6 @@ async def _copy(target: Database, src: SqliteDatabase, extra: ExtraKv | None = N
             raise MigrateError(
                 f"{target.target.shown}: not empty ({', '.join(used)}); migrate only into a new, empty database"
             )
-        wanted = {name: await _pg_columns(conn, name) for name in names}
         rows, high = await _read_source(src, wanted)
         if extra is not None:
             rows["kv"] = _with_extra(rows["kv"], [c for c, _, _ in wanted["kv"]], extra)
@@ -214,5 +205,5 @@ def summary(copied: Copied, source: Path, shown: str) -> Sequence[str]:
     lines = [f"{name}: {n} rows" for name, n in copied.rows.items()]
     if copied.upgraded_from is not None:
         lines.insert(0, f"{source}: upgraded from schema version {copied.upgraded_from} to {LATEST} first")
-    lines.append(f"migrated {copied.total} rows in {len(copied.rows)} tables from {source} to {shown}")
+    lines.append(f"migrated {sum(copied.rows.values())} rows in {len(copied.rows)} tables from {source} to {shown}")
     return lines

@@ -27,11 +27,9 @@ class Across:
 
     def __init__(self, inbox: Inbox) -> None:
         self.inbox = inbox
-        db = inbox.database
-        self.listener = (
-            Listener(db, CHANGED, self._on_id, self._on_gap) if isinstance(db, PostgresDatabase) else None
-        )
-        self.holder = db.holder if isinstance(db, PostgresDatabase) else ""
+        pg = inbox.database if isinstance(inbox.database, PostgresDatabase) else None
+        self.listener = Listener(pg, CHANGED, self._on_id, self._on_gap) if pg is not None else None
+        self.holder = pg.holder if pg is not None else ""
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:

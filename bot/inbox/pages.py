@@ -35,10 +35,10 @@ def decode(cursor: str) -> Key:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         at, rowid = raw.split("/")
         key = (float(at), int(rowid))
+        if key[0] != key[0] or key[1] < 0:  # NaN, negative
+            raise ValueError(raw)
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise BadCursor("cursor: not one this daemon handed out") from None
-    if key[0] != key[0] or key[1] < 0:  # NaN, negative
-        raise BadCursor("cursor: not one this daemon handed out")
     return key
 
 
@@ -46,10 +46,10 @@ def parse_limit(text: str) -> int:
     """A ``limit`` query value: 1..MAX_LIMIT (ValueError with the reason otherwise)."""
     try:
         n = int(text)
+        if not 1 <= n <= MAX_LIMIT:
+            raise ValueError(text)
     except ValueError:
         raise ValueError(f"limit: expected a whole number from 1 to {MAX_LIMIT}") from None
-    if not 1 <= n <= MAX_LIMIT:
-        raise ValueError(f"limit: expected a whole number from 1 to {MAX_LIMIT}")
     return n
 
 

@@ -9,14 +9,6 @@ from bot.inbox.base import InboxBase
 from bot.inbox.db import placeholders
 from bot.inbox.record import PENDING, Record
 
-NEEDING_EDIT = (
-    "SELECT * FROM requests WHERE prompt_edited=0 AND decided_at IS NOT NULL AND prompt_event_id IS NOT NULL"
-    " AND state!=$1{which} ORDER BY decided_at LIMIT $2"
-)
-"""``needing_edit``'s query: the WHERE of the requests_unedited index (schema step 9), the state, and
-``{which}`` (whether the room shows it settled, or nothing)."""
-
-
 UNPOSTED = "prompt_event_id IS NULL AND post_skipped=0"
 """The WHERE of the requests_unposted index (schema step: backlog indexes): prompts not in the room yet."""
 
@@ -28,10 +20,12 @@ HOLD_LAPSE = 30.0
 
 
 def needing_edit_sql(shown: bool | None) -> str:
-    """``NEEDING_EDIT`` for ``needing_edit(shown=...)``."""
+    """``needing_edit(shown=...)``'s query: the WHERE of the requests_unedited index (schema step 9), the state,
+    and whether the room shows it settled (``shown``; None: either way)."""
     which = "" if shown is None else (" AND" + ("" if shown else " NOT") + " EXISTS (SELECT 1 FROM timeline t"
                                       " WHERE t.kind='settled' AND t.request_id=requests.id)")
-    return NEEDING_EDIT.format(which=which)
+    return ("SELECT * FROM requests WHERE prompt_edited=0 AND decided_at IS NOT NULL AND prompt_event_id IS NOT NULL"
+            f" AND state!=$1{which} ORDER BY decided_at LIMIT $2")
 
 
 class Posting(InboxBase):
@@ -40,7 +34,7 @@ class Posting(InboxBase):
     async def set_prompt_event(self, request_id: str, event_id: str, now: float | None = None) -> bool:
         """The prompt is in the room as ``event_id``. Whether the request is still pending: one settled while
         its prompt was on its way needs its edit now (the settle came before there was a prompt to edit)."""
-        async with self._tx() as db:
+        async with self.transaction() as db:
             await db.execute(
                 "UPDATE requests SET prompt_event_id=$1, posted_at=$2 WHERE id=$3",
                 event_id, None if now is None else float(now), request_id,
@@ -50,27 +44,26 @@ class Posting(InboxBase):
     async def set_posted_settled(self, request_id: str, event_id: str, now: float) -> None:
         """A request settled before its prompt was posted went to the room settled, as one event ``event_id``:
         it is both the prompt and its settled edit (no edit follows)."""
-        async with self._tx() as db:
-            await db.execute(
-                "UPDATE requests SET prompt_event_id=$1, posted_at=$2, prompt_edited=1, edit_event_id=$1 WHERE id=$3",
-                event_id, float(now), request_id,
-            )
+        await self.database.execute(
+            "UPDATE requests SET prompt_event_id=$1, posted_at=$2, prompt_edited=1, edit_event_id=$1 WHERE id=$3",
+            event_id, float(now), request_id,
+        )
 
     async def skip_post(self, request_id: str) -> None:
         """Never post this (settled) request's prompt: ``prompts.post_rule_settled`` is off."""
-        async with self._tx() as db:
-            await db.execute("UPDATE requests SET post_skipped=1 WHERE id=$1 AND prompt_event_id IS NULL", request_id)
+        await self.database.execute(
+            "UPDATE requests SET post_skipped=1 WHERE id=$1 AND prompt_event_id IS NULL", request_id
+        )
 
     async def mark_edited(self, request_id: str, event_id: str | None = None, shown: Record | None = None) -> None:
         """The prompt's edit ``event_id`` is in the room. ``shown``: the record the edit was made from; an outcome
         amended while it was on its way (a watched harness that did not take the answer) stays to be edited."""
         same = "" if shown is None else " AND state=$3 AND COALESCE(outcome_by, '')=$4"
         args = () if shown is None else (shown.state.value, (shown.outcome.answered_by or "") if shown.outcome else "")
-        async with self._tx() as db:
-            await db.execute(
-                "UPDATE requests SET prompt_edited=1, edit_event_id=COALESCE($1, edit_event_id) WHERE id=$2" + same,
-                event_id, request_id, *args,
-            )
+        await self.database.execute(
+            "UPDATE requests SET prompt_edited=1, edit_event_id=COALESCE($1, edit_event_id) WHERE id=$2" + same,
+            event_id, request_id, *args,
+        )
 
     async def needing_post(
         self, limit: int = 100, held_before: float = float("-inf"), *, newest: bool = False
@@ -94,12 +87,11 @@ class Posting(InboxBase):
 
     # -- reactions the bot seeded ----------------------------------------
     async def add_reaction(self, request_id: str, key: str, event_id: str) -> None:
-        async with self._tx() as db:
-            await db.execute(
-                "INSERT INTO reactions (request_id, key, event_id) VALUES ($1, $2, $3) ON CONFLICT (request_id, key)"
-                " DO UPDATE SET event_id=excluded.event_id, redacted=0",
-                request_id, key, event_id,
-            )
+        await self.database.execute(
+            "INSERT INTO reactions (request_id, key, event_id) VALUES ($1, $2, $3) ON CONFLICT (request_id, key)"
+            " DO UPDATE SET event_id=excluded.event_id, redacted=0",
+            request_id, key, event_id,
+        )
 
     async def needing_seed(self, posted_before: float, limit: int = 8) -> list[Record]:
         """Pending records posted before ``posted_before`` whose keycap reactions are not all seeded yet."""
@@ -117,8 +109,7 @@ class Posting(InboxBase):
         return float(v) if v is not None else None
 
     async def mark_seeded(self, request_id: str) -> None:
-        async with self._tx() as db:
-            await db.execute("UPDATE requests SET seeded=1 WHERE id=$1", request_id)
+        await self.database.execute("UPDATE requests SET seeded=1 WHERE id=$1", request_id)
 
     async def reactions_to_clear(
         self, limit: int = 50, request_ids: Sequence[str] | None = None
@@ -144,5 +135,4 @@ class Posting(InboxBase):
         return [(r[0], r[1], bool(r[2])) for r in rows]
 
     async def mark_reaction_redacted(self, request_id: str, key: str) -> None:
-        async with self._tx() as db:
-            await db.execute("UPDATE reactions SET redacted=1 WHERE request_id=$1 AND key=$2", request_id, key)
+        await self.database.execute("UPDATE reactions SET redacted=1 WHERE request_id=$1 AND key=$2", request_id, key)

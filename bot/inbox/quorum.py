@@ -72,12 +72,8 @@ def tally(
     now_given = [*kept, entry]
     if len(now_given) < needed:
         return Tally("counted", now_given)
-    chosen = option_id
-    for g in now_given:
-        if meaning_of(options, g.get("option_id"))[1] == "once":
-            chosen = str(g["option_id"])
-            break
-    return Tally("settle", now_given, chosen, [str(g["by"]) for g in now_given])
+    once = [str(g["option_id"]) for g in now_given if meaning_of(options, g.get("option_id"))[1] == "once"]
+    return Tally("settle", now_given, once[0] if once else option_id, [str(g["by"]) for g in now_given])
 
 
 def progress(needed: int, given: Sequence[Mapping[str, Any]]) -> str:

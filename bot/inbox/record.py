@@ -60,6 +60,11 @@ class Settlement:
             raise ValueError(f"a request is settled resolved, expired or cancelled, not {self.state!r}")
 
 
+API_AS_IS = ("id", "session_id", "request_seq", "label", "cwd", "tool_call_id", "title", "tool_kind", "tool_name",
+             "options", "raw_input", "locations", "state")
+"""The first fields of the API record, as the record holds them (in this order)."""
+
+
 @dataclass(frozen=True)
 class Record:
     """A request and everything durable about it."""
@@ -102,22 +107,12 @@ class Record:
         """Whether more than one approval settles it."""
         return self.approvals_needed > 1
 
-    def approvals_api(self) -> dict[str, Any] | None:
-        """``approvals`` of the API record: ``needed`` and ``given`` (``by``, ``at``), or None."""
-        if not self.quorum:
-            return None
-        return {"needed": self.approvals_needed,
-                "given": [{"by": a["by"], "at": iso_ms(float(a["at"]))} for a in self.approvals]}
-
     @property
     def pending(self) -> bool:
         return self.state == PENDING
 
     def option_name(self, option_id: str | None) -> str | None:
-        for o in self.options:
-            if o["optionId"] == option_id:
-                return str(o["name"])
-        return None
+        return next((str(o["name"]) for o in self.options if o["optionId"] == option_id), None)
 
     def question(self) -> str:
         """agentproto's one-line question: ``Allow "Bash"?`` (a question's own text, a plan's title)."""
@@ -142,20 +137,7 @@ class Record:
                 out["answers"] = o.answers
                 out["chosen"] = o.chosen or []
         requested = iso_ms(self.requested_at)
-        return {
-            "id": self.id,
-            "session_id": self.session_id,
-            "request_seq": self.request_seq,
-            "label": self.label,
-            "cwd": self.cwd,
-            "tool_call_id": self.tool_call_id,
-            "title": self.title,
-            "tool_kind": self.tool_kind,
-            "tool_name": self.tool_name,
-            "options": self.options,
-            "raw_input": self.raw_input,
-            "locations": self.locations,
-            "state": self.state,
+        return {k: getattr(self, k) for k in API_AS_IS} | {
             "requested_at": requested,
             "expires_at": iso_ms(self.expires_at),
             "revision": self.revision,
@@ -164,7 +146,10 @@ class Record:
             "outcome": out,
             "submitted_by": self.submitted_by,
             "room": self.room,
-            "approvals": self.approvals_api(),
+            "approvals": {  # a quorum's: needed, and given (by, at)
+                "needed": self.approvals_needed,
+                "given": [{"by": a["by"], "at": iso_ms(float(a["at"]))} for a in self.approvals],
+            } if self.quorum else None,
             "escalated_at": None if self.escalated_at is None else iso_ms(self.escalated_at),
             "kind": self.kind,
             "params": self.params,
@@ -175,15 +160,6 @@ class Record:
             "rawInput": self.raw_input,
             "requestedAt": requested,
         }
-
-    def acp_result(self) -> dict[str, Any]:
-        """The ``session/request_permission`` result the agent receives."""
-        if self.outcome is None or self.outcome.option_id is None:
-            return {"outcome": {"outcome": "cancelled"}}
-        result: dict[str, Any] = {"outcome": {"outcome": "selected", "optionId": self.outcome.option_id}}
-        if self.outcome.feedback:
-            result["_meta"] = {"feedback": self.outcome.feedback}
-        return result
 
 
 def dumps(v: Any) -> str:

@@ -6,14 +6,12 @@ A request leaves ``pending`` at most once: settling is a conditional UPDATE chec
 from __future__ import annotations
 
 import asyncio
-from dataclasses import replace
 
 from bot.inbox import ledger
 from bot.inbox.approvals import Approvals
-from bot.inbox.base import RELEASED, Settled, row_to_record, stored
+from bot.inbox.base import RELEASED, Settled, read, row_to_record, stored, written
 from bot.inbox.db import Connection
 from bot.inbox.marks import mark_settled_at
-from bot.inbox.quorum import PERSON_VIAS
 from bot.inbox.record import PENDING, Record, Settlement, dumps
 from bot.inbox.sessions import PendingCaps, check_caps, check_room, next_seq
 from bot.inbox.submission import KeyConflict, Submission, conflict
@@ -39,17 +37,17 @@ class Requests(Approvals):
         session of another room raises :class:`bot.inbox.sessions.SessionInOtherRoom`. ``caps``: a new
         request over them raises :class:`bot.inbox.sessions.TooManyPending`.
         ``held_by``: the holder id of the daemon a hook waits on for it (bot.inbox.holds)."""
-        async with self._tx() as db:
+        async with self.transaction() as db:
             rec, created = await self.insert(
                 db, sub, now, timeout, submitted_by, room=room, caps=caps, held=held_by is not None)
-            if created and hold_post:
-                await self.hold_post(db, rec.id)
-            if created and held_by is not None:
-                await db.execute("UPDATE requests SET held_by=$1 WHERE id=$2", held_by, rec.id)
             if created:
-                await self._notify(db, "request", rec.id)
+                if hold_post:
+                    await self.hold_post(db, rec.id)
+                if held_by is not None:
+                    await db.execute("UPDATE requests SET held_by=$1 WHERE id=$2", held_by, rec.id)
+                await self.notify_change(db, "request", rec.id)
         if created:
-            self._emit("request", rec)
+            self.emit("request", rec)
         return rec, created
 
     async def insert(
@@ -83,13 +81,7 @@ class Requests(Approvals):
         marks = ", ".join(f"${i}" for i in range(1, len(values) + 1))
         await db.execute(f"INSERT INTO requests ({', '.join(values)}) VALUES ({marks})",
                          *map(stored, values, values.values()))
-        return await self._read(db, rid), True
-
-    async def _read(self, db: Connection, request_id: str) -> Record:
-        """The record of a row this transaction wrote."""
-        row = await db.fetchrow("SELECT * FROM requests WHERE id=$1", request_id)
-        assert row is not None
-        return row_to_record(row)
+        return await written(db, rid), True
 
     async def hold_post(self, db: Connection, request_id: str) -> None:
         """Keep a new request out of ``needing_post`` until ``release_post``, in its submit transaction
@@ -99,13 +91,12 @@ class Requests(Approvals):
 
     async def release_post(self, request_id: str) -> None:
         """The request may be posted now (wake the poster after this)."""
-        async with self._tx() as db:
+        async with self.transaction() as db:
             if await db.execute("UPDATE requests SET post_held=0 WHERE id=$1 AND post_held=1", request_id):
-                await self._notify(db, RELEASED, request_id)  # the leader may be another daemon: wake its poster
+                await self.notify_change(db, RELEASED, request_id)  # the leader may be another daemon: wake its poster
 
     async def get(self, request_id: str) -> Record | None:
-        found = await self._records("SELECT * FROM requests WHERE id=$1", request_id)
-        return found[0] if found else None
+        return await read(self.database, request_id)
 
     async def by_prompt_event(self, event_id: str) -> Record | None:
         found = await self._records("SELECT * FROM requests WHERE prompt_event_id=$1", event_id)
@@ -116,7 +107,7 @@ class Requests(Approvals):
         a quorum request still pending when this approval was counted (:class:`bot.inbox.quorum.NotCounted`
         through the API when it may not count). The settlement is appended to the ledger in the same
         transaction."""
-        async with self._tx() as db:
+        async with self.transaction() as db:
             if how.event_id is not None:
                 await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES ($1, $2)", how.event_id,
                                  float(how.now))
@@ -126,20 +117,8 @@ class Requests(Approvals):
             self._wake_approved()
             return counted
         if rec is not None:
-            self._emit("resolved", rec)
+            self.emit("resolved", rec)
         return rec
-
-    async def _count(self, db: Connection, request_id: str, how: Settlement) -> tuple[Record | None, Settlement]:
-        """A person's answer to a quorum request: (the record, still pending) when it was an approval counted;
-        else the settlement, naming every approver when it completed the quorum."""
-        if how.option_id is None or how.via not in PERSON_VIAS:
-            return None, how
-        step = await self._tally(db, request_id, how.option_id, how.by, how.via, how.now, how.person)
-        if isinstance(step, Record):  # an approval counted (or not one to count): still pending
-            return step, how
-        if step is None:  # no quorum request
-            return None, how
-        return None, replace(how, option_id=step[0], ledger_by=step[1])  # enough approvals, or a reject
 
     async def _close(self, db: Connection, request_id: str, how: Settlement) -> Record | None:
         """The conditional UPDATE out of ``pending``, then its timeline mark, notification and ledger entry."""
@@ -153,8 +132,8 @@ class Requests(Approvals):
             return None
         if how.event_id is not None and how.in_view:
             await mark_settled_at(db, how.event_id, request_id)
-        await self._notify(db, "resolved", request_id)
-        rec = await self._read(db, request_id)
+        await self.notify_change(db, "resolved", request_id)
+        rec = await written(db, request_id)
         await ledger.append(db, rec, how.ledger_by)
         return rec
 

@@ -7,30 +7,18 @@ permission-bot still refuses a newer folder). A database newer than this code is
 line. A SQLite folder made before ``schema_versions`` goes on from its ``user_version``; one made before
 versions existed (``user_version`` 0 with a ``requests`` table) is taken as version 1.
 
-To change the schema: append a step to ``STEPS``; never edit a step that shipped. The SQLite bodies that are
-Python functions are in :mod:`bot.inbox.schema_steps`.
+To change the schema: append a step to ``STEPS``; never edit a step that shipped. A step that adds columns
+(:func:`added`) adds each on SQLite only when it is missing: a folder whose version was set back by hand (or by
+an older release, or made before versions existed) may have it already.
 """
 
 from __future__ import annotations
 
-from bot.inbox.db import SQLITE, Connection, Database, SchemaTooNew, Step, UpgradeTable, both
-from bot.inbox.db.upgrade import Body
-from bot.inbox.listing import PENDING_HOOK
+from bot.inbox.db import Connection, Database, SchemaTooNew, Step, UpgradeTable, both
+from bot.inbox.db.upgrade import Body, run
 from bot.inbox.posting import UNPOSTED, UNSEEDED
 from bot.inbox.requests import PENDING_LIVE
-from bot.inbox.schema_steps import (
-    HOOK_HOLDERS,
-    LEDGER_DDL,
-    QUORUM_COLUMNS,
-    SESSION_ROOMS,
-    hook_holders_sqlite,
-    ledger_and_quorum_sqlite,
-    post_held_sqlite,
-    posted_at_and_parking_sqlite,
-    questions_and_plans_sqlite,
-    rooms_sqlite,
-    session_rooms_sqlite,
-)
+from bot.inbox.sessions import HOOK_KEY_PREFIX
 
 __all__ = ["LATEST", "STEPS", "SchemaTooNew", "upgrade"]
 
@@ -78,17 +66,32 @@ CREATE TABLE IF NOT EXISTS reactions ({ROWID}
 );
 """
 """The first release's tables as a DDL template (``{REAL}``, ``{ROWID}``: :meth:`bot.inbox.db.Dialect.ddl`)."""
-V1 = SQLITE.ddl(V1_DDL)
-"""The first release's tables as SQLite ran them."""
+ROOM = ("room", "TEXT NOT NULL DEFAULT 'default'")
+PENDING_HOOK = f"state='pending' AND substr(key, 1, {len(HOOK_KEY_PREFIX)})='{HOOK_KEY_PREFIX}'"
+"""The WHERE of the requests_pending_hook index (step: backlog indexes): the hooks' pending requests."""
+
+
+def added(description: str, columns: dict[str, tuple[tuple[str, str], ...]], then: str = "") -> Step:
+    """A step adding ``columns`` (table -> (column, DDL type template) pairs), then running the script ``then``."""
+
+    async def sqlite(db: Connection) -> None:
+        for table, cols in columns.items():
+            have = {str(r[1]) for r in await db.fetch(f"PRAGMA table_info({table})")}
+            for column, kind in cols:
+                if column not in have:
+                    await db.execute(db.dialect.ddl(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
+        await db.script(db.dialect.ddl(then))
+
+    alters = [f"ALTER TABLE {t} ADD COLUMN IF NOT EXISTS {c} {k}" for t, cols in columns.items() for c, k in cols]
+    return Step(description, sqlite, "; ".join([*alters, then]))
 
 
 STEPS: list[Step] = [
     both("first release", V1_DDL),
-    Step(
+    added(
         "posted_at and parking",
-        posted_at_and_parking_sqlite,
-        "ALTER TABLE requests ADD COLUMN IF NOT EXISTS posted_at {REAL};"
-        " CREATE TABLE IF NOT EXISTS parked ({ROWID} event_id TEXT PRIMARY KEY, source TEXT NOT NULL,"
+        {"requests": (("posted_at", "{REAL}"),)},
+        "CREATE TABLE IF NOT EXISTS parked ({ROWID} event_id TEXT PRIMARY KEY, source TEXT NOT NULL,"
         " at {REAL} NOT NULL)",
     ),
     # A watched harness's request (its id + a fingerprint of the record) -> the inbox request it became,
@@ -140,67 +143,66 @@ STEPS: list[Step] = [
     ),
     # Many station rooms ([[rooms]]): each request belongs to one, and each room has its own timeline
     # (plain answers bind within their room). Everything before belongs to the default room.
-    Step(
-        "rooms",
-        rooms_sqlite,
-        "ALTER TABLE requests ADD COLUMN IF NOT EXISTS room TEXT NOT NULL DEFAULT 'default';"
-        " ALTER TABLE timeline ADD COLUMN IF NOT EXISTS room TEXT NOT NULL DEFAULT 'default';"
-        " CREATE INDEX IF NOT EXISTS timeline_room ON timeline (room, kind, pos)",
-    ),
+    added("rooms", {"requests": (ROOM,), "timeline": (ROOM,)},
+          "CREATE INDEX IF NOT EXISTS timeline_room ON timeline (room, kind, pos)"),
     # A new request held back from posting while its rules are applied (Inbox.hold_post), kept in the
     # database: on a shared PostgreSQL database the leader posts what a standby's API took.
-    Step(
-        "post_held",
-        post_held_sqlite,
-        "ALTER TABLE requests ADD COLUMN IF NOT EXISTS post_held INTEGER NOT NULL DEFAULT 0",
-    ),
+    added("post_held", {"requests": (("post_held", "INTEGER NOT NULL DEFAULT 0"),)}),
     # Rooms are a boundary: a session belongs to one room, the room of its first request (seq.room;
     # another room's submission under its id is refused); the ACP proxy run that claimed it (seq.proxy_origin,
     # seq.proxy_token: only its requests may replace a held hook's); pending counts per agent token and per
     # session (the caps on floods) read from partial indexes of the pending requests.
-    Step(
+    added(
         "session rooms, proxy claims, pending caps",
-        session_rooms_sqlite,
-        "ALTER TABLE seq ADD COLUMN IF NOT EXISTS room TEXT NOT NULL DEFAULT 'default';"
-        " ALTER TABLE seq ADD COLUMN IF NOT EXISTS proxy_origin TEXT;"
-        " ALTER TABLE seq ADD COLUMN IF NOT EXISTS proxy_token TEXT;" + SESSION_ROOMS,
+        {"seq": (ROOM, ("proxy_origin", "TEXT"), ("proxy_token", "TEXT"))},
+        "UPDATE seq SET room = COALESCE((SELECT q.room FROM requests q WHERE q.session_id = seq.session_id"
+        " ORDER BY q.request_seq LIMIT 1), 'default');"
+        " CREATE INDEX IF NOT EXISTS requests_pending_token ON requests (submitted_by) WHERE state='pending';"
+        " CREATE INDEX IF NOT EXISTS requests_pending_session ON requests (session_id) WHERE state='pending'",
     ),
     # Approvals an organisation relies on. The ledger (bot.inbox.ledger): one hash-chained entry
     # per settlement, appended in the settlement's transaction; ledger_head is its one-row head, the row every
-    # append takes its turn on. And the quorum columns of a request (QUORUM_COLUMNS).
-    Step("ledger and quorum", ledger_and_quorum_sqlite, LEDGER_DDL + "; " + "; ".join(
-        f"ALTER TABLE requests ADD COLUMN IF NOT EXISTS {c} {t}" for c, t in QUORUM_COLUMNS)),
+    # append takes its turn on. And the quorum columns of a request (bot.inbox.quorum): how many distinct
+    # approvers it needs (0: one answer settles it), who may answer it (JSON list; NULL: the room's answerers),
+    # the approvals so far (JSON list of {by, at, option_id}) and their number, how many of them its prompt
+    # shows (the outbox edits it up to them); escalation (bot.service.escalation): when, to whom.
+    added(
+        "ledger and quorum",
+        {"requests": (
+            ("approvals_needed", "INTEGER NOT NULL DEFAULT 0"), ("approvers", "TEXT"), ("approvals", "TEXT"),
+            ("approvals_count", "INTEGER NOT NULL DEFAULT 0"), ("approvals_shown", "INTEGER NOT NULL DEFAULT 0"),
+            ("escalated_at", "{REAL}"), ("escalated_to", "TEXT"),
+        )},
+        "CREATE TABLE IF NOT EXISTS ledger (seq INTEGER PRIMARY KEY, at {REAL} NOT NULL, room TEXT NOT NULL,"
+        " request_id TEXT NOT NULL, hash TEXT NOT NULL, entry TEXT NOT NULL);"
+        " CREATE INDEX IF NOT EXISTS ledger_at ON ledger (at);"
+        " CREATE TABLE IF NOT EXISTS ledger_head (id INTEGER PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL)",
+    ),
     # Questions and plans: what a request asks (permission, question, plan), and a question's answers
     # (its text -> the answer as given, and the option ids picked) stored with the outcome.
-    Step(
-        "questions and plans",
-        questions_and_plans_sqlite,
-        "ALTER TABLE requests ADD COLUMN IF NOT EXISTS kind TEXT NOT NULL DEFAULT 'permission';"
-        " ALTER TABLE requests ADD COLUMN IF NOT EXISTS outcome_answers TEXT",
-    ),
+    added("questions and plans",
+          {"requests": (("kind", "TEXT NOT NULL DEFAULT 'permission'"), ("outcome_answers", "TEXT"))}),
     # Hook holders: the daemon holding a hook's request live (requests.held_by, its holder
     # id; '' for one held before this step, whose holder is unknown) and each daemon's lease (database clock),
     # so a daemon withdraws only what a gone daemon held (bot.service.hook_leases), found by an index.
-    Step(
+    added(
         "hook holders",
-        hook_holders_sqlite,
-        "ALTER TABLE requests ADD COLUMN IF NOT EXISTS held_by TEXT; " + HOOK_HOLDERS,
+        {"requests": (("held_by", "TEXT"),)},
+        "UPDATE requests SET held_by='' WHERE state='pending' AND key LIKE 'hook-%' AND held_by IS NULL;"
+        " CREATE INDEX IF NOT EXISTS requests_held ON requests (held_by) WHERE held_by IS NOT NULL AND state='pending';"
+        " CREATE TABLE IF NOT EXISTS daemon_leases (holder TEXT PRIMARY KEY, heartbeat {REAL} NOT NULL)",
     ),
     # Backlog: the prompts not posted yet, from either end (Inbox.needing_post: new arrivals are
-    # never behind a backlog), the pending hook requests (Inbox.pending_hook_requests, at start), the next
+    # never behind a backlog), the pending hook requests (hook- keys), the next
     # expiry (the timer, woken by every submission) and the prompts still to seed with keycaps (after every
     # post), each found without reading every pending request. The queries repeat these WHEREs (partial indexes).
-    Step(
-        "backlog indexes",
-        f"CREATE INDEX IF NOT EXISTS requests_unposted ON requests (requested_at) WHERE {UNPOSTED};"
-        f" CREATE INDEX IF NOT EXISTS requests_pending_hook ON requests (requested_at) WHERE {PENDING_HOOK};"
+    Step("backlog indexes", *(  # keyed by (requested_at) on SQLite (its rowid implied), (requested_at, rowid) on PG
+        f"CREATE INDEX IF NOT EXISTS requests_unposted ON requests ({key}) WHERE {UNPOSTED};"
+        f" CREATE INDEX IF NOT EXISTS requests_pending_hook ON requests ({key}) WHERE {PENDING_HOOK};"
         f" CREATE INDEX IF NOT EXISTS requests_expiry ON requests (expires_at) WHERE {PENDING_LIVE};"
-        f" CREATE INDEX IF NOT EXISTS requests_unseeded ON requests (requested_at) WHERE {UNSEEDED}",
-        f"CREATE INDEX IF NOT EXISTS requests_unposted ON requests (requested_at, rowid) WHERE {UNPOSTED};"
-        f" CREATE INDEX IF NOT EXISTS requests_pending_hook ON requests (requested_at, rowid) WHERE {PENDING_HOOK};"
-        f" CREATE INDEX IF NOT EXISTS requests_expiry ON requests (expires_at) WHERE {PENDING_LIVE};"
-        f" CREATE INDEX IF NOT EXISTS requests_unseeded ON requests (requested_at, rowid) WHERE {UNSEEDED}",
-    ),
+        f" CREATE INDEX IF NOT EXISTS requests_unseeded ON requests ({key}) WHERE {UNSEEDED}"
+        for key in ("requested_at", "requested_at, rowid")
+    )),
     # A listing's pages on PostgreSQL (`permissions ls`): the keyset (requested_at, rowid) in one index,
     # as SQLite's requests_state already is (its rowid implied), so a page is read in order and stops at its end;
     # it serves all that requests_state did, which goes. Nothing to do on SQLite.
@@ -214,7 +216,7 @@ STEPS: list[Step] = [
 LATEST = len(STEPS)
 
 
-async def _legacy(conn: Connection) -> int:
+async def legacy_version(conn: Connection) -> int:
     """A SQLite folder from before ``schema_versions``: its ``user_version``, or 1 for the unversioned first
     release (a ``requests`` table); a PostgreSQL database has no such past."""
     if conn.dialect.is_postgres:
@@ -228,21 +230,17 @@ async def _legacy(conn: Connection) -> int:
 def _mirrored(n: int, body: Body) -> Body:
     """A SQLite step body that also sets ``PRAGMA user_version`` to ``n`` (in the step's transaction)."""
 
-    async def run(conn: Connection) -> None:
-        if isinstance(body, str):
-            await conn.script(conn.dialect.ddl(body))
-        else:
-            await body(conn)
+    async def mirrored(conn: Connection) -> None:
+        await run(body, conn)
         await conn.execute(f"PRAGMA user_version = {n}")
 
-    return run
+    return mirrored
 
 
-def table(steps: list[Step] | None = None) -> UpgradeTable:
+def table() -> UpgradeTable:
     """The inbox's :class:`UpgradeTable` (``STEPS`` up to ``LATEST``; tests may shorten or lengthen both)."""
-    steps = (STEPS if steps is None else steps)[:LATEST]
-    mirrored = [Step(s.description, _mirrored(i + 1, s.sqlite), s.postgresql) for i, s in enumerate(steps)]
-    return UpgradeTable("inbox", mirrored, legacy=_legacy)
+    mirrored = [Step(s.description, _mirrored(i + 1, s.sqlite), s.postgresql) for i, s in enumerate(STEPS[:LATEST])]
+    return UpgradeTable("inbox", mirrored, legacy=legacy_version)
 
 
 async def upgrade(db: Database, where: str = "inbox") -> int:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.events.timestamps import iso_ms
-from bot.inbox.db import Connection, Row, placeholders
+from bot.inbox.db import Connection, Database, Row, placeholders
 from bot.inbox.session_rules import Scope, origin_of, subject_facts
 from bot.inbox.store import Inbox
 
@@ -45,14 +45,16 @@ class SessionRule:
 
 
 def _rule(r: Row) -> SessionRule:
-    return SessionRule(
-        id=int(r["id"]),
-        scope=Scope(r["origin"], r["session_id"], r["tool"], r["subject"]),
-        set_by=r["set_by"],
-        request_id=r["request_id"],
-        created_at=float(r["created_at"]),
-        used_at=float(r["used_at"]),
+    scope = Scope(r["origin"], r["session_id"], r["tool"], r["subject"])
+    return SessionRule(int(r["id"]), scope, r["set_by"], r["request_id"], float(r["created_at"]), float(r["used_at"]))
+
+
+async def _of_scope(db: Connection, scope: Scope) -> SessionRule | None:
+    row = await db.fetchrow(
+        "SELECT * FROM session_rules WHERE origin=$1 AND session_id=$2 AND tool=$3 AND subject=$4",
+        scope.origin, scope.session_id, scope.tool, scope.subject,
     )
+    return _rule(row) if row is not None else None
 
 
 def in_rooms(rooms: Collection[str] | None, first: int) -> tuple[str, tuple[str, ...]]:
@@ -69,7 +71,7 @@ def in_rooms(rooms: Collection[str] | None, first: int) -> tuple[str, tuple[str,
             names)
 
 
-async def _delete(db: Connection, origin: str, session_id: str | None) -> int:
+async def _delete(db: Connection | Database, origin: str, session_id: str | None) -> int:
     if session_id is None:
         return await db.execute("DELETE FROM session_rules WHERE origin=$1", origin)
     return await db.execute("DELETE FROM session_rules WHERE origin=$1 AND session_id=$2", origin, session_id)
@@ -90,12 +92,9 @@ class SessionRules:
                 " DO UPDATE SET used_at=excluded.used_at",
                 scope.origin, scope.session_id, scope.tool, scope.subject, set_by, request_id, float(now),
             )
-            row = await db.fetchrow(
-                "SELECT * FROM session_rules WHERE origin=$1 AND session_id=$2 AND tool=$3 AND subject=$4",
-                scope.origin, scope.session_id, scope.tool, scope.subject,
-            )
-        assert row is not None
-        return _rule(row)
+            rule = await _of_scope(db, scope)
+        assert rule is not None
+        return rule
 
     async def match(self, scope: Scope, now: float) -> SessionRule | None:
         """The rule for exactly ``scope``, or None. The session is active: its rules are marked used now
@@ -107,11 +106,7 @@ class SessionRules:
             return None  # the common case: no write
         async with self.inbox.transaction() as db:
             await db.execute("UPDATE session_rules SET used_at=$1 WHERE origin=$2 AND session_id=$3", float(now), *args)
-            row = await db.fetchrow(
-                "SELECT * FROM session_rules WHERE origin=$1 AND session_id=$2 AND tool=$3 AND subject=$4",
-                *args, scope.tool, scope.subject,
-            )
-        return _rule(row) if row is not None else None
+            return await _of_scope(db, scope)
 
     async def list(self, session_id: str | None = None, rooms: Collection[str] | None = None) -> list[SessionRule]:
         """Every rule (of one session id; of ``rooms`` only, when given), oldest first."""
@@ -130,8 +125,7 @@ class SessionRules:
 
     async def end(self, origin: str, session_id: str | None = None) -> int:
         """The session (or, without one, every session of the proxy run ``origin``) ended: drop its rules."""
-        async with self.inbox.transaction() as db:
-            return await _delete(db, origin, session_id)
+        return await _delete(self.inbox.database, origin, session_id)
 
     async def end_by_key(
         self, key: str, submitted_by: str, session_id: str | None = None, rooms: Collection[str] | None = None
@@ -142,9 +136,9 @@ class SessionRules:
         origin = origin_of(key)
         if origin is None:
             return None
-        sql, args = "SELECT submitted_by, room FROM requests WHERE key=$1", tuple[str, ...]((key,))
+        sql, args = "SELECT submitted_by, room FROM requests WHERE key=$1", [key]
         if session_id is not None:
-            sql, args = "SELECT submitted_by, room FROM requests WHERE session_id=$1 AND key=$2", (session_id, key)
+            sql, args = sql + " AND session_id=$2", [key, session_id]
         async with self.inbox.transaction() as db:
             rows = await db.fetch(sql, *args)
             if not any(r[0] == submitted_by and (rooms is None or r[1] in rooms) for r in rows):
@@ -153,5 +147,4 @@ class SessionRules:
 
     async def expire(self, idle_before: float) -> int:
         """Drop rules not used since ``idle_before``; how many."""
-        async with self.inbox.transaction() as db:
-            return await db.execute("DELETE FROM session_rules WHERE used_at < $1", float(idle_before))
+        return await self.inbox.database.execute("DELETE FROM session_rules WHERE used_at < $1", float(idle_before))

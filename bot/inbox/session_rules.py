@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.inbox.record import Record
+from bot.inbox.submission import canon
 from bot.prompts.meanings import own_session_option
 from bot.prompts.shown import settings_of, shown_input
 
@@ -61,8 +62,7 @@ _FILE_KINDS = frozenset({"edit", "delete", "move", "read"})
 
 def _subject(**what: Any) -> str:
     """The facts a rule holds the same, as canonical JSON (compared as a string, exactly)."""
-    return json.dumps({k: v for k, v in what.items() if v is not None}, sort_keys=True, ensure_ascii=False,
-                      separators=(",", ":"), default=str)
+    return canon({k: v for k, v in what.items() if v is not None})
 
 
 def subject_facts(subject: str) -> dict[str, Any]:
@@ -125,17 +125,9 @@ def offered(rec: Mapping[str, Any], kinds: Sequence[str]) -> str | None:
     return LABEL if "command" in subject_facts(scope.subject) else FILES_LABEL
 
 
+FACTS = ("key", "session_id", "tool_name", "tool_kind", "raw_input", "locations", "content", "title", "kind", "options")
+
+
 def facts(rec: Record) -> dict[str, Any]:
     """What :func:`scope_of` reads, from an inbox record."""
-    return {
-        "key": rec.key,
-        "session_id": rec.session_id,
-        "tool_name": rec.tool_name,
-        "tool_kind": rec.tool_kind,
-        "raw_input": rec.raw_input,
-        "locations": rec.locations,
-        "content": rec.content,
-        "title": rec.title,
-        "kind": rec.kind,
-        "options": rec.options,
-    }
+    return {k: getattr(rec, k) for k in FACTS}

@@ -13,11 +13,10 @@ listeners); its parts, one job each, share it as mixins:
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from bot.inbox.base import Listener
-from bot.inbox.db import Connection, Database, create, parse
+from bot.inbox.db import Database, create, parse
 from bot.inbox.db.sqlite import SqliteDatabase
 from bot.inbox.handled import Handled
 from bot.inbox.holds import Holds
@@ -25,7 +24,7 @@ from bot.inbox.listing import Listing
 from bot.inbox.marks import Marks
 from bot.inbox.pages import JsonKept
 from bot.inbox.posting import Posting
-from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED, Record
+from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED
 from bot.inbox.requests import Requests
 from bot.inbox.schema import upgrade
 
@@ -36,7 +35,6 @@ class Inbox(Requests, Listing, Posting, Marks, Handled, Holds):
     def __init__(self, where: Path | Database) -> None:
         """``where``: a SQLite file, or a :class:`Database` not started yet (``bot.inbox.db.create(url)``)."""
         self.database = where if isinstance(where, Database) else create(f"sqlite:{Path(where).resolve()}")
-        self.path = getattr(self.database, "path", None)  # the SQLite file, if that is the engine
         self._started = False
         self._listeners = []
         self._remote = []
@@ -49,7 +47,7 @@ class Inbox(Requests, Listing, Posting, Marks, Handled, Holds):
     @property
     def where(self) -> str:
         """The database, as it may be shown (a path, or a URL with its password masked)."""
-        return str(self.path) if self.path is not None else self.database.target.shown
+        return self.database.target.shown
 
     async def open(self) -> None:
         await self.database.start()
@@ -88,18 +86,6 @@ class Inbox(Requests, Listing, Posting, Marks, Handled, Holds):
     def waited(self) -> list[str]:
         """The ids long-polls of this daemon wait on."""
         return list(self._changed)
-
-    async def notify_change(self, db: Connection, kind: str, request_id: str) -> None:
-        """For inbox parts writing through ``transaction``: tell the other daemons once it commits."""
-        await self._notify(db, kind, request_id)
-
-    def transaction(self) -> AbstractAsyncContextManager[Connection]:
-        """One write transaction (for inbox parts such as ``bot.inbox.links``); call ``emit`` after it."""
-        return self._tx()
-
-    def emit(self, kind: str, rec: Record) -> None:
-        """Tell the listeners about a change committed through ``transaction``."""
-        self._emit(kind, rec)
 
 
 __all__ = ["CANCELLED", "EXPIRED", "PENDING", "RESOLVED", "Inbox"]

@@ -20,7 +20,6 @@ from bot.inbox.record import Record
 from bot.util.digest import EXTRAS, digest_params
 from bot.util.ids import SAFE_ID_RULE, is_safe_id
 
-OURS = EXTRAS
 MAX_OPTIONS = 20
 
 
@@ -122,17 +121,14 @@ def parse_submission(body: Any) -> Submission:
     if len(opts) > MAX_OPTIONS:
         raise SubmissionError(f"options: at most {MAX_OPTIONS} options")
     options: list[dict[str, Any]] = []
-    seen: set[str] = set()
     for i, o in enumerate(opts):
         if not isinstance(o, dict):
             raise SubmissionError(f"options[{i}]: expected an object")
         oid = _str(o.get("optionId"), f"options[{i}].optionId", max_len=200)
         name = _str(o.get("name"), f"options[{i}].name", required=True, max_len=200)
         kind = _str(o.get("kind"), f"options[{i}].kind", required=True, max_len=64)
-        assert oid is not None
-        if oid in seen:
+        if any(x["optionId"] == oid for x in options):
             raise SubmissionError(f"options[{i}].optionId: repeats {oid!r}")
-        seen.add(oid)
         options.append({"optionId": oid, "name": name, "kind": kind})
 
     def pick(field: str) -> Any:
@@ -152,7 +148,7 @@ def parse_submission(body: Any) -> Submission:
             check_question_options(options)
         except ValueError as e:
             raise SubmissionError(str(e)) from None
-    params = {k: v for k, v in body.items() if k not in OURS}
+    params = {k: v for k, v in body.items() if k not in EXTRAS}
     try:
         digest = digest_params(params)
     except (rfc8785.CanonicalizationError, ValueError, TypeError, RecursionError) as e:
@@ -178,14 +174,15 @@ def parse_submission(body: Any) -> Submission:
     )
 
 
-def _canon(v: Any) -> str:
+def canon(v: Any) -> str:
+    """Canonical JSON (keys sorted, compact, non-ASCII as is): compared as a string, exactly."""
     return json.dumps(v, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def conflict(sub: Submission, rec: Record) -> str | None:
     """Why ``sub`` is not the body ``rec`` was stored from (naming what differs), or None when it is."""
     for field in SHOWN:
-        if _canon(getattr(sub, field)) != _canon(getattr(rec, field)):
+        if canon(getattr(sub, field)) != canon(getattr(rec, field)):
             what = "the params" if field == "digest" else field
             return f"key: already used for another body ({what} differs)"
     return None

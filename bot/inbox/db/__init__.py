@@ -5,10 +5,10 @@ PostgreSQL leadership with a fencing term, and LISTEN/NOTIFY of ids.
 
 Also: ``base`` (the one database interface the inbox speaks, whatever the engine (mautrix-python's…), ``dialect``
 (where SQLite and PostgreSQL differ, in one place), ``errors`` (the errors that mean "the state cannot be read or
-written right now", on either engine), ``fence`` (the fencing term of the Matrix side's writes), ``keepalive`` (TCP
-keepalives on every PostgreSQL connection), ``leader`` (leadership on PostgreSQL), ``notify`` (wake-ups across
-daemons), ``pgurl`` (A ``postgresql://`` URL read once, by the driver's own rules (asyncpg's…), ``postgres`` (the
-PostgreSQL engine, over asyncpg), ``sqlite`` (the SQLite engine), ``upgrade`` (versioned schema steps, per engine,
+written right now", on either engine), ``fence`` (the fencing term of the Matrix side's writes), ``leader``
+(leadership on PostgreSQL), ``notify`` (wake-ups across daemons), ``pgurl`` (A ``postgresql://`` URL read once, by
+the driver's own rules (asyncpg's…), ``postgres`` (the PostgreSQL engine, over asyncpg, with TCP keepalives on
+every connection), ``sqlite`` (the SQLite engine), ``upgrade`` (versioned schema steps, per engine,
 kept in one ``schema_versions`` table (mautrix's…).
 """
 

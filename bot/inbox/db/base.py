@@ -31,14 +31,6 @@ class Row(Protocol):
     def keys(self) -> Iterable[str]: ...
 
 
-def first(rows: Sequence[Row]) -> Row | None:
-    return rows[0] if rows else None
-
-
-def value(row: Row | None, column: int) -> Any:
-    return None if row is None else row[column]
-
-
 def placeholders(first: int, count: int) -> str:
     """``count`` numbered placeholders from ``$first`` (``$3,$4,$5``): the inside of an ``IN (...)`` list."""
     return ",".join(f"${first + i}" for i in range(count))
@@ -48,8 +40,8 @@ class DatabaseError(Exception):
     """The database cannot be reached or used (the message names ``state.database``, never a password)."""
 
 
-class Connection(ABC):
-    """One connection (in a transaction when got from ``Database.transaction``)."""
+class Fetching(ABC):
+    """``fetchrow`` and ``fetchval`` over ``fetch``: a connection's and a database's alike."""
 
     dialect: Dialect
 
@@ -63,11 +55,17 @@ class Connection(ABC):
 
     async def fetchrow(self, sql: str, *args: Any) -> Row | None:
         """The first row, or None."""
-        return first(await self.fetch(sql, *args))
+        rows = await self.fetch(sql, *args)
+        return rows[0] if rows else None
 
     async def fetchval(self, sql: str, *args: Any, column: int = 0) -> Any:
         """One value of the first row, or None."""
-        return value(first(await self.fetch(sql, *args)), column)
+        rows = await self.fetch(sql, *args)
+        return rows[0][column] if rows else None
+
+
+class Connection(Fetching):
+    """One connection (in a transaction when got from ``Database.transaction``)."""
 
     def allow_slow(self) -> None:
         """Lift the per-statement time limit for the rest of this connection's use (schema steps and
@@ -80,10 +78,9 @@ class Connection(ABC):
             await self.execute(stmt)
 
 
-class Database(ABC):
+class Database(Fetching):
     """A database behind one interface; see the module docstring."""
 
-    dialect: Dialect
     target: Target
 
     def __init__(self, target: Target) -> None:
@@ -161,12 +158,6 @@ class Database(ABC):
             return await conn.fetch(sql, *args)
         async with self._reader() as conn:
             return await conn.fetch(sql, *args)
-
-    async def fetchrow(self, sql: str, *args: Any) -> Row | None:
-        return first(await self.fetch(sql, *args))
-
-    async def fetchval(self, sql: str, *args: Any, column: int = 0) -> Any:
-        return value(first(await self.fetch(sql, *args)), column)
 
     async def table_exists(self, name: str) -> bool:
         """Whether a table ``name`` exists (in the current schema on PostgreSQL)."""

@@ -19,15 +19,10 @@ from typing import Any, Protocol
 
 
 class Connection(Protocol):
-    """What a check needs of ``bot.inbox.db.base.Connection`` (named here: base imports this module)."""
+    """What a check needs of ``bot.inbox.db.base``'s ``Connection`` or ``Database`` (named here: base imports
+    this module)."""
 
     dialect: Any
-
-    async def fetchval(self, sql: str, *args: Any, column: int = 0) -> Any: ...
-
-
-class Database(Protocol):
-    """What :func:`confirm` needs of ``bot.inbox.db.base.Database``."""
 
     async def fetchval(self, sql: str, *args: Any, column: int = 0) -> Any: ...
 
@@ -66,7 +61,7 @@ async def check(conn: Connection) -> None:
     await _verify(lambda: conn.fetchval(TERM_SQL + conn.dialect.fence_lock()))
 
 
-async def confirm(db: Database) -> None:
+async def confirm(db: Connection) -> None:
     """Before an action outside the database (a send): Deposed unless this context's term is still current.
 
     One plain read (no transaction: a send cannot be held by a row lock, and the race between this

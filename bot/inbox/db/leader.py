@@ -245,8 +245,7 @@ class Leader:
 
     def _lose(self) -> None:
         log.warning("leader_deposed", term=self.term, holder=self.db.holder)
-        self._drop()
-        self.term = None
+        self.stand_down()
         self.lost.set()
 
     async def run(self, every: float = 1.0) -> None:
@@ -269,5 +268,4 @@ class Leader:
                 await self._conn.close()
             except LOST:
                 pass
-        self._drop()
-        self.term = None
+        self.stand_down()

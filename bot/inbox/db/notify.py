@@ -43,18 +43,13 @@ class Listener:
     """LISTEN on ``channel``: ``on_id(ident)`` for each notification, ``on_gap()`` after a reconnect."""
 
     def __init__(
-        self,
-        db: PostgresDatabase,
-        channel: str,
-        on_id: Callable[[str], None],
-        on_gap: Callable[[], None] | None = None,
-        backoff: Backoff | None = None,
+        self, db: PostgresDatabase, channel: str, on_id: Callable[[str], None], on_gap: Callable[[], None] | None = None
     ) -> None:
         self.db = db
         self.channel = channel
         self.on_id = on_id
         self.on_gap = on_gap
-        self.backoff = backoff or Backoff(0.2, 5.0)
+        self.backoff = Backoff(0.2, 5.0)
         self._conn: Any = None
         self._stopping = False
         self._reconnecting: asyncio.Task[None] | None = None

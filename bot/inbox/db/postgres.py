@@ -3,7 +3,11 @@ leadership and LISTEN (:mod:`bot.inbox.db.leader`, :mod:`bot.inbox.db.notify`).
 
 Every connection carries ``application_name`` = :attr:`PostgresDatabase.tag` (``pb:`` + the daemon's
 holder id), so a new leader can end a paused one's backends, and ``idle_in_transaction_session_timeout``,
-so a paused daemon's open transaction (and the row locks it holds) is ended by the server.
+so a paused daemon's open transaction (and the row locks it holds) is ended by the server, and TCP
+keepalives (:func:`keep_alive`): a primary that vanished without closing the connection (a host lost, packets
+dropped) is noticed by the kernel within :data:`NOTICED_WITHIN` seconds even on an idle connection (the
+leadership lock's, the LISTEN one), which then ends with a "not now" error its owner retries; a statement
+waiting on such a server ends at asyncpg's ``command_timeout``.
 Connection errors name ``state.database`` and the URL with its password masked.
 """
 
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import socket
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,7 +25,6 @@ import asyncpg
 from bot.inbox.db.base import Connection, Database, DatabaseError, Row
 from bot.inbox.db.dialect import POSTGRES
 from bot.inbox.db.fence import Deposed, Fence
-from bot.inbox.db.keepalive import keep_alive
 from bot.inbox.db.url import Target, scrub, session_attrs
 
 IDLE_IN_TRANSACTION_MS = 10_000
@@ -40,6 +44,31 @@ UNREACHABLE = (
 CONNECT_TIMEOUT = 5.0  # seconds per connection attempt: an API call that needs one is not held longer
 COMMAND_TIMEOUT = 10.0  # seconds per statement: a primary that stopped answering (packets dropped) is "not now"
 SLOW_TIMEOUT = 6 * 3600.0  # seconds per statement of a schema step or `state migrate` (Connection.allow_slow)
+IDLE, INTERVAL, COUNT = 10, 5, 3  # keepalive: seconds idle before the first probe, between probes, probes unanswered
+NOTICED_WITHIN = IDLE + INTERVAL * COUNT  # also the most that sent data may wait unacknowledged (TCP_USER_TIMEOUT)
+
+
+def keepalive_options() -> list[tuple[int, int, int]]:
+    """The socket options set (those this platform has)."""
+    out = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
+    for name, value in (("TCP_KEEPIDLE", IDLE), ("TCP_KEEPINTVL", INTERVAL), ("TCP_KEEPCNT", COUNT),
+                        ("TCP_USER_TIMEOUT", NOTICED_WITHIN * 1000)):
+        if hasattr(socket, name):
+            out.append((socket.IPPROTO_TCP, getattr(socket, name), value))
+    return out
+
+
+async def keep_alive(conn: Any) -> None:
+    """Set the keepalives on an asyncpg connection's socket (a Unix socket has none: left alone)."""
+    transport = getattr(conn, "_transport", None)
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
+        return
+    for level, opt, value in keepalive_options():
+        try:
+            sock.setsockopt(level, opt, value)
+        except OSError:  # not allowed here: the statement timeout still bounds every call
+            pass
 
 
 def tag_of(holder: str) -> str:
@@ -85,12 +114,11 @@ class PostgresDatabase(Database):
 
     dialect = POSTGRES
 
-    def __init__(self, target: Target, holder: str = "", *, min_size: int = 0, max_size: int = 10) -> None:
+    def __init__(self, target: Target, holder: str = "") -> None:
         super().__init__(target)
         assert target.dsn is not None
         self.dsn = target.dsn
         self.holder = holder
-        self._sizes = (min_size, max_size)
         self._pool: Any = None
 
     @property
@@ -98,14 +126,12 @@ class PostgresDatabase(Database):
         """The ``application_name`` of this daemon's connections."""
         return tag_of(self.holder)
 
-    def _settings(self) -> dict[str, str]:
-        return {"application_name": self.tag, "idle_in_transaction_session_timeout": str(IDLE_IN_TRANSACTION_MS)}
-
     def _connect_options(self) -> dict[str, Any]:
         """asyncpg's options for every connection: this daemon's settings, a bounded connect, and with
         several hosts the writable primary (``target_session_attrs``: libpq's default for the form)."""
         attrs = session_attrs(self.target)
-        return {"server_settings": self._settings(), "timeout": CONNECT_TIMEOUT, "command_timeout": COMMAND_TIMEOUT,
+        settings = {"application_name": self.tag, "idle_in_transaction_session_timeout": str(IDLE_IN_TRANSACTION_MS)}
+        return {"server_settings": settings, "timeout": CONNECT_TIMEOUT, "command_timeout": COMMAND_TIMEOUT,
                 **({"target_session_attrs": attrs} if attrs else {})}
 
     def error(self, doing: str, e: BaseException) -> DatabaseError:
@@ -116,7 +142,7 @@ class PostgresDatabase(Database):
     async def start(self) -> None:
         try:
             self._pool = await asyncpg.create_pool(
-                self.dsn, min_size=self._sizes[0], max_size=self._sizes[1], reset=_no_session_state,
+                self.dsn, min_size=0, max_size=10, reset=_no_session_state,
                 init=keep_alive, **self._connect_options(),
             )  # no floor by default (min_size 0): asyncpg's task that keeps one logs a traceback per failed try
             async with self._pool.acquire(timeout=CONNECT_TIMEOUT) as raw:  # reachable now (else exit 2); kept

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any, cast
 
@@ -35,18 +35,12 @@ class SqliteConnection(Connection):
         self.raw = conn
 
     async def execute(self, sql: str, *args: Any) -> int:
-        cur = self.raw.execute(SQLITE.sql(sql), args)
-        try:
+        with closing(self.raw.execute(SQLITE.sql(sql), args)) as cur:
             return max(cur.rowcount, 0)
-        finally:
-            cur.close()
 
     async def fetch(self, sql: str, *args: Any) -> Sequence[Row]:
-        cur = self.raw.execute(SQLITE.sql(sql), args)
-        try:
+        with closing(self.raw.execute(SQLITE.sql(sql), args)) as cur:
             return cast(Sequence[Row], cur.fetchall())
-        finally:
-            cur.close()
 
 
 def connect(database: str | Path, **kwargs: Any) -> sqlite3.Connection:

@@ -41,6 +41,14 @@ def both(description: str, script: str) -> Step:
     return Step(description, script, script)
 
 
+async def run(body: Body, conn: Connection) -> None:
+    """One engine's step body, in ``conn``'s transaction."""
+    if isinstance(body, str):
+        await conn.script(conn.dialect.ddl(body))
+    else:
+        await body(conn)
+
+
 class UpgradeTable:
     """The steps of one schema, by name. ``legacy`` gives the version of a database made before
     ``schema_versions`` (e.g. SQLite's ``PRAGMA user_version``); without it, none recorded means 0."""
@@ -79,11 +87,7 @@ class UpgradeTable:
                     )
                 if current == self.latest:
                     return current
-                body = self.steps[current].body(conn.dialect.name)
-                if isinstance(body, str):
-                    await conn.script(conn.dialect.ddl(body))
-                else:
-                    await body(conn)
+                await run(self.steps[current].body(conn.dialect.name), conn)
                 await conn.execute(
                     "INSERT INTO schema_versions (name, version) VALUES ($1, $2)"
                     " ON CONFLICT (name) DO UPDATE SET version=excluded.version",

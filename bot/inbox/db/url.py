@@ -83,19 +83,15 @@ def parse(value: str, key: str = KEY) -> Target:
             raise DatabaseUrlError(f"{key}: a SQLite database needs a file path (sqlite:PATH)")
         return Target("sqlite", path=Path(unquote(path)), key=key)
     if scheme in ("postgres", "postgresql"):
-        return _postgres(value, key)
+        try:
+            url = parse_pg(value)
+        except PgUrlError as e:
+            raise DatabaseUrlError(f"{key}: not a valid PostgreSQL URL: {e}") from None
+        return Target("postgresql", dsn=value, password=url.password, secrets=url.secrets, hosts=url.hosts,
+                      url_shown=url.shown(), key=key)
     if scheme:
         raise DatabaseUrlError(f"{key}: unknown kind {scheme[:20]!r} (use postgresql:// or sqlite:)")
     return Target("sqlite", path=Path(value), key=key)
-
-
-def _postgres(value: str, key: str) -> Target:
-    try:
-        url = parse_pg(value)
-    except PgUrlError as e:
-        raise DatabaseUrlError(f"{key}: not a valid PostgreSQL URL: {e}") from None
-    return Target("postgresql", dsn=value, password=url.password, secrets=url.secrets, hosts=url.hosts,
-                  url_shown=url.shown(), key=key)
 
 
 def resolve(configured: str | None, env: Mapping[str, str] | None = None) -> str | None:

@@ -37,15 +37,13 @@ Also: ``parse`` (rules from their data (JSON, TOML ``[[rules]]``, ``--rules-json
 """
 
 from bot.inbox.rules.flags import build_rules, flag_rule, restrict_to_session
-from bot.inbox.rules.model import Rule, RuleMatch, command_of, decide
+from bot.inbox.rules.model import Rule, decide
 from bot.inbox.rules.parse import RuleError, parse_rules, parse_rules_json
 
 __all__ = [
     "Rule",
     "RuleError",
-    "RuleMatch",
     "build_rules",
-    "command_of",
     "decide",
     "flag_rule",
     "parse_rules",

@@ -6,27 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
 from bot.inbox.rules.model import Decision, Rule
-from bot.inbox.rules.parse import RuleError, describe, parse_rules_json
+from bot.inbox.rules.parse import RuleError, parse_rules_json
 
 
-def flag_rule(decision: Decision, pattern: str, *, session: str | None = None, always: bool = False) -> Rule:
+def flag_rule(decision: Decision, pattern: str, *, always: bool = False) -> Rule:
     """The rule for ``--allow-tool PAT`` (approve) or ``--deny-tool PAT`` (deny)."""
-    flag = "--allow-tool" if decision == "approve" else "--deny-tool"
     if not pattern:
-        raise RuleError(f"{flag}: the pattern is empty")
-    match: dict[str, str] = {"toolName": pattern}
-    if session is not None:
-        match["sessionId"] = session
-    data: dict[str, Any] = {"match": match, "decision": decision}
+        raise RuleError(f"{'--allow-tool' if decision == 'approve' else '--deny-tool'}: the pattern is empty")
+    data: dict[str, Any] = {"match": {"toolName": pattern}, "decision": decision}
     if always and decision == "approve":
         data["scope"] = "always"
-    try:
-        return Rule.model_validate(data)
-    except ValidationError as err:  # pragma: no cover - the inputs above are always well-formed
-        raise RuleError(f"{flag} {pattern}: {describe(err)}") from None
+    return Rule.model_validate(data)  # always well-formed: a non-empty pattern, an approve rule's scope
 
 
 def restrict_to_session(
@@ -38,12 +29,11 @@ def restrict_to_session(
     A rule naming a different session (or label) then matches nothing the restriction lets through
     (the watch also asks the daemon for that session's requests only).
     """
-    if session is not None and not session:
-        raise RuleError("--session: the session id is empty")
-    if label is not None and not label:
-        raise RuleError("--label: the label is empty")
-    if room is not None and not room:
-        raise RuleError("--room: the room name is empty")
+    for flag, given, what in (
+        ("--session", session, "the session id"), ("--label", label, "the label"), ("--room", room, "the room name")
+    ):
+        if given == "":
+            raise RuleError(f"{flag}: {what} is empty")
     out: list[Rule] = []
     for r in rules:
         update: dict[str, str] = {}

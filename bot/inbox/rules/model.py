@@ -116,11 +116,6 @@ def shown_of(record: Mapping[str, Any]) -> Shown:
     return shown_input(record.get("raw_input", record.get("rawInput")))
 
 
-def command_of(record: Mapping[str, Any]) -> str | None:
-    """The command line the prompt shows: ``rawInput.command`` (a list joined as a shell line) and its ``args``."""
-    return shown_of(record).command
-
-
 def decide(rules: Iterable[Rule], record: Mapping[str, Any]) -> Rule | None:
     """The rule for ``record``: the first matching deny rule, else the first matching ask rule (a person
     decides: no approve rule skips it), else the first matching approve."""

@@ -30,20 +30,15 @@ def describe(err: ValidationError) -> str:
     loc = tuple(_printable(str(p)) for p in e["loc"])
     kind = e["type"]
     got = f" (got {_short(e.get('input'))})"
-    if kind == "missing":
-        msg = "is required"
-    elif kind == "extra_forbidden":
-        msg = f"unknown key (known: {_KEYS.get(loc[:-1], '?')})"
-    elif kind == "string_too_short":
-        msg = "must not be empty"
-    elif kind == "string_type":
-        msg = "must be a string" + got
-    elif kind == "literal_error":
-        msg = f"must be {e.get('ctx', {}).get('expected', '?')}" + got
-    elif kind in ("model_type", "model_attributes_type", "dict_type"):
-        msg = "must be an object" + got
-    else:
-        msg = str(e["msg"]).removeprefix("Value error, ")
+    an_object = "must be an object" + got
+    msg = {
+        "missing": "is required",
+        "extra_forbidden": f"unknown key (known: {_KEYS.get(loc[:-1], '?')})",
+        "string_too_short": "must not be empty",
+        "string_type": "must be a string" + got,
+        "literal_error": f"must be {e.get('ctx', {}).get('expected', '?')}" + got,
+        "model_type": an_object, "model_attributes_type": an_object, "dict_type": an_object,
+    }.get(kind, str(e["msg"]).removeprefix("Value error, "))
     path = ".".join(loc)
     return f"{path}: {msg}" if path else msg
 
@@ -53,18 +48,12 @@ def _printable(s: str) -> str:
     return s if s.isprintable() else repr(s)
 
 
+_KINDS = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+
+
 def _kind(v: object) -> str:
     """A JSON-ish name for a value's type."""
-    names = {
-        dict: "an object",
-        list: "a list",
-        str: "a string",
-        bool: "a boolean",
-        int: "a number",
-        float: "a number",
-        type(None): "null",
-    }
-    return names.get(type(v), type(v).__name__)
+    return "null" if v is None else _KINDS.get(type(v), type(v).__name__)
 
 
 def _short(v: object) -> str:
