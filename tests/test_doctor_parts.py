@@ -151,8 +151,8 @@ async def test_a_read_only_inbox_refuses_writes(tmp_path: Path) -> None:
 
 
 def test_a_rooms_entry_advice_names_its_own_keys() -> None:
+    from bot.cli.doctor import Marked
     from bot.cli.doctor.report import Report
-    from bot.cli.doctor.rooms import Marked
 
     rep = Report()
     marked = Marked(parent=rep, name="infra", index=1)

@@ -15,8 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, TextIO
+
+from bot.cli.flags import fail
 
 if TYPE_CHECKING:
     from bot.config import Config
@@ -28,8 +29,7 @@ EXIT_BAD, EXIT_USAGE = 1, 2
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="audit_command", metavar="ACTION")
-    sub.required = True
+    sub = p.add_subparsers(dest="audit_command", metavar="ACTION", required=True)
     exp = sub.add_parser("export", help="the ledger's entries as JSON lines or CSV")
     exp.add_argument("--since", metavar="TIME", help="ISO 8601, or an age: 2h, 7d")
     exp.add_argument("--room", metavar="NAME", help="only this station room's entries")
@@ -46,11 +46,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     ver.add_argument("--config", default="config.toml")
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"permission-bot: audit: {message}", file=sys.stderr, flush=True)
-    return code
-
-
 async def _opened(cfg: Config) -> Inbox:
     from bot.inbox.store import Inbox
     from bot.service.state_db import new_holder, state_database
@@ -60,14 +55,9 @@ async def _opened(cfg: Config) -> Inbox:
     return inbox
 
 
-def _csv_row(entry: dict[str, object]) -> list[str]:
-    from bot.events.ledger import FIELDS
-
-    out = []
-    for k in FIELDS:
-        v = entry.get(k)
-        out.append(" ".join(str(x) for x in v) if isinstance(v, list) else "" if v is None else str(v))
-    return out
+def _cell(v: object) -> str:
+    """An entry's field as a CSV cell: a list space-separated, None empty."""
+    return " ".join(str(x) for x in v) if isinstance(v, list) else "" if v is None else str(v)
 
 
 async def export(cfg: Config, since: float | None, room: str | None, fmt: str, out: TextIO) -> int:
@@ -85,7 +75,8 @@ async def export(cfg: Config, since: float | None, room: str | None, fmt: str, o
         n = 0
         async for text in ledger.lines(inbox.database, since=since, rooms=None if room is None else [room]):
             if writer is not None:
-                writer.writerow(_csv_row(json.loads(text)))
+                entry = json.loads(text)
+                writer.writerow([_cell(entry.get(k)) for k in FIELDS])
             else:
                 out.write(text + "\n")
             n += 1
@@ -97,30 +88,17 @@ async def export(cfg: Config, since: float | None, room: str | None, fmt: str, o
     return 0
 
 
-def _file_lines(name: str) -> Iterator[str]:
-    if name == "-":
-        yield from sys.stdin
-        return
-    with open(name, encoding="utf-8") as f:
-        yield from f
-
-
 def _summary(checker: Checker) -> str:
     if not checker.partial:
         return f"intact: {checker.count} entries, head seq {checker.last_seq} {checker.last_hash}"
-    gaps = (
-        f"; {checker.gaps} gaps not checkable from this file (the first after seq {checker.first_gap})"
-        if checker.gaps
-        else ""
-    )
+    gaps = f"; {checker.gaps} gaps not checkable from this file (the first after seq {checker.first_gap})"
     return (
         f"intact as far as this file shows: {checker.count} entries, seq {checker.first_seq} to "
-        f"{checker.last_seq}, head {checker.last_hash}{gaps}"
+        f"{checker.last_seq}, head {checker.last_hash}{gaps if checker.gaps else ''}"
     )
 
 
 async def verify(cfg: Config | None, file: str | None, against_room: bool, out: TextIO, partial: bool = False) -> int:
-
     from bot.events.ledger import Checker, against_checkpoints
 
     rooms: dict[str, list[Seen]] = {}
@@ -139,7 +117,7 @@ async def verify(cfg: Config | None, file: str | None, against_room: bool, out: 
     if problem is not None:
         if file is not None and not partial and ": missing (the next" in problem:
             problem += "; if FILE is an export --since or --room, check it with --partial"
-        return _fail(f"verify: {problem}", EXIT_BAD)
+        return fail(f"audit: verify: {problem}", EXIT_BAD)
     if against_room:
         agree = len([c for c in checkpoints if not partial or c[1] in checker.hashes])
         agreed = "1 checkpoint in the rooms agrees" if agree == 1 else f"{agree} checkpoints in the rooms agree"
@@ -151,6 +129,8 @@ async def verify(cfg: Config | None, file: str | None, against_room: bool, out: 
 
 async def _feed(cfg: Config | None, file: str | None, checker: Checker) -> int | None:
     """Feed the configured ledger, or FILE, to ``checker``; an exit code when FILE is not JSON lines."""
+    import fileinput
+
     from bot.inbox import ledger
 
     inbox = await _opened(cfg) if file is None and cfg is not None else None
@@ -161,13 +141,14 @@ async def _feed(cfg: Config | None, file: str | None, checker: Checker) -> int |
                     break
         else:
             assert file is not None
-            for number, raw in enumerate(_file_lines(file), 1):
-                if not raw.strip():
-                    continue
-                if not checker.feed_line(raw):
-                    if checker.problem and checker.problem.endswith("not JSON"):
-                        return _fail(f"verify: line {number}: {checker.problem}", EXIT_BAD)
-                    break
+            with fileinput.FileInput(file, encoding="utf-8") as lines:  # "-": stdin
+                for number, raw in enumerate(lines, 1):
+                    if not raw.strip():
+                        continue
+                    if not checker.feed_line(raw):
+                        if checker.problem and checker.problem.endswith("not JSON"):
+                            return fail(f"audit: verify: line {number}: {checker.problem}", EXIT_BAD)
+                        break
     finally:
         if inbox is not None:
             await inbox.close()
@@ -206,14 +187,15 @@ def run(args: argparse.Namespace) -> int:
             try:
                 since = None if args.since is None else parse_since(args.since, time.time())
             except ValueError as e:
-                return _fail(str(e), EXIT_USAGE)
+                return fail(f"audit: {e}", EXIT_USAGE)
             if args.room is not None and args.room not in cfg.room_names:
-                return _fail(f"--room: {args.room!r:.70} is not a configured room", EXIT_USAGE)
+                return fail(f"audit: --room: {args.room!r:.70} is not a configured room", EXIT_USAGE)
             return asyncio.run(export(cfg, since, args.room, args.format, sys.stdout))
         if args.partial and args.file is None:
-            return _fail("verify: --partial is for an export FILE (the configured state is checked whole)", EXIT_USAGE)
+            return fail("audit: verify: --partial is for an export FILE (the configured state is checked whole)",
+                        EXIT_USAGE)
         return asyncio.run(verify(cfg, args.file, args.against_room, sys.stdout, args.partial))
     except BrokenPipeError:
         return 0
     except (DatabaseError, DatabaseUrlError, MatrixFatal, OSError) as e:
-        return _fail(str(e), EXIT_USAGE)
+        return fail(f"audit: {e}", EXIT_USAGE)

@@ -8,56 +8,43 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
+from bot.cli.flags import fail
 from bot.events import EventError, validate_content
 
 __all__ = ["run"]
 
 VALID, REFUSED, UNREADABLE = 0, 1, 2
-
-
-class _Unreadable(Exception):
-    """The input could not be read as JSON."""
+PROG = "check-event"
 
 
 def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _read(path: str | None) -> object:
-    where = "stdin" if path in (None, "-") else path
+def run(path: str | None) -> int:
+    """Check the JSON object in ``path`` (``-`` or None: stdin); returns the exit status."""
+    stdin = path is None or path == "-"
+    where = "stdin" if stdin else str(path)
     try:
-        if path is None or path == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as f:
-                data = f.read()
+        data = sys.stdin.buffer.read() if stdin else Path(where).read_bytes()
     except OSError as exc:
-        raise _Unreadable(f"cannot read {where}: {exc.strerror or exc}") from None
+        return fail(f"cannot read {where}: {exc.strerror or exc}", UNREADABLE, PROG)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise _Unreadable(f"{where} is not UTF-8 (byte {exc.start})") from None
+        return fail(f"{where} is not UTF-8 (byte {exc.start})", UNREADABLE, PROG)
     try:
-        return json.loads(text, parse_constant=_no_constants)
+        obj = json.loads(text, parse_constant=_no_constants)
     except json.JSONDecodeError as exc:
-        raise _Unreadable(f"{where} is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        return fail(f"{where} is not JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", UNREADABLE, PROG)
     except (ValueError, RecursionError) as exc:
-        raise _Unreadable(f"{where} is not JSON: {exc}") from None
-
-
-def run(path: str | None) -> int:
-    """Check the JSON object in ``path`` (``-`` or None: stdin); returns the exit status."""
-    try:
-        obj = _read(path)
-    except _Unreadable as exc:
-        print(f"check-event: {exc}", file=sys.stderr)
-        return UNREADABLE
+        return fail(f"{where} is not JSON: {exc}", UNREADABLE, PROG)
     try:
         validate_content(obj)
     except EventError as exc:
-        print(f"check-event: refused: {exc}", file=sys.stderr)
-        return REFUSED
+        return fail(f"refused: {exc}", REFUSED, PROG)
     print("valid")
     return VALID

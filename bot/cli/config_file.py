@@ -8,9 +8,9 @@ file or the environment (bot.config words every problem without one: a value may
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
+from bot.cli.flags import fail
 from bot.config import Config, ConfigError, load_config
 
 EXIT_CONFIG = 2
@@ -21,8 +21,7 @@ def load_or_exit(path: str | Path) -> Config:
     try:
         cfg = load_config(path)
     except ConfigError as e:
-        print(f"permission-bot: config error: {e}", file=sys.stderr, flush=True)
-        raise SystemExit(EXIT_CONFIG) from None
+        raise SystemExit(fail(f"config error: {e}", EXIT_CONFIG)) from None
     from bot.cli import log_setup
 
     log_setup.refine(cfg)

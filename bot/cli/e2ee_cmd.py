@@ -24,8 +24,7 @@ if TYPE_CHECKING:  # the Matrix side loads only when an e2ee verb runs: other co
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="e2ee_command", metavar="ACTION")
-    sub.required = True
+    sub = p.add_subparsers(dest="e2ee_command", metavar="ACTION", required=True)
     acc = sub.add_parser("accept-identity", help="accept USER's new cross-signing identity (pin it)")
     acc.add_argument("user", help="the Matrix id, e.g. @alice:example.org")
     acc.add_argument("--config", default="config.toml")
@@ -99,15 +98,13 @@ async def reset_identity(cfg: Config, password: str) -> str:
             dev = (q.get("device_keys") or {}).get(user, {}).get(device)
             if isinstance(dev, dict):
                 await cross_signing.sign_device(api, user, dev, ident)
+        key = given if given is not None else os.urandom(32)
         if given is not None:
-            key = given
             where = "with matrix.recovery_key"
         elif shared:  # no folder every daemon reads: the key is shown once, for their config
-            key = os.urandom(32)
             where = (f"with a new recovery key, shown once: {encode_recovery_key(key)} ; set it as "
                      "matrix.recovery_key (or PERMISSION_BOT_MATRIX_RECOVERY_KEY) for every daemon")
         else:
-            key = os.urandom(32)
             identity_backup.write_key(identity_backup.key_file(cfg.state_dir), encode_recovery_key(key))
             where = (f"with a new recovery key in {identity_backup.key_file(cfg.state_dir)}: copy it to where you "
                      "keep the password (matrix.recovery_key)")
@@ -140,6 +137,7 @@ def run(args: argparse.Namespace) -> int:
     import aiohttp
 
     from bot.cli.config_file import load_or_exit
+    from bot.cli.flags import fail
     from bot.inbox.db import DatabaseError, DatabaseUrlError
     from bot.matrix.cross_signing import HttpError
     from bot.matrix.errors import MatrixFatal
@@ -152,24 +150,17 @@ def run(args: argparse.Namespace) -> int:
         if args.e2ee_command == "accept-identity":
             print(asyncio.run(accept_identity(cfg, args.user)))
             return 0
-        if sys.stdin.isatty():
-            password = getpass.getpass(f"password of {cfg.matrix.user_id}: ")
-        else:
-            password = sys.stdin.readline().rstrip("\n")
+        prompt = f"password of {cfg.matrix.user_id}: "
+        password = getpass.getpass(prompt) if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
         if not password:
-            print("permission-bot: reset-identity needs the bot account's password", file=sys.stderr)
-            return 2
+            return fail("reset-identity needs the bot account's password", 2)
         print(asyncio.run(reset_identity(cfg, password)))
         return 0
     except (MatrixFatal, DatabaseError, DatabaseUrlError) as e:
-        print(f"permission-bot: {e}", file=sys.stderr)
-        return 1
+        return fail(str(e), 1)
     except (OSError, aiohttp.ClientError) as e:
-        print(f"permission-bot: cannot reach the homeserver ({e})", file=sys.stderr)
-        return 1
+        return fail(f"cannot reach the homeserver ({e})", 1)
     except ValueError as e:  # matrix.recovery_key is not a recovery key
-        print(f"permission-bot: matrix.recovery_key: {e}", file=sys.stderr)
-        return 1
+        return fail(f"matrix.recovery_key: {e}", 1)
     except HttpError as e:
-        print(f"permission-bot: the homeserver refused ({e})", file=sys.stderr)
-        return 1
+        return fail(f"the homeserver refused ({e})", 1)

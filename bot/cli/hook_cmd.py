@@ -9,7 +9,7 @@ import os
 import sys
 from typing import cast
 
-from bot.cli.flags import duration_flag
+from bot.cli.flags import duration_flag, fail
 from bot.hooks.clis import CLIS, Cli
 from bot.util.durations import DurationError, parse_duration
 
@@ -22,10 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the CLI whose hook input is on stdin, print-config, or trust (codex)",
     )
     p.add_argument("target", nargs="?", choices=CLIS, help="with print-config or trust: the CLI to configure")
-    p.add_argument("--url", default=None, help="the daemon's HTTP API (default: $PERMISSION_BOT_URL, else the default)")
+    p.add_argument("--url", help="the daemon's HTTP API (default: $PERMISSION_BOT_URL, else the default)")
     p.add_argument(
         "--token-file",
-        default=None,
         metavar="PATH",
         help="a file holding the agent token (else $PERMISSION_BOT_TOKEN, else ~/.config/permission-bot/agent-token "
         "when it exists); print-config: the path to print (default ~/.config/permission-bot/agent-token)",
@@ -39,9 +38,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--connect-timeout", default="5s", metavar="DUR", help="how long to try an unreachable daemon")
     p.add_argument("--prompt-timeout", default="15m", metavar="DUR", help="print-config: the daemon's prompts.timeout")
     p.add_argument("--http", action="store_true", help="print-config: a Claude Code HTTP hook instead of a command")
-    p.add_argument(
-        "--codex-home", default=None, metavar="DIR", help="trust: Codex's home (default $CODEX_HOME or ~/.codex)"
-    )
+    p.add_argument("--codex-home", metavar="DIR", help="trust: Codex's home (default $CODEX_HOME or ~/.codex)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,8 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.what == "trust":
         return _trust(args)
     if args.target is not None:
-        print("permission-bot hook: unexpected argument after the CLI name", file=sys.stderr)
-        return 2
+        return fail("unexpected argument after the CLI name", 2, "permission-bot hook")
     from bot.hooks.command import HookArgs, read_input
     from bot.hooks.command import run as run_hook
 
@@ -61,29 +57,21 @@ def run(args: argparse.Namespace) -> int:
     except DurationError as e:
         connect = 5.0
         print(f"permission-bot hook: --connect-timeout: {e}; using 5s", file=sys.stderr)
-    hargs = HookArgs(
-        cli=cast(Cli, args.what),
-        url=args.url,
-        token_file=args.token_file,
-        fallback=args.fallback,
-        connect_timeout=connect,
-    )
-    raw = read_input(sys.stdin.fileno())
-    return run_hook(hargs, raw, sys.stdout, sys.stderr)
+    hargs = HookArgs(cli=cast(Cli, args.what), url=args.url, token_file=args.token_file, fallback=args.fallback,
+                     connect_timeout=connect)
+    return run_hook(hargs, read_input(sys.stdin.fileno()), sys.stdout, sys.stderr)
 
 
 def _print_config(args: argparse.Namespace) -> int:
     from bot.hooks.snippet import default_token_file, own_program, running_program, snippet, token_note
 
     if args.target is None:
-        print("permission-bot hook print-config: name the CLI: claude-code or codex", file=sys.stderr)
-        return 2
+        return fail("name the CLI: claude-code or codex", 2, "permission-bot hook print-config")
     timeout = duration_flag("permission-bot hook print-config", "--prompt-timeout", args.prompt_timeout)
     if timeout is None:
         return 2
     if args.http and args.target != "claude-code":
-        print("permission-bot hook print-config: --http is for claude-code", file=sys.stderr)
-        return 2
+        return fail("--http is for claude-code", 2, "permission-bot hook print-config")
     from bot.util.discovery import discover
 
     http_url = discover(args.url, None)[0] if args.http else None
@@ -105,18 +93,15 @@ def _trust(args: argparse.Namespace) -> int:
     from bot.util.discovery import discover
 
     if args.target != "codex":
-        print("permission-bot hook trust: only codex needs it: permission-bot hook trust codex", file=sys.stderr)
-        return 2
+        return fail("only codex needs it: permission-bot hook trust codex", 2, "permission-bot hook trust")
     program = own_program()
     if program is None:
-        print("permission-bot hook trust: cannot find this install's permission-bot program", file=sys.stderr)
-        return 1
+        return fail("cannot find this install's permission-bot program", 1, "permission-bot hook trust")
     home = codex_home(args.codex_home, os.environ)
     try:
         done, refused = trust(home, Ours(program, discover(args.url, None)[0]))
     except TrustError as e:
-        print(f"permission-bot hook trust: {e}", file=sys.stderr)
-        return 1
+        return fail(str(e), 1, "permission-bot hook trust")
     for key, why in refused:
         print(f"permission-bot hook trust: not trusted: {key}: {why}", file=sys.stderr)
     for t in done:

@@ -26,7 +26,6 @@ class DaemonUnreachable(Exception):
             f"cannot reach the permission-bot daemon at {url}: {reason}; "
             f"is `permission-bot run` up? set --url or {URL_ENV}"
         )
-        self.url = url
         self.reason = reason
 
 

@@ -57,20 +57,16 @@ def config_secrets(cfg: Config) -> list[str]:
 _done = False
 
 
-def setup(cfg: Config | None = None, more: list[str] | None = None) -> None:
-    """Configure the log: from the environment alone, or from ``cfg``'s ``[log]`` (the environment wins);
-    ``more``: secrets the command holds beyond the config's (a URL given on its command line)."""
+def setup() -> None:
+    """Configure the log from the environment alone (its level and format, its secrets masked)."""
     global _done
     _done = True
-    secrets = env_secrets(os.environ) + (more or [])
-    if cfg is None:
-        logs.configure(secrets=secrets)
-    else:
-        logs.configure(cfg.log.level, cfg.log.format, secrets + config_secrets(cfg))
+    logs.configure(secrets=env_secrets(os.environ))
 
 
 def refine(cfg: Config, more: list[str] | None = None) -> None:
-    """Once a command's config is loaded: the log as it says, if this process's command line set the log up
-    (:func:`setup`; a test loading a config in its own process keeps its own logging)."""
+    """Once a command's config is loaded: the log as its ``[log]`` says (the environment wins), if this process's
+    command line set the log up (:func:`setup`; a test loading a config in its own process keeps its own logging);
+    ``more``: secrets the command holds beyond the config's (a URL given on its command line)."""
     if _done:
-        setup(cfg, more)
+        logs.configure(cfg.log.level, cfg.log.format, env_secrets(os.environ) + (more or []) + config_secrets(cfg))

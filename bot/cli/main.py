@@ -5,8 +5,24 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import import_module
 
 from bot import __version__
+
+# Each command's module, imported when the parser is built (its add_arguments) or when the command runs.
+COMMANDS = {
+    "run": "bot.cli.run_cmd",
+    "doctor": "bot.cli.doctor",
+    "acp": "bot.cli.acp_cmd",
+    "codex-app-server": "bot.cli.acp_cmd",
+    "hook": "bot.cli.hook_cmd",
+    "permissions": "bot.cli.permissions",
+    "demo": "bot.demo",
+    "e2ee": "bot.cli.e2ee_cmd",
+    "state": "bot.cli.state_cmd",
+    "audit": "bot.cli.audit_cmd",
+    "check-event": "bot.cli.check_event",
+}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -15,8 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Approve what coding agents (ACP) want to do, from a Matrix room.",
     )
     p.add_argument("--version", action="version", version=f"permission-bot {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     run = sub.add_parser(
         "run", help="run the daemon (Matrix + inbox + HTTP API)", formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -28,8 +43,6 @@ def _parser() -> argparse.ArgumentParser:
         "outage ends no daemon: it stands again as a standby (leader_demoted) and retries\n"
         "check a config first: permission-bot doctor --config PATH",
     )
-    run.add_argument("--config", default="config.toml", help="the TOML config (default: ./config.toml)")
-
     doctor = sub.add_parser(
         "doctor", help="check a config against the homeserver and the room",
         description="Check a config, one line per check (ok, WARN, or FAIL -> what to do): the config, the "
@@ -38,13 +51,12 @@ def _parser() -> argparse.ArgumentParser:
         "cross-signing identity, the room, the answerers, the API address and the watched harnesses. Exit 0 "
         "when nothing failed, else 1. Never prints a secret.",
     )
-    doctor.add_argument("--config", default="config.toml", help="the TOML config (default: ./config.toml)")
+    for one in (run, doctor):
+        one.add_argument("--config", default="config.toml", help="the TOML config (default: ./config.toml)")
 
-    acp = sub.add_parser(
-        "acp", help="stand between an ACP client and an agent, taking its permission requests"
-    )
-    from bot.cli import acp_cmd
+    from bot.cli import acp_cmd, hook_cmd
 
+    acp = sub.add_parser("acp", help="stand between an ACP client and an agent, taking its permission requests")
     acp_cmd.add_arguments(acp)
 
     codex = sub.add_parser(
@@ -71,34 +83,16 @@ def _parser() -> argparse.ArgumentParser:
         "  echo '{\"session_id\":\"s1\",\"cwd\":\"/tmp\",\"hook_event_name\":\"PermissionRequest\",\n"
         "        \"tool_name\":\"Bash\",\"tool_input\":{\"command\":\"ls\"}}' | permission-bot hook claude-code",
     )
-    from bot.cli import hook_cmd
-
     hook_cmd.add_arguments(hook)
 
-    perms = sub.add_parser("permissions", help="the permission inbox: ls, approve, deny, answer, submit, watch, rules")
-    from bot.cli import permissions
-
-    permissions.add_arguments(perms)
-
-    demo = sub.add_parser("demo", help="run everything on this machine: local Synapse, bot, agent")
-    from bot import demo as demo_mod
-
-    demo_mod.add_arguments(demo)
-
-    e2ee = sub.add_parser("e2ee", help="the bot's cross-signing identity; accept an answerer's new identity")
-    from bot.cli import e2ee_cmd
-
-    e2ee_cmd.add_arguments(e2ee)
-
-    state = sub.add_parser("state", help="the daemon's state: migrate a SQLite folder into PostgreSQL")
-    from bot.cli import state_cmd
-
-    state_cmd.add_arguments(state)
-
-    audit = sub.add_parser("audit", help="the ledger of settlements: export it, verify its chain")
-    from bot.cli import audit_cmd
-
-    audit_cmd.add_arguments(audit)
+    for name, text in (
+        ("permissions", "the permission inbox: ls, approve, deny, answer, submit, watch, rules"),
+        ("demo", "run everything on this machine: local Synapse, bot, agent"),
+        ("e2ee", "the bot's cross-signing identity; accept an answerer's new identity"),
+        ("state", "the daemon's state: migrate a SQLite folder into PostgreSQL"),
+        ("audit", "the ledger of settlements: export it, verify its chain"),
+    ):
+        import_module(COMMANDS[name]).add_arguments(sub.add_parser(name, help=text))
 
     check = sub.add_parser("check-event", help="validate a dev.agentpod.permission.v2 content object")
     check.add_argument("file", nargs="?", default="-", help="a JSON file, or - for stdin (default)")
@@ -132,48 +126,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from bot.cli import log_setup
 
         log_setup.setup()
-    if args.command == "run":
-        from bot.cli import run_cmd
-
-        return run_cmd.run(args.config)
-    if args.command == "doctor":
-        from bot.cli import doctor
-
-        return doctor.run(args.config)
-    if args.command == "acp":
-        from bot.cli import acp_cmd
-
-        return acp_cmd.run(args)
-    if args.command == "codex-app-server":
-        from bot.cli import acp_cmd
-
-        return acp_cmd.run_door(args, "codex-app-server", "CODEX_CMD app-server [ARGS]")
-    if args.command == "hook":
-        from bot.cli import hook_cmd
-
-        return hook_cmd.run(args)
-    if args.command == "permissions":
-        from bot.cli import permissions
-
-        return permissions.run(args)
-    if args.command == "demo":
-        from bot import demo as demo_mod
-
-        return demo_mod.run(args)
-    if args.command == "e2ee":
-        from bot.cli import e2ee_cmd
-
-        return e2ee_cmd.run(args)
-    if args.command == "state":
-        from bot.cli import state_cmd
-
-        return state_cmd.run(args)
-    if args.command == "audit":
-        from bot.cli import audit_cmd
-
-        return audit_cmd.run(args)
-    if args.command == "check-event":
-        from bot.cli import check_event
-
-        return check_event.run(args.file)
-    return 2
+    command = import_module(COMMANDS[args.command])
+    if args.command in ("run", "doctor"):
+        code: int = command.run(args.config)
+    elif args.command == "codex-app-server":
+        code = command.run(args, "codex-app-server")
+    elif args.command == "check-event":
+        code = command.run(args.file)
+    else:
+        code = command.run(args)
+    return code

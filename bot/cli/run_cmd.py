@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import structlog
 from aiohttp import web
 
 from bot.cli.config_file import load_or_exit
+from bot.cli.flags import fail
 from bot.config import Config
 from bot.util import aio, statedir
 
@@ -21,26 +21,22 @@ async def _serve(cfg: Config) -> int:
     from bot.service.supervisor import Supervisor
 
     log = structlog.get_logger("run")
-    from bot.inbox.db import DatabaseError, DatabaseUrlError
-    from bot.inbox.schema import SchemaTooNew
+    from bot.inbox.db import DatabaseError, DatabaseUrlError, SchemaTooNew
 
     state = cfg.state_dir
     if (bad := statedir.problem(state)) is not None:  # one line, not a traceback from deep in the start-up
-        print("permission-bot: {} -> {}".format(*bad), file=sys.stderr)
-        return 2
+        return fail("{} -> {}".format(*bad), 2)
     try:
         daemon = Daemon(cfg)
     except DatabaseUrlError as e:  # one line naming state.database, never the password
-        print(f"permission-bot: {e}", file=sys.stderr)
-        return 2
+        return fail(f"{e}", 2)
     supervisor = Supervisor(daemon)
     supervisor.catch_signals()  # before start-up: a SIGTERM at any stage stops cleanly
     try:
         await daemon.start()
     except (SchemaTooNew, DatabaseError) as e:
-        print(f"permission-bot: {e}", file=sys.stderr)
         await daemon.close()
-        return 2
+        return fail(str(e), 2)
     # after the state opened: a bad database stays one line (state.database), as the contract says
     log.info("state_folder", path=str(state.absolute()),
              **({} if state.is_absolute() else {"note": "state.path is relative to the working directory"}))

@@ -1,7 +1,6 @@
 """`permission-bot state migrate [--to URL | --to-env VAR | --to-file PATH] [--config PATH] [--without-crypto]`:
-a SQLite state folder's inbox
-(requests, rules, timeline marks, the Matrix session and sync token in ``kv``) copied into an empty
-PostgreSQL database (:mod:`bot.inbox.migrate`).
+a SQLite state folder's inbox (requests, rules, timeline marks, the Matrix session and sync token in ``kv``)
+copied into an empty PostgreSQL database (:mod:`bot.inbox.migrate`).
 
 The saved device's crypto state (nio's crypto store, its trust files, ``cross_signing.json``) is carried
 too, packed into ``kv`` in the same transaction (:mod:`bot.matrix.vault`): daemons on the database, in any
@@ -17,7 +16,6 @@ a URL holding a password), ``--to-env VAR`` or ``--to-file PATH`` (its one line)
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -29,8 +27,7 @@ EXIT_REFUSED, EXIT_USAGE = 1, 2
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="state_command", metavar="ACTION")
-    sub.required = True
+    sub = p.add_subparsers(dest="state_command", metavar="ACTION", required=True)
     mig = sub.add_parser("migrate", help="copy the SQLite state folder into an empty PostgreSQL database")
     to = mig.add_mutually_exclusive_group()
     to.add_argument("--to", metavar="URL", help="the postgresql:// target (default: state.database or "
@@ -80,11 +77,6 @@ class CryptoCarrier:
         return {VAULT_KEY: dumps(entry(user, self.device, pack(state, user, self.device)))}
 
 
-def _fail(message: str, code: int) -> int:
-    print(f"permission-bot: {message}", file=sys.stderr, flush=True)
-    return code
-
-
 def target_url(args: argparse.Namespace, cfg: Config) -> tuple[str, str | None, str | None]:
     """(what names the URL in messages, the URL or None, why it could not be read or None)."""
     import os
@@ -109,27 +101,29 @@ def target_url(args: argparse.Namespace, cfg: Config) -> tuple[str, str | None, 
     return source_key(), database_url(cfg), None
 
 
-def migrate(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
+    """``state migrate``, the one action (argparse allows no other)."""
     import asyncio
     import sqlite3
 
     from bot.cli.config_file import load_or_exit
+    from bot.cli.flags import fail
     from bot.inbox.db import DatabaseError, DatabaseUrlError, SchemaTooNew, parse
     from bot.inbox.migrate import MigrateError, migrate, summary
 
     cfg = load_or_exit(args.config)
     key, url, why = target_url(args, cfg)
     if why is not None:
-        return _fail(f"state migrate: {why}", EXIT_USAGE)
+        return fail(f"state migrate: {why}", EXIT_USAGE)
     if not url:
-        return _fail("state migrate: give the target with --to-env VAR, --to-file PATH or --to postgresql://... "
-                     "(or set state.database)", EXIT_USAGE)
+        return fail("state migrate: give the target with --to-env VAR, --to-file PATH or --to postgresql://... "
+                    "(or set state.database)", EXIT_USAGE)
     try:
         target = parse(url, key=key)
     except DatabaseUrlError as e:
-        return _fail(str(e), EXIT_USAGE)
+        return fail(str(e), EXIT_USAGE)
     if target.engine != "postgresql":
-        return _fail(f"{key}: the target must be a postgresql:// URL, not {target.shown}", EXIT_USAGE)
+        return fail(f"{key}: the target must be a postgresql:// URL, not {target.shown}", EXIT_USAGE)
     from bot.cli import log_setup
     from bot.inbox.db.url import secrets_of
 
@@ -139,9 +133,9 @@ def migrate(args: argparse.Namespace) -> int:
     try:
         copied = asyncio.run(migrate(source, url, carrier, key=key))
     except (MigrateError, SchemaTooNew, DatabaseError) as e:
-        return _fail(str(e), EXIT_REFUSED)
+        return fail(str(e), EXIT_REFUSED)
     except (OSError, sqlite3.Error) as e:  # the crypto store could not be read: nothing was written
-        return _fail(f"state migrate: cannot read the crypto store under {cfg.state_dir}: {e}", EXIT_REFUSED)
+        return fail(f"state migrate: cannot read the crypto store under {cfg.state_dir}: {e}", EXIT_REFUSED)
     for line in summary(copied, source, target.shown):
         print(line)
     if carrier is not None and carrier.carried:
@@ -150,9 +144,3 @@ def migrate(args: argparse.Namespace) -> int:
     if left:
         print(f"left behind (not in the database): {', '.join(left)}")
     return 0
-
-
-def run(args: argparse.Namespace) -> int:
-    if args.state_command == "migrate":
-        return migrate(args)
-    return EXIT_USAGE

@@ -9,15 +9,15 @@ failed, 1 otherwise. Uses the daemon's saved session when there is one (no new d
 with the password and logs that device out again. Secrets are never printed.
 
 Modules: report (the printer), state (the inbox read-only), config (config, state folder, API
-address), homeserver (reachable, login), e2ee, room, answerers, rooms ([[rooms]]: each
-room checked as the default one), ratelimit (exempt or limited, as far as can be told); harnesses in
-bot/harness/check.py.
+address), homeserver (reachable, login), e2ee, room, answerers, ratelimit (exempt or limited, as far as can
+be told); harnesses in bot/harness/check.py. Each ``[[rooms]]`` room is checked here as the default one.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
+from dataclasses import dataclass, field
 
 from bot.cli.doctor.answerers import check_answerers
 from bot.cli.doctor.config import check_config, check_listen, check_state, daemon_health
@@ -26,11 +26,40 @@ from bot.cli.doctor.homeserver import Login, check_homeserver, check_login, logo
 from bot.cli.doctor.ratelimit import check_rate_limit
 from bot.cli.doctor.report import Report
 from bot.cli.doctor.room import Room, check_room
-from bot.cli.doctor.rooms import check_rooms
 from bot.cli.doctor.state import Saved, read_saved
+from bot.config import Config
 from bot.util.jsonhttp import Unreachable
 
-__all__ = ["Report", "run"]
+__all__ = ["Marked", "Report", "run"]
+
+
+@dataclass
+class Marked(Report):
+    """A report whose lines carry a ``[[rooms]]`` room's name (``ok   [infra] room: ...``) and go to ``parent``
+    (a failure fails it too); its advice names the entry's own keys (``rooms.0.room``), as the config's errors do."""
+
+    parent: Report = field(default_factory=Report)
+    name: str = ""
+    index: int = 0
+
+    def _emit(self, line: str) -> None:
+        key = f"rooms.{self.index}"  # the advice names this entry's keys, not the default room's
+        line = line.replace("matrix.room", f"{key}.room").replace("answerers.", f"{key}.answerers.")
+        self.parent._emit(f"{line[:5]}[{self.name}] {line[5:]}")
+
+    def fail(self, what: str, todo: str) -> None:
+        super().fail(what, todo)
+        self.parent.failed = True
+
+
+def check_rooms(cfg: Config, login: Login | None, rep: Report) -> None:
+    """Joined (or invited), the bot's power, encryption and the answerers of each ``[[rooms]]`` room."""
+    for i, r in enumerate(cfg.rooms):
+        one = cfg.model_copy(update={"matrix": cfg.matrix.model_copy(update={"room": r.room}),
+                                     "answerers": r.answerers})
+        marked = Marked(parent=rep, name=r.name, index=i)
+        room = check_room(one, login, marked) if login is not None else None
+        check_answerers(one, login, room, marked)
 
 
 def run(config_path: str) -> int:

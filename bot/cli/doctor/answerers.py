@@ -33,10 +33,8 @@ def _listed(cfg: Config, user: str, login: Login, room: Room | None, rep: Report
     elif user not in rs.members:
         rep.warn(f"answerers: {user} exists but is not in the room", f"invite {user} into the station room")
     elif power < reply_needs:
-        rep.warn(
-            f"answerers: {user} has power {level(power)}, below the {reply_needs} needed to reply",
-            f"raise {user}'s power level",
-        )
+        rep.warn(f"answerers: {user} has power {level(power)}, below the {reply_needs} needed to reply",
+                 f"raise {user}'s power level")
     else:
         rep.ok(f"answerers: {user} exists, has joined, power {level(power)}")
         return True
@@ -47,14 +45,10 @@ def check_answerers(cfg: Config, login: Login | None, room: Room | None, rep: Re
     users = cfg.answerers.users
     min_pl = cfg.answerers.min_power_level
     if not users and min_pl is None:
-        rep.fail(
-            "answerers: nobody may answer prompts",
-            "list people in answerers.users or set answerers.min_power_level",
-        )
+        rep.fail("answerers: nobody may answer prompts",
+                 "list people in answerers.users or set answerers.min_power_level")
         return
-    can_answer: list[str] = []
-    if login is not None:
-        can_answer = [u for u in users if _listed(cfg, u, login, room, rep)]
+    can_answer = [u for u in users if _listed(cfg, u, login, room, rep)] if login is not None else []
     if min_pl is not None and room is not None:
         rs = room.state
         qualified = [u for u in sorted(rs.members)
@@ -65,7 +59,5 @@ def check_answerers(cfg: Config, login: Login | None, room: Room | None, rep: Re
         else:
             rep.warn(f"answerers: min_power_level {min_pl}: no member of the room has that much power")
     if room is not None and not can_answer:
-        rep.fail(
-            "answerers: nobody in the room can answer prompts right now",
-            "invite an answerer into the station room, or adjust answerers.users / min_power_level",
-        )
+        rep.fail("answerers: nobody in the room can answer prompts right now",
+                 "invite an answerer into the station room, or adjust answerers.users / min_power_level")

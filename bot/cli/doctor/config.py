@@ -45,10 +45,7 @@ def check_state(cfg: Config, rep: Report) -> bool:
     if (bad := statedir.problem(path)) is not None:
         rep.fail(*bad)
         return False
-    if path.exists():
-        rep.ok(f"state: {path} (writable)")
-    else:
-        rep.ok(f"state: {path} (created on first start)")
+    rep.ok(f"state: {path} ({'writable' if path.exists() else 'created on first start'})")
     return True
 
 
@@ -102,7 +99,5 @@ def check_listen(
             "publish it to loopback (-p 127.0.0.1:PORT:PORT), tokens cross it in clear text"
         )
     elif exposed:
-        rep.warn(
-            f"api: {cfg.api.listen} is reachable from other machines; tokens cross it in clear text",
-            "keep it on loopback, or behind a firewall or a TLS proxy (in a container, publish it to 127.0.0.1)",
-        )
+        rep.warn(f"api: {cfg.api.listen} is reachable from other machines; tokens cross it in clear text",
+                 "keep it on loopback, or behind a firewall or a TLS proxy (in a container, publish it to 127.0.0.1)")

@@ -26,10 +26,8 @@ def check_encryption_support(cfg: Config, saved: Saved, rep: Report) -> None:
     from nio.crypto import ENCRYPTION_ENABLED
 
     if not ENCRYPTION_ENABLED:
-        rep.fail(
-            "matrix.encryption: on, but matrix-nio's e2e extra (vodozemac) is not installed",
-            "pip install 'matrix-nio[e2e]', or set [matrix] encryption = false for an unencrypted room",
-        )
+        rep.fail("matrix.encryption: on, but matrix-nio's e2e extra (vodozemac) is not installed",
+                 "pip install 'matrix-nio[e2e]', or set [matrix] encryption = false for an unencrypted room")
         return
     session = saved.session
     if session is None:
@@ -40,10 +38,8 @@ def check_encryption_support(cfg: Config, saved: Saved, rep: Report) -> None:
         rep.ok(f"encryption: device {session['device_id']} (its keys kept in the database, state.database)")
         return
     if not store.is_file():
-        rep.warn(
-            f"encryption: the crypto store of device {session['device_id']} is missing ({store.name})",
-            f"encrypted rooms will fail: stop the daemon and delete {cfg.state_dir} to log in as a new device",
-        )
+        rep.warn(f"encryption: the crypto store of device {session['device_id']} is missing ({store.name})",
+                 f"encrypted rooms will fail: stop the daemon and delete {cfg.state_dir} to log in as a new device")
         return
     key = saved.crypto.get("ed25519") if isinstance(saved.crypto, dict) else None
     shown = f", ed25519 {fingerprint(key)}" if isinstance(key, str) else ""
@@ -75,10 +71,8 @@ def check_cross_signing(cfg: Config, saved: Saved, login: Login | None, rep: Rep
         if cfg.matrix.recovery_key:  # what `run` does then: import it (here only read, nothing saved)
             _check_import(cfg, login, master, ssk, path, rep)
             return
-        rep.fail(
-            f"identity: {user} has a cross-signing identity (master {fingerprint(master)}) that is not in {path}",
-            "set matrix.recovery_key to import it, or `permission-bot e2ee reset-identity` to replace it",
-        )
+        rep.fail(f"identity: {user} has a cross-signing identity (master {fingerprint(master)}) that is not in {path}",
+                 "set matrix.recovery_key to import it, or `permission-bot e2ee reset-identity` to replace it")
         return
     if not saved.database and path.stat().st_mode & 0o077:
         rep.fail(f"identity: {path} is readable by others", f"chmod 600 {path}")
@@ -87,11 +81,9 @@ def check_cross_signing(cfg: Config, saved: Saved, login: Login | None, rep: Rep
         rep.ok(f"identity: published, master key {fingerprint(master)} (private keys in {where})")
     session = saved.session
     device = (q.get("device_keys") or {}).get(user, {}).get(session["device_id"]) if session else None
-    if session is None:
-        pass
-    elif isinstance(device, dict) and device_signed_by(device, user, ssk):
+    if session is not None and isinstance(device, dict) and device_signed_by(device, user, ssk):
         rep.ok(f"identity: the bot's device {session['device_id']} is cross-signed (Element shows no warning)")
-    else:
+    elif session is not None:
         rep.fail(f"identity: the bot's device {session['device_id']} is not cross-signed",
                  "restart the bot: it signs its device on start")
     _check_pins(cfg, saved, login, rep)

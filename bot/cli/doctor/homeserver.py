@@ -38,11 +38,6 @@ def why(status: int, body: Any) -> str:
     return f"HTTP {status}"
 
 
-def limited(status: int, body: Any) -> bool:
-    """A homeserver's rate limit (429, ``M_LIMIT_EXCEEDED``)."""
-    return status == 429 or (isinstance(body, dict) and body.get("errcode") == "M_LIMIT_EXCEEDED")
-
-
 def check_homeserver(cfg: Config, rep: Report) -> bool:
     hs = cfg.matrix.homeserver
     try:
@@ -56,10 +51,8 @@ def check_homeserver(cfg: Config, rep: Report) -> bool:
         return False
     versions = body.get("versions") if isinstance(body, dict) else None
     if status != 200 or not isinstance(versions, list) or not versions:
-        rep.fail(
-            f"homeserver: {hs}/_matrix/client/versions answered {why(status, body)}, not Matrix",
-            "matrix.homeserver must be the client-server API base URL (e.g. https://matrix.example.org)",
-        )
+        rep.fail(f"homeserver: {hs}/_matrix/client/versions answered {why(status, body)}, not Matrix",
+                 "matrix.homeserver must be the client-server API base URL (e.g. https://matrix.example.org)")
         return False
     rep.ok(f"homeserver: {hs} answers (Matrix {versions[-1]})")
     return True
@@ -89,15 +82,11 @@ def check_login(cfg: Config, saved: Saved, rep: Report) -> Login | None:
             return None
         rep.ok(f"login: matrix.access_token is valid for {m.user_id}")
         return Login(m.access_token, temporary=False)
-    body_in = {
-        "type": "m.login.password",
-        "identifier": {"type": "m.id.user", "user": m.user_id},
-        "password": m.password or "",
-        "initial_device_display_name": "permission-bot doctor",
-    }
+    body_in = {"type": "m.login.password", "identifier": {"type": "m.id.user", "user": m.user_id},
+               "password": m.password or "", "initial_device_display_name": "permission-bot doctor"}
     status, body = call(cfg, "POST", C + "/login", body_in)
     token = body.get("access_token") if isinstance(body, dict) else None
-    if limited(status, body):
+    if status == 429 or (isinstance(body, dict) and body.get("errcode") == "M_LIMIT_EXCEEDED"):  # a rate limit
         wait = (body.get("retry_after_ms") or 0) / 1000 if isinstance(body, dict) else 0
         rep.fail(
             f"login: rate-limited by the homeserver ({why(status, body)}; retry after {wait:g} s), "
@@ -106,10 +95,8 @@ def check_login(cfg: Config, saved: Saved, rep: Report) -> Login | None:
         )
         return None
     if status != 200 or not isinstance(token, str):
-        rep.fail(
-            f"login: as {m.user_id} with {secret_source('password')} failed ({why(status, body)})",
-            f"check matrix.user_id and matrix.password (or {ENV_PASSWORD})",
-        )
+        rep.fail(f"login: as {m.user_id} with {secret_source('password')} failed ({why(status, body)})",
+                 f"check matrix.user_id and matrix.password (or {ENV_PASSWORD})")
         return None
     rep.ok(f"login: {m.user_id} logs in with {secret_source('password')} (doctor's own device, logged out again)")
     return Login(token, temporary=True)

@@ -42,11 +42,8 @@ def _resolve(cfg: Config, token: str, rep: Report) -> str | None:
 
 def _invite_state(cfg: Config, token: str, room_id: str) -> list[dict[str, Any]] | None:
     """The stripped state of a pending invite to ``room_id``, or None when there is no invite."""
-    flt = {
-        "room": {"rooms": [room_id], "timeline": {"limit": 0}, "ephemeral": {"types": []}},
-        "presence": {"types": []},
-        "account_data": {"types": []},
-    }
+    flt = {"room": {"rooms": [room_id], "timeline": {"limit": 0}, "ephemeral": {"types": []}},
+           "presence": {"types": []}, "account_data": {"types": []}}
     path = C + "/sync?timeout=0&filter=" + quote(json.dumps(flt, separators=(",", ":")))
     status, body = call(cfg, "GET", path, token=token)
     if status != 200 or not isinstance(body, dict):
@@ -64,10 +61,8 @@ def _encryption_verdict(cfg: Config, encrypted: bool, rep: Report) -> None:
     elif cfg.matrix.encryption:
         rep.ok(f"room encryption: on (the bot encrypts and decrypts; trust {cfg.matrix.trust})")
     else:
-        rep.fail(
-            "room encryption: on, but [matrix] encryption = false: the bot would post nothing there",
-            "set [matrix] encryption = true (the default), or use an unencrypted station room",
-        )
+        rep.fail("room encryption: on, but [matrix] encryption = false: the bot would post nothing there",
+                 "set [matrix] encryption = true (the default), or use an unencrypted station room")
 
 
 def _check_power(cfg: Config, rs: RoomState, rep: Report) -> None:
@@ -79,10 +74,8 @@ def _check_power(cfg: Config, rs: RoomState, rep: Report) -> None:
     short = {t: n for t, n in needs.items() if have < n}
     what = ", ".join(f"{t} {n}" for t, n in needs.items())
     if short:
-        rep.fail(
-            f"room power: the bot has {level(have)}, below what it sends ({what})",
-            f"raise {bot}'s power level in the room to {max(short.values())}",
-        )
+        rep.fail(f"room power: the bot has {level(have)}, below what it sends ({what})",
+                 f"raise {bot}'s power level in the room to {max(short.values())}")
     else:
         rep.ok(f"room power: the bot has {level(have)}; it needs {what}")
     state = rs.state_power_needed(CHECKPOINT_TYPE)
@@ -106,10 +99,8 @@ def check_room(cfg: Config, login: Login, rep: Report) -> Room | None:
     if not joined:
         stripped = _invite_state(cfg, login.token, room_id)
         if stripped is None:
-            rep.fail(
-                f"room: {bot} is neither joined to nor invited into {room_id}",
-                f"invite {bot} into the station room (the daemon accepts it on start), or fix matrix.room",
-            )
+            rep.fail(f"room: {bot} is neither joined to nor invited into {room_id}",
+                     f"invite {bot} into the station room (the daemon accepts it on start), or fix matrix.room")
             return None
         rep.ok(f"room: {bot} is invited into {room_id} (the daemon accepts the invite on start)")
         _encryption_verdict(cfg, any(e.get("type") == "m.room.encryption" for e in stripped), rep)

@@ -12,23 +12,28 @@ session_rules.py (``rules``, ``rules revoke``), submit.py (``submit``: one reque
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable
 
+from bot.cli.flags import fail
 from bot.cli.http import Client, DaemonUnreachable, UsageError, discover
-from bot.cli.permissions import session_rules, submit, verbs
+from bot.cli.permissions import session_rules, submit, verbs, watch
 from bot.cli.permissions.args import add_arguments
-from bot.cli.permissions.report import PROG, Fail, error, quiet_stdout
+from bot.cli.permissions.report import Fail, quiet_stdout
 from bot.util.discovery import warn_argv_token
 from bot.util.hide import hide_secrets
 
-__all__ = ["add_arguments", "main", "run"]
+__all__ = ["add_arguments", "run"]
 
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry (``python -m bot.cli.permissions``); the real CLI wires :func:`add_arguments`."""
-    p = argparse.ArgumentParser(prog=f"{PROG} permissions")
-    add_arguments(p)
-    return run(p.parse_args(argv))
+# Each verb (argparse allows no other), called with the command line and the daemon's client.
+VERBS: dict[str, Callable[[argparse.Namespace, Client], int]] = {
+    "ls": verbs.ls,
+    "approve": verbs.decide,
+    "deny": verbs.decide,
+    "answer": verbs.answer,
+    "watch": watch.watch,
+    "rules": session_rules.run,
+    "submit": submit.run,
+}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,28 +44,13 @@ def run(args: argparse.Namespace) -> int:
             warn_argv_token("permission-bot permissions")
         url, token = discover(args.url, args.token, args.token_file)
         hide_secrets()  # a decider token: not in this process's /proc environ or cmdline for an agent to read
-        client = Client(url, token)
-        if verb == "ls":
-            return verbs.ls(args, client)
-        if verb in ("approve", "deny"):
-            return verbs.decide(args, client, verb)
-        if verb == "answer":
-            return verbs.answer(args, client)
-        if verb == "watch":
-            from bot.cli.permissions.watch import watch
-
-            return watch(args, client)
-        if verb == "rules":
-            return session_rules.run(args, client)
-        if verb == "submit":
-            return submit.run(args, client)
-        raise Fail(f"unknown permissions verb {verb!r}", 2)
+        return VERBS[verb](args, Client(url, token))
     except UsageError as err:
-        return error(str(err), 2)
+        return fail(str(err), 2)
     except DaemonUnreachable as err:
-        return error(str(err), 1)
+        return fail(str(err), 1)
     except Fail as err:
-        return error(str(err), err.code)
+        return fail(str(err), err.code)
     except KeyboardInterrupt:
         return 0 if verb == "watch" else 130
     except BrokenPipeError:

@@ -69,13 +69,8 @@ def preview(raw: object) -> str:
     if command is not None:
         return command
     if isinstance(raw, Mapping):
-        v = raw.get("cmd")
-        if isinstance(v, str) and v:
-            return v
-        for k in ("file_path", "path", "abs_path", "notebook_path", "url", "pattern", "query"):
-            v = raw.get(k)
-            if isinstance(v, str) and v:
-                return v
+        if found := _str(raw, "cmd", "file_path", "path", "abs_path", "notebook_path", "url", "pattern", "query"):
+            return found
     try:
         return json.dumps(raw, ensure_ascii=False, separators=(",", ":"))
     except (TypeError, ValueError):
@@ -96,20 +91,13 @@ def question(rec: Mapping[str, Any]) -> str:
     return f"{what} — {title}" if title and title != what else what
 
 
-def _parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
-
-
 def age_of(rec: Mapping[str, Any], now: datetime) -> str:
     """How long the request has waited (``12s``, ``3m``), ``?`` when unknown."""
-    t = _parse_time(rec.get("requested_at", rec.get("requestedAt")))
-    return format_age((now - t).total_seconds()) if t else "?"
+    try:
+        t = datetime.fromisoformat(rec.get("requested_at", rec.get("requestedAt")))  # TypeError: not a str
+    except (TypeError, ValueError):
+        return "?"
+    return format_age((now - (t if t.tzinfo else t.replace(tzinfo=UTC))).total_seconds())
 
 
 _HEAD = ("ID", "SESSION", "TOOL", "AGE", "QUESTION")
@@ -122,13 +110,7 @@ def table(
     """The ``ls`` table: one line per record, cells cut with … to fit ``width`` columns (the id whole), and the
     column widths. ``widths``: those of an earlier page, to go on with (no header then); else sized to these."""
     rows = [
-        (
-            clean(str(r.get("id", "?"))),
-            clean(session_of(r)),
-            clean(tool_of(r)),
-            age_of(r, now),
-            clean(question(r)),
-        )
+        (clean(str(r.get("id", "?"))), clean(session_of(r)), clean(tool_of(r)), age_of(r, now), clean(question(r)))
         for r in records
     ]
     head = widths is None

@@ -11,8 +11,6 @@ from bot.cli.permissions.render import clean
 from bot.util.discovery import TOKEN_ENV
 from bot.util.words import clip
 
-PROG = "permission-bot"
-
 
 class Fail(Exception):
     """A one-line error and its exit code (1: the daemon said no; 2: a bad command line)."""
@@ -29,13 +27,7 @@ def out(line: str) -> None:
 
 def warn(message: str) -> None:
     """One line on stderr, named after the program."""
-    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
-
-
-def error(message: str, code: int) -> int:
-    """:func:`warn`, then ``code`` (for ``return error(...)``)."""
-    warn(message)
-    return code
+    print(f"permission-bot: {message}", file=sys.stderr, flush=True)
 
 
 def quiet_stdout() -> None:
@@ -62,10 +54,8 @@ def http_message(status: int, body: object, client: Client) -> str:
     """An HTTP refusal as one line; a 401 says where the token came from and what it must be."""
     if status == 401:
         if client.token:
-            return (
-                f"HTTP 401: the daemon refused the API token (from --token-file or {TOKEN_ENV}); "
-                "it must be one of the daemon's [[api.tokens]] (or its api.token)"
-            )
+            return (f"HTTP 401: the daemon refused the API token (from --token-file or {TOKEN_ENV}); "
+                    "it must be one of the daemon's [[api.tokens]] (or its api.token)")
         return f"HTTP 401: no API token; pass --token-file PATH or set {TOKEN_ENV}"
     why = reason(body)
     return f"HTTP {status}: {why}" if why else f"HTTP {status}"

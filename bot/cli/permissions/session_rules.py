@@ -8,33 +8,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 from bot.cli.http import Client
 from bot.cli.permissions.render import clean
-from bot.cli.permissions.report import Fail, http_message
+from bot.cli.permissions.report import Fail, http_message, out
 from bot.util.ids import url_segment as quote_id
 
 EMPTY = "no session rules"
-
-
-def add_arguments(sub: Any, conn: argparse.ArgumentParser) -> None:
-    """Add ``rules`` (and its ``revoke``) to the ``permissions`` subparsers ``sub``."""
-    r = sub.add_parser(
-        "rules",
-        parents=[conn],
-        help="list session rules (set with s or 🔁 in the room); revoke one",
-        description="List the session rules answerers set with 's' / 🔁: each allows one exact command "
-        "(or file) of one tool in one session. 'rules revoke RULE_ID' removes one.",
-    )
-    r.add_argument("--session", metavar="ID", help="only this session id")
-    r.add_argument("--json", action="store_true", help="print the rules as a JSON array")
-    rsub = r.add_subparsers(dest="rules_verb", metavar="{revoke}")
-    rv = rsub.add_parser("revoke", parents=[conn], help="revoke one session rule", description="Revoke one rule.")
-    rv.add_argument("rule_id", metavar="RULE_ID", help="the rule's id (see 'permissions rules')")
-    rv.add_argument("--json", action="store_true", help="print the revoked rule as JSON")
 
 
 def _line(rule: Mapping[str, Any]) -> str:
@@ -51,24 +33,22 @@ def _line(rule: Mapping[str, Any]) -> str:
 
 def run(args: argparse.Namespace, client: Client) -> int:
     """List or revoke; an HTTP refusal raises :class:`Fail`."""
-    out = sys.stdout
     if getattr(args, "rules_verb", None) == "revoke":
         status, body = client.call("DELETE", f"/rules/{quote_id(args.rule_id)}")
         if status != 200 or not isinstance(body, dict):
             raise Fail(http_message(status, body, client))
         rule = body.get("revoked") or {}
-        out.write((json.dumps(rule) if args.json else f"revoked session rule {_line(rule)}") + "\n")
+        out(json.dumps(rule) if args.json else f"revoked session rule {_line(rule)}")
         return 0
     status, body = client.call("GET", "/rules", query={"session": args.session} if args.session else None)
     if status != 200 or not isinstance(body, dict) or not isinstance(body.get("rules"), list):
         raise Fail(http_message(status, body, client))
     rules = [r for r in body["rules"] if isinstance(r, dict)]
     if args.json:
-        out.write(json.dumps(rules) + "\n")
+        out(json.dumps(rules))
     elif not rules:
-        out.write(EMPTY + (f" in session {clean(args.session, 80)}" if args.session else "") + "\n")
+        out(EMPTY + (f" in session {clean(args.session, 80)}" if args.session else ""))
     else:
-        out.write("".join(_line(r) + "\n" for r in rules))
-    out.flush()
+        out("\n".join(_line(r) for r in rules))
     return 0
 

@@ -25,23 +25,6 @@ OPTIONS = [
 WAIT_STEP = 60  # seconds per long-poll while --wait
 
 
-def add_arguments(sub: Any, conn: argparse.ArgumentParser) -> None:
-    """Add ``submit`` to the ``permissions`` subparsers ``sub``."""
-    s = sub.add_parser(
-        "submit",
-        parents=[conn],
-        help="submit one request, to try a setup out (an agent token)",
-        description="Submit one permission request as an agent would (POST /permissions, an agent token): "
-        "its prompt appears in the station room. With --wait, wait for the answer and print it.",
-    )
-    s.add_argument("--title", required=True, metavar="TEXT", help="what the agent wants to do")
-    s.add_argument("--command", dest="shell_command", metavar="CMD",  # not "command": main.py's verb
-                   help="the shell command it would run (shown in the prompt)")
-    s.add_argument("--session", metavar="ID", help="the session id (default: a new cli-... one)")
-    s.add_argument("--wait", action="store_true", help="wait until it is answered; exit 0 allowed, 1 otherwise")
-    s.add_argument("--json", action="store_true", help="print the record as JSON")
-
-
 def body(args: argparse.Namespace) -> dict[str, Any]:
     """The ACP ``session/request_permission`` params submitted."""
     call: dict[str, Any] = {"toolCallId": "call-" + secrets.token_hex(4), "title": args.title, "kind": "execute"}

@@ -7,8 +7,9 @@ import argparse
 import getpass
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 from bot.cli.http import Client, DaemonUnreachable
@@ -132,7 +133,7 @@ def _explain_404(client: Client, rid: str) -> str:
     return f"HTTP 404: no pending request {clean(rid)} ({why})"
 
 
-def _explain_409(client: Client, rid: str, verb: str, option_id: str | None, body: object) -> str:
+def _explain_409(client: Client, verb: str, option_id: str | None, rid: str, body: object) -> str:
     _, rec = _fetch(client, rid)
     offered = ""
     if rec is not None and isinstance(rec.get("options"), list):
@@ -146,18 +147,29 @@ def _explain_409(client: Client, rid: str, verb: str, option_id: str | None, bod
     return f"HTTP 409: {clean(rid)}: {reason(body) or 'no fitting option'}{offered}"
 
 
-def _post(client: Client, rid: str, body: dict[str, Any]) -> tuple[str, int, Any]:
-    """POST ``body`` to ``rid``, or to the one pending id ``rid`` is a prefix of: (the id, status, answer)."""
+def _settle(
+    client: Client, rid: str, body: dict[str, Any], on_409: Callable[[str, object], str]
+) -> tuple[str, dict[str, Any]]:
+    """POST ``body`` to ``rid``, or to the one pending id ``rid`` is a prefix of: (the id, the settled record).
+    A refusal raises :class:`Fail`: a 404 explained from the record as it now is, a 409 in ``on_409``'s words."""
     status, rec = client.call("POST", f"/permissions/{quote_id(rid)}", body)
     if status == 404 and (whole := _unique_prefix(client, rid)) is not None:  # a prefix of one pending id
         rid = whole
         status, rec = client.call("POST", f"/permissions/{quote_id(rid)}", body)
-    return rid, status, rec
+    if status == 404:
+        raise Fail(_explain_404(client, rid))
+    if status == 409:
+        raise Fail(on_409(rid, rec))
+    if status != 200:
+        raise Fail(http_message(status, rec, client))
+    if not isinstance(rec, dict):
+        raise Fail(f"unexpected answer from {client.url} (not a JSON record): {clip(str(rec), 80)}")
+    return rid, rec
 
 
-def decide(args: argparse.Namespace, client: Client, verb: str) -> int:
+def decide(args: argparse.Namespace, client: Client) -> int:
     """``approve`` or ``deny`` one request; a 404/409 is explained from the record as it now is."""
-    rid: str = args.id
+    verb: str = args.perm_verb
     body: dict[str, Any] = {"decision": verb, "by": _who()}
     if getattr(args, "always", False):
         body["scope"] = "always"
@@ -165,31 +177,18 @@ def decide(args: argparse.Namespace, client: Client, verb: str) -> int:
         body["option_id"] = args.option_id
     if args.feedback is not None:
         body["feedback"] = args.feedback
-    rid, status, rec = _post(client, rid, body)
-    if status == 404:
-        raise Fail(_explain_404(client, rid))
-    if status == 409:
-        raise Fail(_explain_409(client, rid, verb, args.option_id, rec))
-    if status != 200:
-        raise Fail(http_message(status, rec, client))
-    if not isinstance(rec, dict):
-        raise Fail(f"unexpected answer from {client.url} (not a JSON record): {clip(str(rec), 80)}")
+    rid, rec = _settle(client, args.id, body, partial(_explain_409, client, verb, args.option_id))
     out(dumps(rec, indent=2) if args.json else clean(summary(verb, rid, rec)))
     return 0
 
 
+def _not_an_answer(rid: str, body: object) -> str:
+    return f"HTTP 409: {clean(rid)}: {reason(body) or 'not an answer to this question'}"
+
+
 def answer(args: argparse.Namespace, client: Client) -> int:
     """Answer one question (``{"decision": "answer", "answer": ...}``); a 404/409 is explained."""
-    rid: str = args.id
-    rid, status, rec = _post(client, rid, {"decision": "answer", "answer": args.answer})
-    if status == 404:
-        raise Fail(_explain_404(client, rid))
-    if status == 409:
-        raise Fail(f"HTTP 409: {clean(rid)}: {reason(rec) or 'not an answer to this question'}")
-    if status != 200:
-        raise Fail(http_message(status, rec, client))
-    if not isinstance(rec, dict):
-        raise Fail(f"unexpected answer from {client.url} (not a JSON record): {clip(str(rec), 80)}")
+    rid, rec = _settle(client, args.id, {"decision": "answer", "answer": args.answer}, _not_an_answer)
     outcome = rec.get("outcome")
     outcome = outcome if isinstance(outcome, Mapping) else {}
     given = outcome.get("answers")

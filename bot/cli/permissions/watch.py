@@ -33,18 +33,9 @@ class Watcher:
     def emit(self, result: str, rec: Mapping[str, Any], rule: Rule, n: int, **extra: Any) -> None:
         rid, tool = str(rec.get("id")), tool_of(rec)
         if self.args.json:
-            line = {
-                "result": result,
-                "id": rid,
-                "session_id": rec.get("session_id", rec.get("sessionId")),
-                "tool": tool,
-                "decision": rule.decision,
-                "rule": n,
-                "rule_spec": rule.wire(),
-                "dry_run": bool(self.args.dry_run),
-                **extra,
-            }
-            out(dumps(line))
+            session_id = rec.get("session_id", rec.get("sessionId"))
+            out(dumps({"result": result, "id": rid, "session_id": session_id, "tool": tool, "decision": rule.decision,
+                       "rule": n, "rule_spec": rule.wire(), "dry_run": bool(self.args.dry_run), **extra}))
             return
         head = f"{rid} ({tool})"
         if result in ("approved", "denied"):
@@ -88,14 +79,8 @@ class Watcher:
         if status == 200 and isinstance(res, dict):
             got = res.get("outcome")
             outcome: dict[str, Any] = got if isinstance(got, dict) else {}
-            self.emit(
-                "approved" if rule.decision == "approve" else "denied",
-                rec,
-                rule,
-                n,
-                option_id=outcome.get("option_id"),
-                state=res.get("state"),
-            )
+            done = "approved" if rule.decision == "approve" else "denied"
+            self.emit(done, rec, rule, n, option_id=outcome.get("option_id"), state=res.get("state"))
         elif status == 404:
             self.emit("skipped", rec, rule, n, error="HTTP 404: already answered elsewhere")
         elif status == 401:
@@ -109,22 +94,18 @@ def watch(args: argparse.Namespace, client: Client) -> int:
     from bot.inbox.rules import RuleError, build_rules
 
     try:
-        rules = build_rules(
-            args.tool_rules or [], args.rules_json, session=args.session, label=args.label, room=args.room,
-            always=args.always,
-        )
+        rules = build_rules(args.tool_rules or [], args.rules_json, session=args.session, label=args.label,
+                            room=args.room, always=args.always)
     except RuleError as err:
         raise Fail(str(err), 2) from None
     if not rules:
         raise Fail("watch needs at least one rule: --allow-tool PAT, --deny-tool PAT or --rules-json (none given)", 2)
     w = Watcher(args, client, rules)
     interval: float = args.interval
-    start = time.monotonic()
-    deadline = None if args.timeout is None else start + args.timeout
+    deadline = None if args.timeout is None else time.monotonic() + args.timeout
     listed = args.session or args.label
     query = {**({"session": listed} if listed else {}), **({"room": args.room} if args.room else {})} or None
-    answered_once = False
-    lost = False
+    answered_once = lost = False
     if sys.stderr.isatty():
         print(f"watching {client.url} with {len(rules)} rule(s); Ctrl-C to stop", file=sys.stderr)
     call_timeout = client.timeout
