@@ -29,15 +29,15 @@ class CurrentMatrix:
 
     @property
     def sync_lag(self) -> float:
-        return self.current().sync_lag
+        return self.current().syncer.sync_lag
 
     @property
     def connected(self) -> bool:
-        return self.current().connected
+        return self.current().syncer.connected
 
     @property
     def send_errors(self) -> int:
-        return self.current().send_errors
+        return self.current().sender.send_errors
 
     @property
     def rate_limited(self) -> bool:
