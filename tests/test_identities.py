@@ -73,7 +73,7 @@ async def test_an_identity_that_appears_after_the_member_was_seen_without_one_is
     api.ident, api.devices["NEW"], api.vouchers = Identity.generate(), True, ["NEW"]
     await _seen(ids, api)
     assert ids.signed(U, "NEW", api.ed("NEW")) and not ids.trusted(U, "NEW", api.ed("NEW"))
-    assert ids.appeared(U) and ids.refused(U) and not ids.changed(U)
+    assert ids.users[U].appeared and ids.refused(U) and not ids.users[U].changed
     assert kv.d[PIN_KEY + U]["master"] is None  # nothing pinned on sight
     kv.d[PIN_KEY + U] = {"master": api.ident.master.public}  # `e2ee accept-identity`
     await _seen(ids, api)
@@ -81,7 +81,7 @@ async def test_an_identity_that_appears_after_the_member_was_seen_without_one_is
     api.ident = Identity.generate()  # and later a reset is a changed identity, as before
     api.devices, api.vouchers = {"NEW": True}, ["NEW"]
     await _seen(ids, api)
-    assert ids.changed(U) and not ids.trusted(U, "NEW", api.ed("NEW"))
+    assert ids.users[U].changed and not ids.trusted(U, "NEW", api.ed("NEW"))
 
 
 async def test_a_member_first_seen_with_an_identity_or_without_devices_is_pinned_on_first_sight() -> None:
@@ -140,5 +140,5 @@ async def test_only_a_device_recorded_before_the_identity_with_its_key_vouches()
         api.ident = Identity.generate()
         api.devices = {d: True for d in api.devices}
         await _seen(ids, api)
-        assert ids.appeared(U) and ids.refused(U), attack
+        assert ids.users[U].appeared and ids.refused(U), attack
         assert kv.d[PIN_KEY + U]["master"] is None, attack

@@ -53,7 +53,8 @@ async def test_inbox_listener_counts_and_pending_is_read_from_the_inbox(tmp_path
 
 async def test_two_daemons_keep_separate_registries_and_components_export_their_own_figures() -> None:
     a, b = Metrics(), Metrics()
-    matrix = SimpleNamespace(sync_lag=0.25, connected=True, send_errors=2, rate_limited=True, rate_refusals=7)
+    syncer, sender = SimpleNamespace(sync_lag=0.25, connected=True), SimpleNamespace(send_errors=2)
+    matrix = SimpleNamespace(syncer=syncer, sender=sender, rate_limited=True, rate_refusals=7)
     hooks = SimpleNamespace(delivered=5, failed=1)
     export_figures(a, lambda: matrix, hooks)
     a.submissions.inc()

@@ -150,7 +150,7 @@ async def test_gate_orders_a_burst_by_request_and_logs_start_and_end(monkeypatch
         sends = [send(f"p{i}", PROMPT, float(i)) for i in range(8)]
         sends += [send("k", BACKGROUND, 0.0), send("e2", EDIT, 2.0)]
         await asyncio.gather(*sends)
-        assert gate.limited
+        assert gate.bucket.limited
         await asyncio.sleep(3 * every + 0.5)
     prompts = [s for s in server.sent if s.startswith("p")]
     assert prompts[3:] == sorted(prompts[3:], key=lambda s: int(s[1:]))  # past the burst: in request order

@@ -103,26 +103,28 @@ def test_another_devices_copy_or_a_strange_archive_is_refused(tmp_path: Path) ->
 
 
 async def test_nothing_is_packed_until_the_device_changes(tmp_path: Path) -> None:
-    kv = MemoryKV()
+    kv = Writes()
     c = client(tmp_path / "a")
     vault = Vault(c, str(tmp_path / "a"), kv)
-    await vault.save()
+    await vault.write({})
     first = kv.data[VAULT_KEY]
     assert first["device_id"] == DEVICE
-    assert await vault.pending() is None  # unchanged: no pack, nothing to write
+    await vault.write({})
+    assert len(kv.writes) == 1  # unchanged: no pack, nothing to write
     c.store.save_device_keys({"@alice:hs": {"ALICEDEV": alice()}})  # a write to nio's store
-    got = await vault.pending()
-    assert got is not None and got[1]["archive"] != first["archive"]
-    vault.done(got[0])
-    assert await vault.pending() is None
+    await vault.write({})
+    assert len(kv.writes) == 2 and kv.writes[-1][VAULT_KEY]["archive"] != first["archive"]
+    await vault.write({})
+    assert len(kv.writes) == 2
     (tmp_path / "a" / "cross_signing.json").write_text("{}")  # a file of the device appears
-    assert await vault.pending() is not None
+    await vault.write({})
+    assert len(kv.writes) == 3
 
 
 async def test_restore_unpacks_the_saved_device_before_nio_opens_it(tmp_path: Path) -> None:
     kv = MemoryKV()
     a = client(tmp_path / "a")
-    await Vault(a, str(tmp_path / "a"), kv).save()
+    await Vault(a, str(tmp_path / "a"), kv).write({})
     fresh = AsyncClient("http://127.0.0.1:9", USER, store_path=str(tmp_path / "new"),
                         config=AsyncClientConfig(encryption_enabled=True, store=STORE, store_sync_tokens=False))
     vault = Vault(fresh, str(tmp_path / "new"), kv)

@@ -20,14 +20,9 @@ async def backfill(st: Station, start: str, until: str) -> list[Any]:
     out: list[Any] = []
     token = start
     for _ in range(200):  # at most 20,000 events back
-        r = await retry(
-            "backfill",
-            partial(
-                st.client.room_messages,
-                st.room_id, start=token, end=until, direction=MessageDirection.back, limit=100,
-            ),
-            attempts=5,
-        )
+        page = partial(st.client.room_messages, st.room_id, start=token, end=until, direction=MessageDirection.back,
+                       limit=100)
+        r = await retry("backfill", page, attempts=5)
         if not isinstance(r, RoomMessagesResponse):  # the batch fails and comes again
             raise BackfillFailed(f"{getattr(r, 'status_code', '')}: {getattr(r, 'message', r)}")
         out.extend(r.chunk)

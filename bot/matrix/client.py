@@ -5,18 +5,11 @@ token, sync filter, events waiting for their room key) through a small key/value
 store, and hands every station-room event, in order, to one handler. ``next_batch``
 is saved only after its batch is handled.
 
-Encrypted rooms (matrix-nio's ``e2e`` extra, vodozemac): the Olm account and the
-Megolm sessions live in nio's store under ``[state] path``, opened for the saved
-device on every start. Sends into an encrypted room are encrypted (reactions too);
-decrypted events reach the handler shaped exactly like plaintext events. An event
-that cannot be decrypted yet is kept aside (durably), its key is requested, and it
-is retried after every sync; after ``[matrix] undecryptable_wait`` its sender is
-asked, once, to send it again. See docs/encryption.md.
+Encrypted rooms (matrix-nio's ``e2e`` extra, vodozemac): the Olm account and the Megolm
+sessions live in nio's store under ``[state] path``; decrypted events reach the handler
+shaped exactly like plaintext events. See docs/encryption.md.
 
-``Matrix`` is the façade over its parts: session.py (log-in), sender.py (sends),
-sync.py and sync_filter.py (the sync loop), e2ee.py, trust.py, undecryptable.py,
-refusal.py (encrypted rooms), notices.py (the bot's own m.notice chatter, which the
-parts post through).
+``Matrix`` is the façade over its parts (the package's docstring lists them), built and wired here.
 """
 
 from __future__ import annotations
@@ -25,66 +18,36 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-import structlog
 from nio import AsyncClient, AsyncClientConfig
 from nio.crypto import ENCRYPTION_ENABLED
 
 from bot.config import MatrixConfig
 from bot.matrix import key_upload
-from bot.matrix.e2ee import UNREACHABLE_RETRY
 from bot.matrix.errors import MatrixFatal, SendFailed
 from bot.matrix.gate import RateGate
 from bot.matrix.rate import BACKGROUND
-from bot.matrix.refusal import REFUSAL_KEY
-from bot.matrix.room import RoomState
-from bot.matrix.sender import FIRST_SYNC_WAIT
 from bot.matrix.session import CRYPTO_KEY, SESSION_KEY, Session
-from bot.matrix.station import EventHandler, KeyValue, Say
+from bot.matrix.station import EventHandler, KeyValue
 from bot.matrix.station_room import StationRoom
 from bot.matrix.store import STORE
 from bot.matrix.sync import SYNC_KEY, Syncer
 from bot.matrix.sync_filter import SyncFilter
 from bot.matrix.txn import txn_id
-from bot.matrix.undecryptable import WAITING_KEEP, WAITING_KEY, WAITING_MAX
 from bot.matrix.vault import Vault
 
-__all__ = [  # the names importable from here before the split stay importable
-    "CRYPTO_KEY",
-    "FIRST_SYNC_WAIT",
-    "REFUSAL_KEY",
-    "SESSION_KEY",
-    "SYNC_KEY",
-    "UNREACHABLE_RETRY",
-    "WAITING_KEEP",
-    "WAITING_KEY",
-    "WAITING_MAX",
-    "EventHandler",
-    "KeyValue",
-    "Matrix",
-    "MatrixFatal",
-    "Say",
-    "SendFailed",
-    "txn_id",
-]
-
-log = structlog.get_logger("matrix")
+__all__ = ["CRYPTO_KEY", "SESSION_KEY", "SYNC_KEY", "Matrix", "SendFailed", "txn_id"]  # importable from here
 
 
 class Matrix:
     """One logged-in bot account and its station room."""
 
     def __init__(
-        self, cfg: MatrixConfig, kv: KeyValue, store_path: str, on_refused: EventHandler | None = None,
-        *, rooms: list[tuple[str, str]] | None = None,
+        self, cfg: MatrixConfig, kv: KeyValue, store_path: str, *, rooms: list[tuple[str, str]] | None = None,
         refused_for: Callable[[str], EventHandler] | None = None, durable_device: bool = False,
     ) -> None:
-        """``on_refused`` sees each event the trust policy keeps from the handler (never an answer);
-        ``rooms``: more station rooms as (name, id or alias), beside ``cfg.room`` (``default``);
-        ``refused_for``: a room's name -> its ``on_refused`` (instead of the one for all);
+        """``rooms``: more station rooms as (name, id or alias), beside ``cfg.room`` (``default``);
+        ``refused_for``: a room's name -> what sees each event the trust policy keeps from its handler;
         ``durable_device``: the state is in PostgreSQL, the crypto store's copy too (vault.py)."""
-        self.cfg = cfg
-        self.kv = kv
-        self.encryption = cfg.encryption
         self.client = AsyncClient(
             cfg.homeserver,
             cfg.user_id,
@@ -102,21 +65,17 @@ class Matrix:
         self.gate = RateGate()  # the homeserver limits the account: one gate for every room's sends
         self.rooms: dict[str, StationRoom] = {}
         for name, ref in [("default", cfg.room), *(rooms or [])]:
-            refused = refused_for(name) if refused_for is not None else on_refused
             self.rooms[name] = StationRoom(
                 name, self.client, cfg.model_copy(update={"room": ref}), kv, synced=synced, lock=lock, gate=self.gate,
-                on_refused=refused,
+                on_refused=refused_for(name) if refused_for is not None else None,
             )
         default = self.rooms["default"]  # the parts of [matrix] room, as before there were more
-        self.station, self.notices, self.trust = default.station, default.notices, default.trust
-        self.e2ee, self.undecryptable, self.refusal = default.e2ee, default.undecryptable, default.refusal
-        self.sender = default.sender
+        self.station, self.notices, self.sender = default.station, default.notices, default.sender
         self.vault = Vault(self.client, store_path, kv) if durable_device and cfg.encryption else None
         self.session = Session(self.station, store_path, self.vault)
-        ids = lambda: [r.room_id for r in self.rooms.values()]  # noqa: E731
         self.syncer = Syncer(
-            self.station, list(self.rooms.values()),
-            sync_filter=SyncFilter(self.station, ids), on_token_revoked=self.session.relogin, vault=self.vault,
+            self.station, list(self.rooms.values()), on_token_revoked=self.session.relogin, vault=self.vault,
+            sync_filter=SyncFilter(self.station, lambda: [r.room_id for r in self.rooms.values()]),
         )
         self.syncer.synced = synced
 
@@ -124,51 +83,10 @@ class Matrix:
     def user_id(self) -> str:
         return self.station.user_id
 
-    @property
-    def room_id(self) -> str:
-        return self.station.room_id
-
-    @property
-    def room(self) -> RoomState:
-        return self.station.room
-
-    @property
-    def refused(self) -> bool:
-        """Encrypted room with encryption = false: nothing is posted."""
-        return self.refusal.refused
-
-    @property
-    def connected(self) -> bool:
-        return self.syncer.connected
-
-    @property
-    def last_sync_ok(self) -> float:
-        return self.syncer.last_sync_ok
-
-    @property
-    def sync_lag(self) -> float:
-        return self.syncer.sync_lag
-
-    @property
-    def send_errors(self) -> int:
-        return self.sender.send_errors
-
-    @property
-    def send_failing(self) -> str | None:
-        return self.sender.send_failing
-
-    @property
-    def cross_signing(self) -> dict[str, Any]:
-        return self.session.cross_signing
-
     # -- session (session.py) ------------------------------------------------
     async def login(self) -> None:
         """Restore the saved session, else use the configured token, else log in once."""
         await self.session.login()
-
-    async def relogin(self, code: str) -> None:
-        """The homeserver revoked the token: log in again with the password (a new device), inbox kept."""
-        await self.session.relogin(code)
 
     # -- the station room --------------------------------------------------
     async def join_room(self) -> str:
@@ -204,7 +122,7 @@ class Matrix:
     @property
     def rate_limited(self) -> bool:
         """Is the homeserver rate-limiting the bot's account now (a refusal seen, the limit not over)."""
-        return self.gate.limited
+        return self.gate.bucket.limited
 
     @property
     def rate_refusals(self) -> int:
@@ -215,18 +133,18 @@ class Matrix:
         """May an optional send (``what``: a keycap seed) be spent now; else it is counted as left out."""
         if self.gate.spare():
             return True
-        self.gate.skipped(what)
+        self.gate.bucket.skipped(what)
         return False
 
     async def put_state(
         self, event_type: str, content: dict[str, Any], state_key: str = "", *, room: str = "default"
     ) -> str:
         """Set a state event in the station room named ``room`` (never encrypted); its event id, or SendFailed."""
-        return await self._room(room).put_state(event_type, content, state_key)
+        return await self._room(room).sender.put_state(event_type, content, state_key)
 
     async def redact(self, event_id: str, txn: str, reason: str | None = None, *, room: str = "default") -> None:
         """Redact one of the bot's own events in the station room ``room`` (redactions are never encrypted)."""
-        await self._room(room).redact(event_id, txn, reason)
+        await self._room(room).sender.redact(event_id, txn, reason)
 
     def _room(self, name: str) -> StationRoom:
         """The station room ``name``; SendFailed when the config no longer has it (a record kept from before)."""

@@ -93,10 +93,8 @@ def load_identity(path: Path) -> Identity | None:
     try:
         return Identity.from_json(json.loads(text))
     except ValueError as e:
-        raise MatrixFatal(
-            f"{path}: the bot's cross-signing keys are damaged ({e}); restore the file from a copy, "
-            "or run `permission-bot e2ee reset-identity` to make a new identity"
-        ) from None
+        raise MatrixFatal(f"{path}: the bot's cross-signing keys are damaged ({e}); restore the file from a copy, "
+                          "or run `permission-bot e2ee reset-identity` to make a new identity") from None
 
 
 def save_identity(path: Path, ident: Identity) -> None:
@@ -107,34 +105,24 @@ def save_identity(path: Path, ident: Identity) -> None:
 async def upload_identity(api: Api, user_id: str, ident: Identity, password: str | None) -> None:
     """Publish the three public keys; a server that wants auth gets ``m.login.password``."""
     body: dict[str, Any] = ident.public_objects(user_id)
-    try:
-        await api.call("POST", "/keys/device_signing/upload", body)
-        return
-    except HttpError as e:
-        if e.status != 401 or "flows" not in e.body:
-            raise MatrixFatal(f"matrix: the homeserver refused the bot's cross-signing keys ({e})") from None
-        session = e.body.get("session")
-    if not password:
-        raise MatrixFatal(
-            "matrix.password: the homeserver wants the password to publish the bot's cross-signing keys; "
-            "set matrix.password (or env PERMISSION_BOT_MATRIX_PASSWORD)"
-        )
-    auth: dict[str, Any] = {"type": "m.login.password", "identifier": {"type": "m.id.user", "user": user_id},
-                            "password": password}
-    if session:
-        auth["session"] = session
-    try:
-        await api.call("POST", "/keys/device_signing/upload", {**body, "auth": auth})
-    except HttpError as e:
-        raise MatrixFatal(f"matrix: the homeserver refused the bot's cross-signing keys ({e})") from None
+    while True:
+        try:
+            await api.call("POST", "/keys/device_signing/upload", body)
+            return
+        except HttpError as e:
+            if "auth" in body or e.status != 401 or "flows" not in e.body:
+                raise MatrixFatal(f"matrix: the homeserver refused the bot's cross-signing keys ({e})") from None
+            session = e.body.get("session")
+        if not password:
+            raise MatrixFatal("matrix.password: the homeserver wants the password to publish the bot's cross-signing "
+                              "keys; set matrix.password (or env PERMISSION_BOT_MATRIX_PASSWORD)")
+        auth = {"type": "m.login.password", "identifier": {"type": "m.id.user", "user": user_id}, "password": password}
+        body = {**body, "auth": {**auth, "session": session} if session else auth}
 
 
 async def sign_device(api: Api, user_id: str, device_keys: Mapping[str, Any], ident: Identity) -> None:
     """Sign one of the bot's devices with the self-signing key; MatrixFatal on any failure."""
-    clean = {k: v for k, v in device_keys.items() if k != "unsigned"}
-    sig = ident.self_signing.sign({k: v for k, v in clean.items() if k != "signatures"}, user_id)
-    signed = {**clean, "signatures": {**clean.get("signatures", {}), user_id: {
-        **clean.get("signatures", {}).get(user_id, {}), **sig["signatures"][user_id]}}}
+    signed = ident.self_signing.sign({k: v for k, v in device_keys.items() if k != "unsigned"}, user_id)
     device_id = str(device_keys.get("device_id"))
     try:
         r = await api.call("POST", "/keys/signatures/upload", {user_id: {device_id: signed}})
@@ -153,12 +141,9 @@ def published(q: Mapping[str, Any], user_id: str) -> tuple[str | None, str | Non
 async def ensure(
     api: Api, user_id: str, device_id: str, state_path: str | Path, *,
     password: str | None, recovery_key: str | None,
-) -> dict[str, Any]:
+) -> None:
     """Make sure the account has the bot's identity published and this device signed with it.
-
-    Returns what doctor shows: ``{"master", "self_signing", "device_signed", "made"}``.
-    Raises MatrixFatal with one line saying what to do.
-    """
+    Raises MatrixFatal with one line saying what to do."""
     path = identity_path(state_path)
     local = load_identity(path)
     try:
@@ -166,11 +151,8 @@ async def ensure(
     except (HttpError, aiohttp.ClientError, TimeoutError) as e:
         raise MatrixFatal(f"matrix: cannot read the bot's published keys ({e})") from None
     master, ssk = published(q, user_id)
-    made = False
     if master is None:
-        if local is None:
-            local = Identity.generate()
-            made = True
+        made, local = local is None, local or Identity.generate()
         save_identity(path, local)
         await upload_identity(api, user_id, local, password)
         log.info("cross_signing_published", master=local.master.public, made=made)
@@ -189,11 +171,8 @@ async def ensure(
     if not isinstance(dev, Mapping):
         raise MatrixFatal(f"matrix: the homeserver has no keys for the bot's device {device_id}; "
                           "delete state/ to log in as a new device")
-    signed = device_signed_by(dev, user_id, local.self_signing.public)
-    if not signed:
+    if not device_signed_by(dev, user_id, local.self_signing.public):
         await sign_device(api, user_id, dev, local)
-    return {"master": local.master.public, "self_signing": local.self_signing.public,
-            "device_signed": True, "made": made}
 
 
 async def _not_here(api: Api, user_id: str, path: Path) -> str:
@@ -214,9 +193,7 @@ async def _not_here(api: Api, user_id: str, path: Path) -> str:
             "(or env PERMISSION_BOT_MATRIX_RECOVERY_KEY) to import it from secret storage; " + fix)
 
 
-async def import_identity(
-    api: Api, user_id: str, recovery_key: str, master: str | None, ssk: str | None
-) -> Identity:
+async def import_identity(api: Api, user_id: str, recovery_key: str, master: str | None, ssk: str | None) -> Identity:
     """The account's cross-signing keys from secret storage; MatrixFatal (one line) when they cannot be had."""
     where = "matrix.recovery_key"
     try:
@@ -235,8 +212,7 @@ async def import_identity(
         seeds = []
         for usage in USAGES:
             name = f"m.cross_signing.{usage}"
-            secret = await api.account_data(user_id, name)
-            enc = ((secret or {}).get("encrypted") or {}).get(key_id)
+            enc = ((await api.account_data(user_id, name) or {}).get("encrypted") or {}).get(key_id)
             if not isinstance(enc, Mapping):
                 raise MatrixFatal(f"{where}: {user_id}'s secret storage holds no {name} key")
             seeds.append(SigningKey(unb64(decrypt(key, name, enc).decode())))

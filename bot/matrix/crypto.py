@@ -34,25 +34,17 @@ def plain_event(decrypted: Mapping[str, Any], wrapper: Mapping[str, Any] | None 
     is merged into the content when the decrypted content has none.
     """
     out = copy.deepcopy(dict(decrypted))
-    content = out.get("content")
-    if not isinstance(content, dict):
-        content = {}
-        out["content"] = content
+    if not isinstance(content := out.get("content"), dict):
+        content = out["content"] = {}
     if wrapper is None:
         return out
-    for k in ("event_id", "sender", "origin_server_ts", "room_id"):
-        if k in wrapper:
-            out[k] = wrapper[k]
+    out.update({k: wrapper[k] for k in ("event_id", "sender", "origin_server_ts", "room_id") if k in wrapper})
     wcontent = wrapper.get("content")
     if isinstance(wcontent, Mapping) and "m.relates_to" in wcontent and "m.relates_to" not in content:
         content["m.relates_to"] = copy.deepcopy(wcontent["m.relates_to"])
-    wunsigned = wrapper.get("unsigned")
-    if isinstance(wunsigned, Mapping):
+    if isinstance(wunsigned := wrapper.get("unsigned"), Mapping):
         unsigned = out.get("unsigned")
-        merged = dict(copy.deepcopy(dict(wunsigned)))
-        if isinstance(unsigned, Mapping):
-            merged.update(unsigned)
-        out["unsigned"] = merged
+        out["unsigned"] = {**copy.deepcopy(dict(wunsigned)), **(unsigned if isinstance(unsigned, Mapping) else {})}
     return out
 
 
@@ -70,9 +62,7 @@ def is_targeted(source: Mapping[str, Any]) -> bool:
 
 def fingerprint(key: str | None) -> str | None:
     """An ed25519 key in groups of four, as Element shows a session key."""
-    if not key:
-        return None
-    return " ".join(key[i : i + 4] for i in range(0, len(key), 4))
+    return " ".join(key[i : i + 4] for i in range(0, len(key), 4)) if key else None
 
 
 @dataclass

@@ -69,8 +69,7 @@ class E2EE:
         nio's room_send leaves reactions in the clear; this path encrypts every event type
         (the relation stays in the clear too, as the spec wants) and applies the trust policy.
         """
-        c = self.st.client
-        rid = self.st.room_id
+        c, rid = self.st.client, self.st.room_id
         async with self._lock:
             room = c.rooms.get(rid)
             if room is None:
@@ -103,33 +102,27 @@ class E2EE:
         member's first one after a keys query) would never get it. Then the session is
         rotated. A device without one-time keys is not retried before UNREACHABLE_RETRY.
         """
-        c = self.st.client
-        assert c.olm is not None
-        sess = c.olm.outbound_group_sessions.get(self.st.room_id)
-        if sess is None or not sess.shared:
-            return False
-        covered = sess.users_shared_with | sess.users_ignored
         now = time.monotonic()
-        for dev in room_devices(c, room):
-            key = (dev.user_id, dev.id)
-            if key in covered or c.olm.is_device_blacklisted(dev):
-                continue
-            if now - self._unreachable.get(key, -UNREACHABLE_RETRY) < UNREACHABLE_RETRY:
-                continue
-            log.info("megolm_session_rotated", reason="new device", user_id=dev.user_id, device_id=dev.id)
-            return True
+        for dev in self._left_out(room, shared=True):
+            if now - self._unreachable.get((dev.user_id, dev.id), -UNREACHABLE_RETRY) >= UNREACHABLE_RETRY:
+                log.info("megolm_session_rotated", reason="new device", user_id=dev.user_id, device_id=dev.id)
+                return True
         return False
 
     def _note_unreachable(self, room: Any) -> None:
+        for dev in self._left_out(room, shared=False):
+            self._unreachable[(dev.user_id, dev.id)] = time.monotonic()
+            log.warning("device_unreachable", user_id=dev.user_id, device_id=dev.id,
+                        reason="no Olm session (no one-time keys?)")
+
+    def _left_out(self, room: Any, *, shared: bool) -> list[Any]:
+        """The room's devices the Megolm session was neither shared with nor withheld from (blacklisted); none
+        without a session (``shared``: or before it is shared)."""
         c = self.st.client
         assert c.olm is not None
         sess = c.olm.outbound_group_sessions.get(self.st.room_id)
-        if sess is None:
-            return
+        if sess is None or (shared and not sess.shared):
+            return []
         covered = sess.users_shared_with | sess.users_ignored
-        for dev in room_devices(c, room):
-            key = (dev.user_id, dev.id)
-            if key not in covered and not c.olm.is_device_blacklisted(dev):
-                self._unreachable[key] = time.monotonic()
-                log.warning("device_unreachable", user_id=dev.user_id, device_id=dev.id,
-                            reason="no Olm session (no one-time keys?)")
+        return [d for d in room_devices(c, room)
+                if (d.user_id, d.id) not in covered and not c.olm.is_device_blacklisted(d)]

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -27,12 +26,9 @@ HINT = "the homeserver rate-limits the bot's account: prompts and answered edits
 class RateGate:
     """Which send goes when, under the homeserver's message limit."""
 
-    def __init__(
-        self, now: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
-        bucket: Bucket | None = None,
-    ) -> None:
-        self.now = now
-        self.wall = wall
+    def __init__(self, bucket: Bucket | None = None) -> None:
+        self.now = time.monotonic
+        self.wall = time.time  # a request's arrival
         self.bucket = bucket or Bucket()
         self._seq = itertools.count()
         self._wake: dict[int, asyncio.Event] = {}
@@ -41,10 +37,6 @@ class RateGate:
         self.refusals = 0  # refusals for rate so far
         self.last: dict[str, Any] | None = None  # the last limit's figures, once over
 
-    @property
-    def limited(self) -> bool:
-        return self.bucket.limited
-
     async def turn(self, kind: str = BACKGROUND, order: float | None = None) -> None:
         """Wait until a send of ``kind`` (rate.PROMPT, EDIT or BACKGROUND) may go; ``order``: its request's
         arrival (wall time). At once while the account is not limited."""
@@ -52,8 +44,7 @@ class RateGate:
         if not b.limited and not b.waiting:
             return
         assert kind in KINDS
-        now = self.now()
-        me = Waiting(kind, self.wall() if order is None else order, next(self._seq), now)
+        me = Waiting(kind, self.wall() if order is None else order, next(self._seq), self.now())
         wake = self._wake[me.seq] = asyncio.Event()
         b.waiting.append(me)
         try:
@@ -77,16 +68,11 @@ class RateGate:
     def refused(self, retry_after: float) -> None:
         """The homeserver refused a send for rate; the next one is allowed in ``retry_after`` seconds."""
         self.refusals += 1
-        now = self.now()
-        if self.bucket.refused(now, retry_after):
+        if self.bucket.refused(self.now(), retry_after):
             self.episodes += 1
             log.warning("matrix_rate_limited_started", retry_in=round(retry_after, 1), hint=HINT, remedy=REMEDY)
         self._kick()
         self._arm()
-
-    def skipped(self, what: str) -> None:
-        """A send left out while limited (a keycap seed): counted in the limit's figures."""
-        self.bucket.skipped(what)
 
     def spare(self) -> bool:
         """May an optional send (a keycap seed) be spent now."""

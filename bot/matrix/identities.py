@@ -58,11 +58,6 @@ class UserKeys:
         """An identity published after the bot saw the member without one, not accepted yet."""
         return bool(self.master and not self.pinned and self.seen_without)
 
-    @property
-    def refused(self) -> bool:
-        """Is the published identity one whose devices must not answer until an operator accepts it?"""
-        return self.changed or self.appeared
-
 
 class Pin(NamedTuple):
     """A stored pin: the accepted master key, or that the member was seen without one and with which devices."""
@@ -117,10 +112,8 @@ def read_query(q: Mapping[str, Any], users: Iterable[str]) -> dict[str, UserKeys
             own = (dev.get("keys") or {}).get(f"ed25519:{dev_id}") if isinstance(dev.get("keys"), Mapping) else None
             if isinstance(own, str) and dev.get("user_id") == user and verify(dev, user, own, f"ed25519:{dev_id}"):
                 uk.listed[dev_id] = own
-            if cross_signed(user, masters.get(user), ssks.get(user), dev):
-                ed = (dev.get("keys") or {}).get(f"ed25519:{dev_id}")
-                if isinstance(ed, str):
-                    uk.devices[dev_id] = ed
+            if isinstance(own, str) and cross_signed(user, masters.get(user), ssks.get(user), dev):
+                uk.devices[dev_id] = own
         out[user] = uk
     return out
 
@@ -142,17 +135,10 @@ class Identities:
         """Is this device cross-signed by its owner, under the owner's pinned identity?"""
         return self.signed(user_id, device_id, ed25519) and not self.refused(user_id)
 
-    def changed(self, user_id: str) -> bool:
-        uk = self.users.get(user_id)
-        return bool(uk and uk.changed)
-
-    def appeared(self, user_id: str) -> bool:
-        uk = self.users.get(user_id)
-        return bool(uk and uk.appeared)
-
     def refused(self, user_id: str) -> bool:
+        """Is the published identity one whose devices must not answer until an operator accepts it?"""
         uk = self.users.get(user_id)
-        return bool(uk and uk.refused)
+        return bool(uk and (uk.changed or uk.appeared))
 
     def due(self, now: float | None = None) -> bool:
         return (time.monotonic() if now is None else now) - self._last >= REFRESH_EVERY

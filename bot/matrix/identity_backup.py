@@ -11,6 +11,7 @@ before this existed): a recovery key (``matrix.recovery_key`` when set, else a n
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any, Protocol
@@ -67,19 +68,13 @@ async def stored_by_bot(api: Api, user_id: str) -> bool:
 
 def _known_key(state_path: str | Path, recovery_key: str | None) -> bytes | None:
     """The configured recovery key, else the one the bot wrote into the state folder; None when neither."""
-    for text in (recovery_key, _read(key_file(state_path))):
-        if text:
-            try:
-                return decode_recovery_key(text)
-            except ValueError:
-                return None
-    return None
-
-
-def _read(path: Path) -> str | None:
+    text = recovery_key
+    if not text:
+        with contextlib.suppress(OSError):
+            text = key_file(state_path).read_text().strip()
     try:
-        return path.read_text().strip()
-    except OSError:
+        return decode_recovery_key(text) if text else None
+    except ValueError:
         return None
 
 
@@ -102,26 +97,20 @@ async def _holds(api: Api, user_id: str, key: bytes | None, ident: Identity) -> 
 
 async def ensure_stored(
     api: Api, user_id: str, ident: Identity, state_path: str | Path, recovery_key: str | None
-) -> str:
-    """Keep ``ident`` in secret storage: ``kept`` (already there), ``stored`` or ``unchecked`` (storage
-    holds an identity the bot has no key to check; left alone). Raises what :meth:`Api.call` raises."""
+) -> None:
+    """Keep ``ident`` in secret storage, unless it is there already or storage holds an identity the bot has no
+    key to check (left alone). Raises what :meth:`Api.call` raises."""
     key = _known_key(state_path, recovery_key)
-    holds = await _holds(api, user_id, key, ident)
-    if holds is None:
-        return "unchecked"
-    if holds:
-        return "kept"
+    if await _holds(api, user_id, key, ident) is not False:
+        return
     if key is None:
         key = os.urandom(32)
         write_key(key_file(state_path), encode_recovery_key(key))
-        log.warning(
-            "recovery_key_written", path=str(key_file(state_path)),
-            hint="copy this recovery key to where you keep the bot's password (matrix.recovery_key or env "
-            "PERMISSION_BOT_MATRIX_RECOVERY_KEY): a new state folder needs it to keep the bot's identity",
-        )
+        log.warning("recovery_key_written", path=str(key_file(state_path)),
+                    hint="copy this recovery key to where you keep the bot's password (matrix.recovery_key or env "
+                    "PERMISSION_BOT_MATRIX_RECOVERY_KEY): a new state folder needs it to keep the bot's identity")
     await store(api, user_id, ident, key)
     log.info("cross_signing_stored", key_name=KEY_NAME)
-    return "stored"
 
 
 async def store(api: Api, user_id: str, ident: Identity, key: bytes) -> None:

@@ -24,9 +24,8 @@ def notice_content(text: str, *, reply_to: str | None, thread_root: str | None) 
     else a reply."""
     content: dict[str, Any] = {"msgtype": "m.notice", "body": text, "m.mentions": {}}
     if thread_root:
-        rel: dict[str, Any] = {"rel_type": "m.thread", "event_id": thread_root, "is_falling_back": True}
-        rel["m.in_reply_to"] = {"event_id": reply_to or thread_root}
-        content["m.relates_to"] = rel
+        content["m.relates_to"] = {"rel_type": "m.thread", "event_id": thread_root, "is_falling_back": True,
+                                   "m.in_reply_to": {"event_id": reply_to or thread_root}}
     elif reply_to:
         content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
     return content

@@ -78,10 +78,8 @@ async def homeserver(url: str) -> None:
         versions = body.get("versions") if isinstance(body, dict) else None
         if status == 200 and isinstance(versions, list) and versions:
             return
-        raise MatrixFatal(
-            f"matrix.homeserver: {base}/_matrix/client/versions answered HTTP {status}, not Matrix; it must be the "
-            "client-server API base URL (e.g. https://matrix.example.org)"
-        )
+        raise MatrixFatal(f"matrix.homeserver: {base}/_matrix/client/versions answered HTTP {status}, not Matrix; it "
+                          "must be the client-server API base URL (e.g. https://matrix.example.org)")
 
 
 async def rate_limited(during: str, seconds: float) -> None:
@@ -101,8 +99,3 @@ async def until_allowed(during: str, call: Callable[[], Awaitable[Any]]) -> Any:
         if wait is None:
             return r
         await rate_limited(during, wait)
-
-
-async def login(call: Callable[[], Awaitable[Any]]) -> Any:
-    """nio's login until it is not rate-limited."""
-    return await until_allowed("login", call)

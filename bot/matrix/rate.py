@@ -28,10 +28,8 @@ BACKGROUND_MAX_WAIT = 60.0  # seconds a background send waits for the reserve, a
 PROMPT, EDIT, BACKGROUND = "prompt", "edit", "background"
 OPTIONAL = "optional"  # background that is left out rather than kept waiting (a keycap seed)
 KINDS = (PROMPT, EDIT, BACKGROUND, OPTIONAL)
-REMEDY = (
-    "an admin can exempt the bot's account: POST /_synapse/admin/v1/users/<bot user id>/override_ratelimit "
-    'with {"messages_per_second": 0, "burst_count": 0}, or raise the homeserver\'s rc_message'
-)
+REMEDY = ("an admin can exempt the bot's account: POST /_synapse/admin/v1/users/<bot user id>/override_ratelimit "
+          'with {"messages_per_second": 0, "burst_count": 0}, or raise the homeserver\'s rc_message')
 
 
 @dataclass
@@ -91,19 +89,14 @@ class Bucket:
         """Tokens in the bucket now (may be below zero after a long ``retry_after``)."""
         return min(self.burst, self._tokens + (now - self._at) * self.rate)
 
-    def _set(self, tokens: float, now: float) -> None:
-        self._tokens, self._at = tokens, now
-
     def refused(self, now: float, retry_after: float) -> bool:
         """The homeserver refused a send for rate, the next allowed in ``retry_after`` seconds; True when this
         starts a limit."""
         started = self.episode is None
-        if started:
-            self.episode = Episode(now)
-        assert self.episode is not None
+        self.episode = self.episode or Episode(now)
         self.episode.refusals += 1
         base = 1.0 if started else self.level(now)
-        self._set(min(base, 1.0 - max(0.0, retry_after) * self.rate), now)
+        self._tokens, self._at = min(base, 1.0 - max(0.0, retry_after) * self.rate), now
         return started
 
     def _need(self, w: Waiting, now: float) -> float:
@@ -121,10 +114,8 @@ class Bucket:
 
     def pick(self, now: float) -> Waiting | None:
         """The waiting send that may go now (first by rank among those the bucket allows); None: none yet."""
-        if not self.limited:
-            return min(self.waiting, key=self._rank, default=None)
         level = self.level(now)
-        ready = [w for w in self.waiting if level >= self._need(w, now)]
+        ready = [w for w in self.waiting if not self.limited or level >= self._need(w, now)]
         return min(ready, key=self._rank, default=None)
 
     def next_in(self, now: float) -> float:
@@ -139,13 +130,13 @@ class Bucket:
                 out.append(w.since + EDIT_HOLD - now)
             if w.kind in (BACKGROUND, OPTIONAL):
                 out.append(w.since + BACKGROUND_MAX_WAIT - now)
-        return max(0.01, min(x for x in out if x > 0) if any(x > 0 for x in out) else 0.01)
+        return max(0.01, min((x for x in out if x > 0), default=0.01))
 
     def take(self, w: Waiting, now: float) -> None:
         """``w`` goes now: one token spent (counted while limited), its wait noted."""
         self.waiting.remove(w)
         if self.episode is not None:
-            self._set(self.level(now) - 1.0, now)
+            self._tokens, self._at = self.level(now) - 1.0, now
             self.episode.waited(now - w.since)
 
     def skipped(self, what: str) -> None:

@@ -27,25 +27,17 @@ class Refusal:
             return
         if not self.refused:
             self.refused = True
-            log.error(
-                "station_room_encrypted_refused",
-                room_id=st.room_id,
-                reason="the room is encrypted and [matrix] encryption = false",
-                hint="set [matrix] encryption = true (the default), or use an unencrypted room; "
-                "until then nothing is posted and requests are answered through the API only",
-            )
+            log.error("station_room_encrypted_refused", room_id=st.room_id,
+                      reason="the room is encrypted and [matrix] encryption = false",
+                      hint="set [matrix] encryption = true (the default), or use an unencrypted room; "
+                      "until then nothing is posted and requests are answered through the API only")
         told_key = REFUSAL_KEY + st.room_id
         if await st.kv.get_json(told_key):
             return
-        content = {
-            "msgtype": "m.notice",
-            "body": (
-                "I cannot read encrypted messages: this room is encrypted and my configuration has "
+        body = ("I cannot read encrypted messages: this room is encrypted and my configuration has "
                 "encryption turned off ([matrix] encryption = false). I will not post permission prompts "
-                "here. Ask my operator to turn encryption on or to move me to an unencrypted room."
-            ),
-            "m.mentions": {},
-        }
+                "here. Ask my operator to turn encryption on or to move me to an unencrypted room.")
+        content = {"msgtype": "m.notice", "body": body, "m.mentions": {}}
         try:
             r = await st.client.room_send(st.room_id, "m.room.message", content, tx_id=txn_id("refuse", st.room_id))
         except Exception as e:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import hmac
 import os
 from collections.abc import Mapping
+from functools import reduce
+from operator import xor
 from typing import Any
 
 from Crypto.Cipher import AES
@@ -33,10 +35,7 @@ def decode_recovery_key(text: str) -> bytes:
     raw = b"\0" * (len(s) - len(s.lstrip("1"))) + raw
     if len(raw) != 35 or raw[:2] != b"\x8b\x01":
         raise ValueError("not a recovery key (wrong length or prefix)")
-    parity = 0
-    for b in raw[:-1]:
-        parity ^= b
-    if parity != raw[-1]:
+    if reduce(xor, raw[:-1]) != raw[-1]:
         raise ValueError("not a recovery key (its check byte does not fit; a typo?)")
     return raw[2:34]
 
@@ -44,10 +43,7 @@ def decode_recovery_key(text: str) -> bytes:
 def encode_recovery_key(key: bytes) -> str:
     """The 32-byte ``key`` as Element writes a recovery key: base58 in groups of four ("EsT... ...")."""
     raw = b"\x8b\x01" + key
-    parity = 0
-    for b in raw:
-        parity ^= b
-    n, out = int.from_bytes(raw + bytes([parity]), "big"), ""
+    n, out = int.from_bytes(raw + bytes([reduce(xor, raw)]), "big"), ""
     while n:
         n, r = divmod(n, 58)
         out = _B58[r] + out

@@ -40,10 +40,6 @@ class Sender:
         self.send_failing: str | None = None  # why the last send failed, until one succeeds
         self.guard: Callable[[], Awaitable[None]] | None = None  # raises when this daemon may no longer send
 
-    async def _guard(self) -> None:
-        if self.guard is not None:
-            await self.guard()  # not a SendFailed: a deposed leader's send is refused, not retried
-
     async def send(
         self, content: dict[str, Any], txn: str, event_type: str = "m.room.message", *,
         kind: str = BACKGROUND, order: float | None = None,
@@ -75,7 +71,8 @@ class Sender:
     ) -> str:
         """Run one send in its turn, again after a refusal for rate; the event id of an ``ok`` response, else
         SendFailed."""
-        await self._guard()
+        if self.guard is not None:
+            await self.guard()  # not a SendFailed: a deposed leader's send is refused, not retried
         refused = 0
         while True:
             if kind == OPTIONAL and not self.gate.spare():
@@ -98,7 +95,11 @@ class Sender:
 
     async def _send_once(self, go: Callable[[], Awaitable[Any]], kind: str, order: float | None) -> Any:
         try:
-            await self._wait_synced()
+            if not self.synced.is_set():
+                try:
+                    await asyncio.wait_for(self.synced.wait(), FIRST_SYNC_WAIT)
+                except TimeoutError:
+                    raise SendFailed("no sync with the homeserver yet") from None
             if self.refusal.refused:
                 raise SendFailed(
                     "the station room is encrypted and [matrix] encryption = false: the bot posts nothing there"
@@ -119,7 +120,8 @@ class Sender:
     async def redact(self, event_id: str, txn: str, reason: str | None = None) -> None:
         """Redact one of the bot's own events in the station room (redactions are never encrypted); background
         work under the homeserver's limit."""
-        await self._guard()
+        if self.guard is not None:
+            await self.guard()
         for _ in range(MAX_REFUSALS + 1):
             try:
                 await self.gate.turn(BACKGROUND)
@@ -134,11 +136,3 @@ class Sender:
         if isinstance(r, ErrorResponse):
             self.send_errors += 1
             raise SendFailed(f"{r.status_code}: {r.message}")
-
-    async def _wait_synced(self) -> None:
-        if self.synced.is_set():
-            return
-        try:
-            await asyncio.wait_for(self.synced.wait(), FIRST_SYNC_WAIT)
-        except TimeoutError:
-            raise SendFailed("no sync with the homeserver yet") from None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from typing import Any
+from functools import partial
 
 import structlog
 from nio import KeysUploadError, LoginResponse, WhoamiResponse
@@ -38,7 +38,6 @@ class Session:
         self.store_path = store_path
         self.encryption = st.cfg.encryption
         self.vault = vault if self.encryption else None
-        self.cross_signing: dict[str, Any] = {}  # what cross_signing.ensure found (doctor shows it)
         self.new_device = False  # this start logged in with the password: a failed start logs it out again
 
     async def restore(self) -> bool:
@@ -50,13 +49,10 @@ class Session:
         device_id = str(saved.get("device_id") or "")
         if self.vault is not None:  # the database's copy of the device wins over the local files
             await self.vault.restore(self.cfg.user_id, device_id)
-        if self.encryption and not os.path.exists(self._store_file(device_id)):
-            log.warning(
-                "crypto_store_missing",
-                device_id=device_id,
-                path=self._store_file(device_id),
-                hint="the device's keys are gone: encrypted rooms may fail; delete state/ to log in as a new device",
-            )
+        store = os.path.join(self.store_path, f"{self.cfg.user_id}_{device_id}.db")
+        if self.encryption and not os.path.exists(store):
+            log.warning("crypto_store_missing", device_id=device_id, path=store, hint="the device's keys are gone: "
+                        "encrypted rooms may fail; delete state/ to log in as a new device")
         self.client.restore_login(saved["user_id"], device_id, saved["access_token"])
         self._open_crypto()
         return True
@@ -73,9 +69,7 @@ class Session:
                 await self.relogin(e.code)
                 return
             log.info("matrix_session_restored", user_id=c.user_id, device_id=c.device_id)
-            await self._save_identity()
-            await self._cross_sign()
-            await self._save_device()
+            await self._ready()
             return
         if self.cfg.access_token:
             c.access_token = self.cfg.access_token
@@ -100,8 +94,8 @@ class Session:
         await self._logged_in()
 
     async def _password_login(self) -> None:
-        c = self.client
-        r = await probe.login(lambda: c.login(self.cfg.password or "", device_name=self.cfg.device_name))
+        login = partial(self.client.login, self.cfg.password or "", device_name=self.cfg.device_name)
+        r = await probe.until_allowed("login", login)
         if not isinstance(r, LoginResponse):
             raise MatrixFatal(f"matrix.password: login as {self.cfg.user_id} failed ({probe.why(r)}); "
                               "check matrix.user_id and matrix.password")
@@ -113,10 +107,9 @@ class Session:
         if not self.new_device:
             return
         self.new_device = False
-        c = self.client
-        device = c.device_id
+        device = self.client.device_id
         try:
-            await asyncio.wait_for(c.logout(), 15)
+            await asyncio.wait_for(self.client.logout(), 15)
         except NETWORK_ERRORS as e:
             log.warning("matrix_logout_failed", device_id=device, error=str(e))
             return
@@ -137,14 +130,14 @@ class Session:
         else:  # the session and its device in one transaction: a session has its keys
             await self.vault.write({SESSION_KEY: session})
         log.info("matrix_logged_in", user_id=c.user_id, device_id=c.device_id)
+        await self._ready()
+
+    async def _ready(self) -> None:
+        """The device's keys noted and cross-signed; PostgreSQL: the device saved before anything is posted."""
         await self._save_identity()
         await self._cross_sign()
-        await self._save_device()
-
-    async def _save_device(self) -> None:
-        """PostgreSQL: the device's keys, its key upload and cross-signing, saved before anything is posted."""
         if self.vault is not None:
-            await self.vault.save()
+            await self.vault.write({})
 
     async def _cross_sign(self) -> None:
         """Publish the bot's cross-signing identity (once) and sign this device with it (see cross_signing.py)."""
@@ -157,13 +150,9 @@ class Session:
                 raise MatrixFatal(
                     f"matrix: the homeserver refused the bot's device keys ({r.status_code}: {r.message})"
                 )
-        self.cross_signing = await cross_signing.ensure(
-            cross_signing.Api(self.cfg.homeserver, c.access_token), self.st.user_id, c.device_id, self.store_path,
-            password=self.cfg.password, recovery_key=self.cfg.recovery_key,
-        )
-
-    def _store_file(self, device_id: str) -> str:
-        return os.path.join(self.store_path, f"{self.cfg.user_id}_{device_id}.db")
+        api = cross_signing.Api(self.cfg.homeserver, c.access_token)
+        await cross_signing.ensure(api, self.st.user_id, c.device_id, self.store_path, password=self.cfg.password,
+                                   recovery_key=self.cfg.recovery_key)
 
     def _open_crypto(self) -> None:
         """Make sure nio's crypto store is loaded for this device (restore_login usually did it)."""
@@ -171,10 +160,8 @@ class Session:
         if not self.encryption:
             return
         if not ENCRYPTION_ENABLED:
-            raise MatrixFatal(
-                "matrix.encryption: matrix-nio's e2e extra (vodozemac) is not installed; "
-                "install matrix-nio[e2e] or set encryption = false"
-            )
+            raise MatrixFatal("matrix.encryption: matrix-nio's e2e extra (vodozemac) is not installed; "
+                              "install matrix-nio[e2e] or set encryption = false")
         if c.olm is None and c.user_id and c.device_id:
             c.load_store()
         if c.olm is None:
@@ -182,13 +169,14 @@ class Session:
         accept_forwards_from_session_owner(c.olm)
 
     async def _save_identity(self) -> None:
-        info = self.device_info()
-        await self.kv.set_json(
-            CRYPTO_KEY,
-            {"device_id": info["device_id"], "ed25519": info["ed25519"], "curve25519": info["curve25519"]},
-        )
+        """The bot's device and its identity keys (None where unknown), for doctor."""
+        c = self.client
+        keys: dict[str, str] = dict(c.olm.account.identity_keys) if c.olm is not None else {}
+        device_id = c.device_id or None
+        await self.kv.set_json(CRYPTO_KEY, {"device_id": device_id, "ed25519": keys.get("ed25519"),
+                                            "curve25519": keys.get("curve25519")})
         if self.encryption:
-            log.info("matrix_device", device_id=info["device_id"], ed25519=info["fingerprint"])
+            log.info("matrix_device", device_id=device_id, ed25519=fingerprint(keys.get("ed25519")))
 
     async def _whoami(self, source: str) -> WhoamiResponse:
         r = await retry("whoami", self.client.whoami)
@@ -199,15 +187,3 @@ class Session:
         code = getattr(r, "status_code", "")
         why = f"{source}: the homeserver refused the access token ({code}: {getattr(r, 'message', r)})"
         raise TokenRevoked(why, code) if code in REVOKED else MatrixFatal(why)
-
-    def device_info(self) -> dict[str, Any]:
-        """The bot's device and its identity keys (None where unknown; no network)."""
-        c = self.client
-        keys: dict[str, str] = dict(c.olm.account.identity_keys) if c.olm is not None else {}
-        return {
-            "device_id": c.device_id or None,
-            "ed25519": keys.get("ed25519"),
-            "curve25519": keys.get("curve25519"),
-            "fingerprint": fingerprint(keys.get("ed25519")),
-            "keys_uploaded": bool(c.olm is not None and c.olm.account.shared),
-        }

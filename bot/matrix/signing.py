@@ -52,13 +52,10 @@ class SigningKey:
     def generate(cls) -> SigningKey:
         return cls(ECC.generate(curve="Ed25519").seed)
 
-    def sign_bytes(self, data: bytes) -> str:
-        return b64(eddsa.new(self._key, "rfc8032").sign(data))
-
     def sign(self, obj: Mapping[str, Any], user_id: str, key_id: str | None = None) -> dict[str, Any]:
         """A copy of ``obj`` with this key's signature added under ``signatures[user_id]``."""
         out = copy.deepcopy(dict(obj))
-        sig = self.sign_bytes(canonical_json(obj))
+        sig = b64(eddsa.new(self._key, "rfc8032").sign(canonical_json(obj)))
         out.setdefault("signatures", {}).setdefault(user_id, {})[f"ed25519:{key_id or self.public}"] = sig
         return out
 
@@ -143,9 +140,7 @@ def device_signed_by(device_keys: Mapping[str, Any], user_id: str, ssk_public: s
     return bool(ssk_public) and verify(device_keys, user_id, str(ssk_public))
 
 
-def cross_signed(
-    user_id: str, master: Any, self_signing: Any, device_keys: Mapping[str, Any]
-) -> str | None:
+def cross_signed(user_id: str, master: Any, self_signing: Any, device_keys: Mapping[str, Any]) -> str | None:
     """The user's master key when ``device_keys`` is cross-signed by its owner, else None.
 
     The chain: the self-signing key object is signed by the master key, and the device

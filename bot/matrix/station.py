@@ -22,9 +22,7 @@ class KeyValue(Protocol):
 
     async def set_json(self, k: str, v: Any) -> None: ...
 
-    async def set_many_json(self, values: Mapping[str, Any]) -> None:
-        """Several values in one transaction."""
-        ...
+    async def set_many_json(self, values: Mapping[str, Any]) -> None: ...  # several values in one transaction
 
 
 @dataclass

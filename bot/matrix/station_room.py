@@ -57,33 +57,22 @@ class StationRoom:
     def encrypted(self) -> bool:
         return self.station.encrypted
 
-    async def resolve(self) -> str:
-        """The configured room as a room id (an alias is resolved)."""
-        st = self.station
-        room = st.cfg.room
+    async def join(self) -> str:
+        """Resolve the room (an alias to its id) and join it (accepting its invite)."""
+        st, room = self.station, self.station.cfg.room
+        key = "matrix.room" if self.name == "default" else f"rooms.{self.name}.room"
         if room.startswith("#"):
             r = await retry("resolve_alias", lambda: st.client.room_resolve_alias(room))
             if not isinstance(r, RoomResolveAliasResponse):
-                raise MatrixFatal(f"{self._key}: cannot resolve {room}: {getattr(r, 'message', r)}")
+                raise MatrixFatal(f"{key}: cannot resolve {room}: {getattr(r, 'message', r)}")
             room = r.room_id
         st.room_id = room
-        return room
-
-    async def join(self) -> str:
-        """Resolve the room and join it (accepting its invite)."""
-        room = await self.resolve()
-        r = await until_allowed("join", lambda: self.station.client.join(room))
+        r = await until_allowed("join", lambda: st.client.join(room))
         if isinstance(r, JoinError):
-            raise MatrixFatal(
-                f"{self._key}: cannot join {room} ({r.status_code}: {r.message}); "
-                f"invite {self.station.cfg.user_id} first"
-            )
+            raise MatrixFatal(f"{key}: cannot join {room} ({r.status_code}: {r.message}); "
+                              f"invite {st.cfg.user_id} first")
         log.info("matrix_joined", room_id=room, room=self.name)
         return room
-
-    @property
-    def _key(self) -> str:
-        return "matrix.room" if self.name == "default" else f"rooms.{self.name}.room"
 
     async def send(
         self, content: dict[str, Any], txn: str, event_type: str = "m.room.message", *,
@@ -91,11 +80,3 @@ class StationRoom:
     ) -> str:
         """Send into this room with ``txn``; the event id, or SendFailed (``kind``, ``order``: see Sender.send)."""
         return await self.sender.send(content, txn, event_type, kind=kind, order=order)
-
-    async def put_state(self, event_type: str, content: dict[str, Any], state_key: str = "") -> str:
-        """Set a state event in this room (never encrypted); its event id, or SendFailed."""
-        return await self.sender.put_state(event_type, content, state_key)
-
-    async def redact(self, event_id: str, txn: str, reason: str | None = None) -> None:
-        """Redact one of the bot's own events in this room."""
-        await self.sender.redact(event_id, txn, reason)

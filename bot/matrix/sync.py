@@ -35,16 +35,13 @@ from bot.util.outage import Outage
 log = structlog.get_logger("matrix")
 
 SYNC_KEY = "matrix.next_batch"
+# The pace of retries while the state cannot be written (its database restarting or failing over):
+# capped low, so the room's answers are settled within seconds of its return.
+STATE_PACE = (0.5, 3.0)
 
 
 async def _no_relogin(code: str) -> None:
     raise MatrixFatal(f"the homeserver no longer accepts the bot's token ({code})")
-
-
-def state_backoff() -> Backoff:
-    """The pace of retries while the state cannot be written (its database restarting or failing over):
-    capped low, so the room's answers are settled within seconds of its return."""
-    return Backoff(0.5, 3.0)
 
 
 class Syncer:
@@ -84,7 +81,7 @@ class Syncer:
             await room.undecryptable.load()
         first = True
         backoff = MatrixBackoff()
-        state_lost = state_backoff()
+        state_lost = Backoff(*STATE_PACE)
         timeout_ms = int(self.st.cfg.sync_timeout * 1000)
         delivers = [(room, partial(self._deliver, room.handler or handler)) for room in self.rooms]
         while not stop.is_set():
@@ -138,8 +135,7 @@ class Syncer:
             self.state_outage.ok()
             self.last_sync_ok = time.time()
             self.synced.set()
-            since = r.next_batch
-            first = False
+            since, first = r.next_batch, False
             self.sync_lag = time.monotonic() - started
 
     async def _pause(
@@ -157,7 +153,7 @@ class Syncer:
         """Save next_batch, retrying a failing disk until it takes it; False when stopped first. With a
         vault, a changed device goes in the same (fenced) transaction: a new leader resumes at a token whose
         to-device messages its Olm state has seen."""
-        backoff = state_backoff()
+        backoff = Backoff(*STATE_PACE)
         while True:
             try:
                 if self.vault is None:
@@ -205,8 +201,7 @@ class Syncer:
             log.info("timeline_backfilled", events=len(older))
             events = older + events
         for ev in events:
-            source = getattr(ev, "source", None)
-            if not isinstance(source, dict):
+            if not isinstance(source := getattr(ev, "source", None), dict):
                 continue
             st.room.apply(source)
             if isinstance(ev, MegolmEvent):

@@ -69,10 +69,10 @@ def _digest(definition: dict[str, Any]) -> str:
 class SyncFilter:
     """The filter the sync loop passes: the kept id, else a new one, else the definition inline."""
 
-    def __init__(self, st: Station, room_ids: Callable[[], list[str]] | None = None) -> None:
-        """``room_ids``: every station room's id (default: ``st``'s alone)."""
+    def __init__(self, st: Station, room_ids: Callable[[], list[str]]) -> None:
+        """``room_ids``: every station room's id."""
         self.st = st
-        self.room_ids = room_ids or (lambda: [st.room_id])
+        self.room_ids = room_ids
         self._current: str | dict[str, Any] | None = None
 
     async def get(self) -> str | dict[str, Any]:
@@ -102,11 +102,9 @@ class SyncFilter:
         self._current = r.filter_id
         return self._current
 
-    async def refused(self, code: str) -> bool:
-        """The sync was refused with ``code``: when it names our kept id as unknown, drop it; True then."""
-        if code not in UNKNOWN_FILTER or not isinstance(self._current, str):
-            return False
-        log.warning("sync_filter_unknown", filter_id=self._current, action="creating it again")
-        self._current = None
-        await self.st.kv.set_json(FILTER_KEY, None)
-        return True
+    async def refused(self, code: str) -> None:
+        """The sync was refused with ``code``: when it names our kept id as unknown, drop it."""
+        if code in UNKNOWN_FILTER and isinstance(self._current, str):
+            log.warning("sync_filter_unknown", filter_id=self._current, action="creating it again")
+            self._current = None
+            await self.st.kv.set_json(FILTER_KEY, None)

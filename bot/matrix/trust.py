@@ -62,7 +62,9 @@ class Trust:
         tofu: every device of a member gets the room keys (devices are pinned to the
         ed25519 key first seen by nio). verified-only: only the devices listed in
         ``verified_devices`` with a matching ed25519 key are verified; all others are
-        blacklisted and get no keys.
+        blacklisted and get no keys. cross-signed: only devices cross-signed by their owner
+        (as Element shares them); a member whose identity changed still reads the prompts (and
+        the notice telling them why their answers are refused) under the identity they publish.
         """
         c = self.st.client
         if c.olm is None:
@@ -72,55 +74,34 @@ class Trust:
             return
         olm = c.olm
         for dev in room_devices(c, room):
-            if self.cross_signed:
-                self._apply_cross_signed(dev)
-                continue
             if self.st.cfg.trust == "tofu":
                 if olm.is_device_blacklisted(dev):
                     c.unblacklist_device(dev)
                     log.info("device_unblacklisted", user_id=dev.user_id, device_id=dev.id, reason="trust = tofu")
                 continue
-            pin = self._pins.get((dev.user_id, dev.id))
-            if pin is not None and pin == dev.ed25519:
+            if self.cross_signed:
+                ok, why = self.identities.signed(dev.user_id, dev.id, dev.ed25519), {"reason": "cross-signed"}
+            else:
+                pin = self._pins.get((dev.user_id, dev.id))
+                ok, why = pin is not None and pin == dev.ed25519, {}
+                if pin is not None and not ok and (dev.user_id, dev.id, dev.ed25519) not in self._logged_mismatch:
+                    self._logged_mismatch.add((dev.user_id, dev.id, dev.ed25519))
+                    log.error("verified_device_key_mismatch", user_id=dev.user_id, device_id=dev.id,
+                              homeserver_key=fingerprint(dev.ed25519),
+                              hint="the device's key is not the one in matrix.verified_devices; it gets no keys")
+            if ok:
                 if not olm.is_device_verified(dev):
                     c.verify_device(dev)
-                    log.info("device_verified", user_id=dev.user_id, device_id=dev.id)
-                continue
-            if pin is not None and (dev.user_id, dev.id, dev.ed25519) not in self._logged_mismatch:
-                self._logged_mismatch.add((dev.user_id, dev.id, dev.ed25519))
-                log.error(
-                    "verified_device_key_mismatch",
-                    user_id=dev.user_id,
-                    device_id=dev.id,
-                    homeserver_key=fingerprint(dev.ed25519),
-                    hint="the device's key is not the one in matrix.verified_devices; it gets no keys",
-                )
-            if not olm.is_device_blacklisted(dev):
+                    log.info("device_verified", user_id=dev.user_id, device_id=dev.id, **why)
+            elif not olm.is_device_blacklisted(dev):
                 c.blacklist_device(dev)
-                log.info("device_blacklisted", user_id=dev.user_id, device_id=dev.id, reason="not verified")
-
-    def _apply_cross_signed(self, dev: Any) -> None:
-        """Room keys only for devices cross-signed by their owner (as Element shares them).
-
-        A member whose identity changed still reads the prompts (and the notice telling them
-        why their answers are refused); their answers count again once an operator accepts it.
-        """
-        c, olm = self.st.client, self.st.client.olm
-        assert olm is not None
-        if self.identities.signed(dev.user_id, dev.id, dev.ed25519):
-            if not olm.is_device_verified(dev):
-                c.verify_device(dev)
-                log.info("device_verified", user_id=dev.user_id, device_id=dev.id, reason="cross-signed")
-        elif not olm.is_device_blacklisted(dev):
-            c.blacklist_device(dev)
-            log.info("device_blacklisted", user_id=dev.user_id, device_id=dev.id, reason="not cross-signed")
+                log.info("device_blacklisted", user_id=dev.user_id, device_id=dev.id,
+                         reason="not cross-signed" if self.cross_signed else "not verified")
 
     async def admit(self, ev: Any, wrapper: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """The event as the handler sees it (plaintext-shaped), or None when the trust policy refuses it."""
-        source: dict[str, Any] = ev.source
         decrypted = bool(getattr(ev, "decrypted", False))
-        if decrypted:
-            source = plain_event(source, wrapper)
+        source: dict[str, Any] = plain_event(ev.source, wrapper) if decrypted else ev.source
         admitted = await self._admit(ev, source, decrypted)
         if admitted is None and self.refused is not None:
             await self.refused(source)
@@ -133,8 +114,8 @@ class Trust:
             return source
         if self.cross_signed:  # in an unencrypted room there are no devices to check: every answer is plaintext
             return await self._admit_cross_signed(source, ev, decrypted) if self.st.encrypted else source
-        device = self._verified_device(ev) if decrypted else None
-        if device is not None:
+        dev = self._sending_device(ev) if decrypted else None
+        if dev is not None and self._pins.get((ev.sender, dev.id)) == dev.ed25519:
             return source
         await self._tell_unverified(source, ev)
         return None
@@ -156,8 +137,7 @@ class Trust:
         """Once per member and identity: why their answers don't count, and what fixes it."""
         sender = str(source.get("sender", ""))
         uk = self.identities.users[sender]
-        published = uk.master or ""
-        appeared = uk.appeared
+        published, appeared = uk.master or "", uk.appeared
         log.warning("event_from_appeared_identity" if appeared else "event_from_changed_identity",
                     event_id=source.get("event_id"), sender=sender, published=published)
         key = f"{TOLD_IDENTITY_KEY}{sender}.{published}"
@@ -167,11 +147,9 @@ class Trust:
         what = (f"a cross-signing identity (master key {fingerprint(published)}) appeared on your account after "
                 "this bot had seen you without one, and anyone with your password alone can make one"
                 if appeared else f"your cross-signing identity changed (new master key {fingerprint(published)})")
-        self._say(
-            f"{sender}: {what}, so this bot takes no answers from you until an operator checks with you and "
-            f"accepts it: `permission-bot e2ee accept-identity {sender}`. Your message changed nothing.",
-            reply_to=str(source.get("event_id") or "") or None,
-        )
+        self._say(f"{sender}: {what}, so this bot takes no answers from you until an operator checks with you and "
+                  f"accepts it: `permission-bot e2ee accept-identity {sender}`. Your message changed nothing.",
+                  reply_to=str(source.get("event_id") or "") or None)
 
     def _sending_device(self, ev: Any) -> Any:
         """nio's record of the device that sent this Megolm event, when the session is its own (not forwarded)."""
@@ -183,16 +161,7 @@ class Trust:
         if session is None or session.forwarding_chain:
             return None
         dev = olm.device_store.device_from_sender_key(sender, sender_key)
-        if dev is None or session.ed25519 != dev.ed25519:
-            return None
-        return dev
-
-    def _verified_device(self, ev: Any) -> str | None:
-        """The sending device's id when it is one of ``verified_devices`` and the session is its own."""
-        dev = self._sending_device(ev)
-        if dev is None or self._pins.get((ev.sender, dev.id)) != dev.ed25519:
-            return None
-        return str(dev.id)
+        return dev if dev is not None and session.ed25519 == dev.ed25519 else None
 
     async def _tell_unverified(self, source: dict[str, Any], ev: Any) -> None:
         c = self.st.client
@@ -201,27 +170,18 @@ class Trust:
         if not device and isinstance(getattr(ev, "sender_key", None), str) and c.olm is not None:
             dev = c.olm.device_store.device_from_sender_key(sender, ev.sender_key)
             device = dev.id if dev is not None else ""
-        log.warning(
-            "event_from_unverified_device",
-            event_id=source.get("event_id"),
-            sender=sender,
-            device_id=device or None,
-            encrypted=bool(getattr(ev, "decrypted", False)),
-        )
+        log.warning("event_from_unverified_device", event_id=source.get("event_id"), sender=sender,
+                    device_id=device or None, encrypted=bool(getattr(ev, "decrypted", False)))
         key = f"{TOLD_UNVERIFIED_KEY}{sender}.{device}"
         if await self.st.kv.get_json(key):
             return
         await self.st.kv.set_json(key, True)
         where = f"your device {device}" if device else "this unencrypted message's device"
-        if self.cross_signed:
-            self._say(
-                f"{sender}: this bot only takes answers from devices cross-signed by their owner (trust = "
-                f"cross-signed), and {where} is not, so your message changed nothing. Verify this device "
-                "from another one of yours (Element: Settings > Sessions), or answer from a verified one.",
-                reply_to=str(source.get("event_id") or "") or None,
-            )
-            return
         self._say(
+            f"{sender}: this bot only takes answers from devices cross-signed by their owner (trust = "
+            f"cross-signed), and {where} is not, so your message changed nothing. Verify this device "
+            "from another one of yours (Element: Settings > Sessions), or answer from a verified one."
+            if self.cross_signed else
             f"{sender}: this bot only takes messages from verified devices (trust = verified-only), and "
             f"{where} is not one of them, so your message changed nothing. Answer from a verified device, "
             "or ask the operator to add it to matrix.verified_devices.",

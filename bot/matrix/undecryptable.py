@@ -4,6 +4,7 @@ after every sync; after ``[matrix] undecryptable_wait`` the sender is asked, onc
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -43,13 +44,8 @@ class Undecryptable:
         if ev.event_id in self.waiting:
             return
         self.waiting[ev.event_id] = Waiting(source=dict(ev.source), since=time.time())
-        log.info(
-            "event_undecryptable",
-            event_id=ev.event_id,
-            sender=ev.sender,
-            device_id=ev.device_id,
-            session_id=ev.session_id,
-        )
+        log.info("event_undecryptable", event_id=ev.event_id, sender=ev.sender, device_id=ev.device_id,
+                 session_id=ev.session_id)
         while len(self.waiting) > WAITING_MAX:
             oldest = min(self.waiting.values(), key=lambda w: w.since)
             del self.waiting[oldest.event_id]
@@ -65,10 +61,8 @@ class Undecryptable:
         self._requested.add(ev.session_id)
         ev.room_id = self.st.room_id
         try:
-            try:
+            with contextlib.suppress(LocalProtocolError):  # already requested (in an earlier run)
                 await c.request_room_key(ev)  # registers the request, so a forwarded key is taken
-            except LocalProtocolError:
-                pass  # already requested (in an earlier run)
             if ev.device_id:
                 msg = ev.as_key_request(ev.sender, c.device_id or "", ev.session_id, ev.device_id)
                 await c.to_device(msg)
@@ -83,12 +77,11 @@ class Undecryptable:
         c = self.st.client
         if not self.waiting or c.olm is None:
             return
-        changed = False
+        kept = len(self.waiting)
         for w in sorted(self.waiting.values(), key=lambda w: w.since):
             ev = MegolmEvent.from_dict(w.source)
             if not isinstance(ev, MegolmEvent):
                 del self.waiting[w.event_id]
-                changed = True
                 continue
             ev.room_id = self.st.room_id
             if c.olm.inbound_group_store.get(self.st.room_id, ev.sender_key, ev.session_id) is None:
@@ -98,7 +91,6 @@ class Undecryptable:
             except EncryptionError:
                 continue
             del self.waiting[w.event_id]
-            changed = True
             if isinstance(dec, BadEvent | UnknownBadEvent) or not isinstance(getattr(dec, "source", None), dict):
                 log.warning("undecryptable_malformed", event_id=w.event_id, sender=w.sender)
                 continue
@@ -106,24 +98,19 @@ class Undecryptable:
             if plain is None:
                 continue
             if w.told and not is_targeted(plain):
-                log.info(
-                    "late_decryption_ignored",
-                    event_id=w.event_id,
-                    sender=w.sender,
-                    reason="a plain message decrypted after its sender was asked to resend",
-                )
+                log.info("late_decryption_ignored", event_id=w.event_id, sender=w.sender,
+                         reason="a plain message decrypted after its sender was asked to resend")
                 continue
             log.info("event_decrypted_late", event_id=w.event_id, sender=w.sender, waited=round(time.time() - w.since))
             await deliver(plain)
-        if changed:
+        if len(self.waiting) != kept:
             await self.save()
 
     async def check(self) -> None:
         """Ask, once per Megolm session, the sender of an event still undecryptable to resend it."""
         if not self.waiting:
             return
-        now = time.time()
-        changed = False
+        now, changed = time.time(), False
         told_sessions = {(w.sender, w.session_id) for w in self.waiting.values() if w.told}
         for w in sorted(self.waiting.values(), key=lambda w: w.since):
             if now - w.since > WAITING_KEEP:
@@ -135,17 +122,12 @@ class Undecryptable:
                 continue
             w.told = True
             changed = True
-            log.warning(
-                "undecryptable_resend_asked", event_id=w.event_id, sender=w.sender, session_id=w.session_id
-            )
+            log.warning("undecryptable_resend_asked", event_id=w.event_id, sender=w.sender, session_id=w.session_id)
             if (w.sender, w.session_id) in told_sessions:
                 continue
             told_sessions.add((w.sender, w.session_id))
-            self._say(
-                f"{w.sender}: I cannot decrypt your message (its room key has not reached my device "
-                f"{self.st.client.device_id}), so it changed nothing. Please send it again.",
-                reply_to=w.event_id,
-            )
+            self._say(f"{w.sender}: I cannot decrypt your message (its room key has not reached my device "
+                      f"{self.st.client.device_id}), so it changed nothing. Please send it again.", reply_to=w.event_id)
         if changed:
             await self.save()
 
@@ -161,8 +143,7 @@ class Undecryptable:
     async def load(self) -> None:
         saved = await self.st.kv.get_json(self.st.key(WAITING_KEY))
         for d in saved if isinstance(saved, list) else []:
-            w = Waiting.from_json(d)
-            if w is not None:
+            if (w := Waiting.from_json(d)) is not None:
                 self.waiting[w.event_id] = w
         if self.waiting:
             log.info("undecryptable_restored", events=len(self.waiting))

@@ -164,33 +164,17 @@ class Vault:
         changes = c.store.database.connection().total_changes  # nio's one connection (peewee, this thread)
         return (id(c.store), *fingerprint(self.store_path, c.user_id, c.device_id, changes))
 
-    async def pending(self) -> tuple[Fingerprint, dict[str, Any]] | None:
-        """The value to save when the device changed since the last save (None: nothing to save)."""
-        now = self._now()
-        if now is None or now == self.saved:
-            return None
-        c = self.client
-        blob = await asyncio.to_thread(pack, self.store_path, c.user_id, c.device_id)
-        return now, entry(c.user_id, c.device_id, blob)
-
-    def done(self, saved: Fingerprint) -> None:
-        """The value of :meth:`pending` is committed."""
-        self.saved = saved
-        log.debug("crypto_store_saved", device_id=self.client.device_id)
-
     async def write(self, values: Mapping[str, Any]) -> None:
         """``values`` and, when it changed since the last save, the device, in one transaction."""
-        got = await self.pending()
-        if got is None:
+        now, c = self._now(), self.client
+        if now is None or now == self.saved:
             if values:
                 await self.kv.set_many_json(values)
             return
-        await self.kv.set_many_json({**values, VAULT_KEY: got[1]})
-        self.done(got[0])
-
-    async def save(self) -> None:
-        """Save the device now when it changed (after log-in and cross-signing)."""
-        await self.write({})
+        blob = await asyncio.to_thread(pack, self.store_path, c.user_id, c.device_id)
+        await self.kv.set_many_json({**values, VAULT_KEY: entry(c.user_id, c.device_id, blob)})
+        self.saved = now
+        log.debug("crypto_store_saved", device_id=c.device_id)
 
     async def restore(self, user_id: str, device_id: str) -> bool:
         """Before nio opens the store: the database's copy of the device over the local folder.

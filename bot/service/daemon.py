@@ -123,10 +123,10 @@ class Daemon:
         """The ``/healthz`` body: ``status`` ``ok`` or ``degraded`` with its reasons."""
         m = self.matrix
         facts = health.Facts(
-            ready=self.ready, joined=m.syncer.joined, last_sync_ok=m.last_sync_ok, ready_at=self.ready_at,
-            sync_timeout=self.cfg.matrix.sync_timeout, send_failing=m.send_failing, rate_limit=m.gate.status(),
+            ready=self.ready, joined=m.syncer.joined, last_sync_ok=m.syncer.last_sync_ok, ready_at=self.ready_at,
+            sync_timeout=self.cfg.matrix.sync_timeout, send_failing=m.sender.send_failing, rate_limit=m.gate.status(),
         )
-        out = health.body(facts, self.now(), m.connected, self.harnesses.health(), role=self.leadership.role,
+        out = health.body(facts, self.now(), m.syncer.connected, self.harnesses.health(), role=self.leadership.role,
                           database=self.inbox.database.unreachable)
         if self.cfg.rooms:  # more than one station room: each one's state
             out["rooms"] = self.rooms.health()

@@ -101,9 +101,10 @@ class Metrics:
 def export_figures(metrics: Metrics, matrix: Callable[[], Matrix], webhooks: Webhooks) -> None:
     """The figures the Matrix side and the webhooks keep themselves, exported as read at scrape time (``matrix()``:
     the Matrix side of now, never a discarded term's)."""
-    metrics.read("sync_lag_seconds", "Duration of the last completed /sync round trip.", lambda: matrix().sync_lag)
-    metrics.read("matrix_connected", "1 when the last sync succeeded.", lambda: 1 if matrix().connected else 0)
-    metrics.read("send_errors", "Failed sends to the homeserver.", lambda: matrix().send_errors, "counter")
+    metrics.read("sync_lag_seconds", "Duration of the last completed /sync round trip.",
+                 lambda: matrix().syncer.sync_lag)
+    metrics.read("matrix_connected", "1 when the last sync succeeded.", lambda: 1 if matrix().syncer.connected else 0)
+    metrics.read("send_errors", "Failed sends to the homeserver.", lambda: matrix().sender.send_errors, "counter")
     metrics.read("rate_limited", "1 while the homeserver rate-limits the bot's account.",
                  lambda: 1 if matrix().rate_limited else 0)
     metrics.read("rate_limit_refusals", "Sends the homeserver refused for rate (429).",
