@@ -14,7 +14,7 @@ import pytest
 
 from bot.demo.homeserver import Homeserver
 from tests.support.fake_station import fst  # noqa: F401 - fixture: the station on the fake homeserver
-from tests.support.postgres import engine_url, inbox, pg_cluster, pg_url  # noqa: F401 - fixtures: PostgreSQL
+from tests.support.postgres import engine_url, inbox, pg_cluster, pg_url, sqlite_inbox  # noqa: F401 - fixtures
 from tests.support.station import Station
 from tests.support.synapse_template import copy as copy_synapse
 from tests.support.synapse_template import template as synapse_template_of

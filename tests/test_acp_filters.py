@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -179,17 +178,12 @@ def test_submission_keeps_cwd_out_of_the_digest() -> None:
         parse_submission({**body, "cwd": "x" * 5000})
 
 
-async def test_record_keeps_cwd(tmp_path: Path) -> None:
-    inbox = Inbox(tmp_path / "inbox.sqlite3")
-    await inbox.open()
-    try:
-        rec, _ = await inbox.submit(parse_submission({**request_body("s"), "cwd": "/srv/app"}), 1.0, 60)
-        assert rec.cwd == "/srv/app" and rec.to_api()["cwd"] == "/srv/app"
-        got = await inbox.get(rec.id)
-        assert got is not None and got.cwd == "/srv/app"
-        assert json.loads(json.dumps(got.to_api()))["cwd"] == "/srv/app"
-    finally:
-        await inbox.close()
+async def test_record_keeps_cwd(sqlite_inbox: Inbox) -> None:
+    rec, _ = await sqlite_inbox.submit(parse_submission({**request_body("s"), "cwd": "/srv/app"}), 1.0, 60)
+    assert rec.cwd == "/srv/app" and rec.to_api()["cwd"] == "/srv/app"
+    got = await sqlite_inbox.get(rec.id)
+    assert got is not None and got.cwd == "/srv/app"
+    assert json.loads(json.dumps(got.to_api()))["cwd"] == "/srv/app"
 
 
 async def test_filters_take_elicitations_and_advertise_elicitation() -> None:

@@ -174,15 +174,12 @@ class Stub:
 
 
 @pytest.fixture
-async def no_full_listing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Inbox:
-    inbox = Inbox(tmp_path / "inbox.db")
-    await inbox.open()
-
+async def no_full_listing(sqlite_inbox: Inbox, monkeypatch: pytest.MonkeyPatch) -> Inbox:
     async def everything(*_a: Any, **_k: Any) -> list[Record]:
         raise AssertionError("a per-event path read every pending request")
 
-    monkeypatch.setattr(inbox, "pending", everything)
-    return inbox
+    monkeypatch.setattr(sqlite_inbox, "pending", everything)
+    return sqlite_inbox
 
 
 async def test_the_hooks_start_up_clean_up_reads_only_hook_requests(no_full_listing: Inbox) -> None:
@@ -192,7 +189,6 @@ async def test_the_hooks_start_up_clean_up_reads_only_hook_requests(no_full_list
     kept, _ = await inbox.submit(parse_submission(request_body("p", key="proxy-1")), 2.0, 600)
     orphans = await inbox.orphaned("this-daemon", 10.0)  # an indexed read (requests_held), never every request
     assert [r.id for r in orphans] == [hook.id] and kept.pending
-    await inbox.close()
 
 
 async def test_brief_pages_are_the_records_cut(inbox: Inbox) -> None:

@@ -5,7 +5,6 @@ in between) sent again with the same txn id, not a new one."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -54,12 +53,9 @@ async def _prompt(inbox: Inbox, sid: str, at: float) -> str:
 
 
 @pytest.fixture
-async def parts(tmp_path: Path) -> AsyncIterator[tuple[Inbox, _Clock, _Matrix, Escalations]]:
-    inbox = Inbox(tmp_path / "inbox.sqlite3")
-    await inbox.open()
-    clock, matrix = _Clock(), _Matrix()
+async def parts(sqlite_inbox: Inbox) -> AsyncIterator[tuple[Inbox, _Clock, _Matrix, Escalations]]:
+    inbox, clock, matrix = sqlite_inbox, _Clock(), _Matrix()
     yield inbox, clock, matrix, Escalations(parse_config(CFG, env={}), inbox, matrix, clock)  # type: ignore[arg-type]
-    await inbox.close()
 
 
 async def test_one_page_per_window_naming_every_prompt_due(parts: tuple[Inbox, _Clock, _Matrix, Escalations]) -> None:

@@ -14,6 +14,7 @@ import pytest
 from bot.door.daemon_client import DaemonBackoff
 from bot.inbox.db.fence import Deposed
 from bot.inbox.record import Settlement
+from bot.inbox.store import Inbox
 from bot.matrix.errors import MatrixFatal
 from bot.matrix.retry import MatrixBackoff, retry
 from bot.matrix.sync import SYNC_KEY, Syncer
@@ -274,70 +275,58 @@ def test_a_dead_webhook_pins_at_most_its_byte_budget() -> None:
     assert hooks.failed == 200 - hooks.queues[0].qsize() > 100
 
 
-async def test_reads_never_see_a_settle_that_is_then_rolled_back(tmp_path: Any) -> None:
+async def test_reads_never_see_a_settle_that_is_then_rolled_back(sqlite_inbox: Inbox) -> None:
     """A long-poll (or GET) that runs while a settling transaction is open sees the committed
     state only: a settle rolled back was never reported."""
-    from bot.inbox.store import Inbox
     from bot.inbox.submission import parse_submission
     from tests.support.station import request_body
 
-    inbox = Inbox(tmp_path / "inbox.sqlite3")
-    await inbox.open()
-    try:
-        rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 600)
-        seen: list[Any] = []
-        written, read = asyncio.Event(), asyncio.Event()
+    rec, _ = await sqlite_inbox.submit(parse_submission(request_body("s")), 1.0, 600)
+    seen: list[Any] = []
+    written, read = asyncio.Event(), asyncio.Event()
 
-        async def reader() -> None:  # another task (an API request) reads meanwhile
-            await written.wait()
-            seen.append(await inbox.wait_settled(rec.id, 0))
-            seen.append(await inbox.pending())
-            read.set()
+    async def reader() -> None:  # another task (an API request) reads meanwhile
+        await written.wait()
+        seen.append(await sqlite_inbox.wait_settled(rec.id, 0))
+        seen.append(await sqlite_inbox.pending())
+        read.set()
 
-        task = asyncio.create_task(reader())
-        with pytest.raises(RuntimeError):
-            async with inbox.transaction() as db:
-                await db.execute("UPDATE requests SET state='resolved', outcome_option_id='allow_once',"
-                                 " outcome_by='x', outcome_via='api', decided_at=2 WHERE id=$1", rec.id)
-                written.set()
-                await read.wait()
-                raise RuntimeError("the disk failed before COMMIT")
-        await task
-        got = seen[0]
-        assert got is not None and got.state == "pending" and [r.id for r in seen[1]] == [rec.id]
-        after = await inbox.get(rec.id)
-        assert after is not None and after.state == "pending"
-        settled = await inbox.settle(rec.id, Settlement(option_id="allow_once", by="a", via="api", now=3.0))
-        assert settled is not None
-        now_read = await inbox.get(rec.id)
-        assert now_read is not None and now_read.state == "resolved"  # committed writes are seen at once
-    finally:
-        await inbox.close()
+    task = asyncio.create_task(reader())
+    with pytest.raises(RuntimeError):
+        async with sqlite_inbox.transaction() as db:
+            await db.execute("UPDATE requests SET state='resolved', outcome_option_id='allow_once',"
+                             " outcome_by='x', outcome_via='api', decided_at=2 WHERE id=$1", rec.id)
+            written.set()
+            await read.wait()
+            raise RuntimeError("the disk failed before COMMIT")
+    await task
+    got = seen[0]
+    assert got is not None and got.state == "pending" and [r.id for r in seen[1]] == [rec.id]
+    after = await sqlite_inbox.get(rec.id)
+    assert after is not None and after.state == "pending"
+    settled = await sqlite_inbox.settle(rec.id, Settlement(option_id="allow_once", by="a", via="api", now=3.0))
+    assert settled is not None
+    now_read = await sqlite_inbox.get(rec.id)
+    assert now_read is not None and now_read.state == "resolved"  # committed writes are seen at once
 
 
-async def test_a_failed_commit_is_rolled_back_and_the_next_transaction_works(tmp_path: Any) -> None:
+async def test_a_failed_commit_is_rolled_back_and_the_next_transaction_works(sqlite_inbox: Inbox) -> None:
     """A COMMIT that fails (as on a full or read-only disk; here a deferred constraint) must not
     leave the write connection inside a transaction, or every later write would fail."""
-    from bot.inbox.store import Inbox
     from bot.inbox.submission import parse_submission
     from tests.support.station import request_body
 
-    inbox = Inbox(tmp_path / "inbox.sqlite3")
-    await inbox.open()
-    try:
-        writer = inbox.db.writer  # type: ignore[attr-defined]
-        raw = writer.raw
-        await writer.execute("PRAGMA foreign_keys=ON")
-        await writer.execute("CREATE TABLE t_parent (id INTEGER PRIMARY KEY)")
-        await writer.execute("CREATE TABLE t_child (p INTEGER REFERENCES t_parent(id) DEFERRABLE INITIALLY DEFERRED)")
-        with pytest.raises(sqlite3.IntegrityError):
-            async with inbox.transaction() as db:
-                await db.execute("INSERT INTO t_child (p) VALUES (42)")  # fails only at COMMIT
-        assert not raw.in_transaction
-        rec, created = await inbox.submit(parse_submission(request_body("s")), 1.0, 600)
-        assert created and (await inbox.get(rec.id)) is not None
-    finally:
-        await inbox.close()
+    writer = sqlite_inbox.db.writer  # type: ignore[attr-defined]
+    raw = writer.raw
+    await writer.execute("PRAGMA foreign_keys=ON")
+    await writer.execute("CREATE TABLE t_parent (id INTEGER PRIMARY KEY)")
+    await writer.execute("CREATE TABLE t_child (p INTEGER REFERENCES t_parent(id) DEFERRABLE INITIALLY DEFERRED)")
+    with pytest.raises(sqlite3.IntegrityError):
+        async with sqlite_inbox.transaction() as db:
+            await db.execute("INSERT INTO t_child (p) VALUES (42)")  # fails only at COMMIT
+    assert not raw.in_transaction
+    rec, created = await sqlite_inbox.submit(parse_submission(request_body("s")), 1.0, 600)
+    assert created and (await sqlite_inbox.get(rec.id)) is not None
 
 
 class WholeStandIn(StandIn):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -33,17 +32,15 @@ async def _state(ib: Inbox, rid: str) -> str:
     return str(rec.state)
 
 
-async def test_sqlite_a_start_withdraws_what_an_earlier_run_held_only(tmp_path: Path) -> None:
-    inbox = Inbox(tmp_path / "inbox.sqlite3")  # one daemon at a time
-    await inbox.open()
-    old, mine = await _held(inbox, "run-1", "s1"), await _held(inbox, "run-2", "s2")
-    plain = await _held(inbox, None, "s3")
-    await HookLeases(inbox, "run-2", time.time).start()
-    assert [await _state(inbox, r) for r in (old, mine, plain)] == ["cancelled", "pending", "pending"]
-    rec = await inbox.get(old)
+async def test_sqlite_a_start_withdraws_what_an_earlier_run_held_only(sqlite_inbox: Inbox) -> None:
+    # SQLite: one daemon at a time
+    old, mine = await _held(sqlite_inbox, "run-1", "s1"), await _held(sqlite_inbox, "run-2", "s2")
+    plain = await _held(sqlite_inbox, None, "s3")
+    await HookLeases(sqlite_inbox, "run-2", time.time).start()
+    assert [await _state(sqlite_inbox, r) for r in (old, mine, plain)] == ["cancelled", "pending", "pending"]
+    rec = await sqlite_inbox.get(old)
     assert rec is not None and rec.outcome is not None
     assert rec.outcome.feedback == RESTARTED and rec.outcome.answered_by == "claude-code hook"
-    await inbox.close()
 
 
 @pytest.fixture

@@ -25,10 +25,8 @@ async def test_every_call_runs_on_the_loop_thread(tmp_path: Path) -> None:
         raw.close()
 
 
-async def test_a_closed_inbox_connection_refuses_calls(tmp_path: Path) -> None:
-    inbox = Inbox(tmp_path / "inbox.sqlite3")
-    await inbox.open()
-    db = inbox.db.writer  # type: ignore[attr-defined]
-    await inbox.close()
+async def test_a_closed_inbox_connection_refuses_calls(sqlite_inbox: Inbox) -> None:
+    db = sqlite_inbox.db.writer  # type: ignore[attr-defined]
+    await sqlite_inbox.close()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         await db.execute("SELECT 1")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -37,15 +36,10 @@ def test_a_settlement_says_its_state_and_refuses_pending() -> None:
         Settlement("allow_once", "@a:x", Via.MATRIX, 1.0, state=State.PENDING)
 
 
-async def test_the_store_hands_back_members(tmp_path: Path) -> None:
-    inbox = Inbox(tmp_path / "inbox.sqlite3")
-    await inbox.open()
-    try:
-        rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
-        assert rec.state is State.PENDING
-        done = await inbox.settle(rec.id, Settlement(option_id=None, by="client", via=Via.CANCEL, now=2.0))
-        assert done is not None and done.state is State.CANCELLED
-        assert done.outcome is not None and done.outcome.via is Via.CANCEL
-        assert done.to_api()["state"] == "cancelled" and done.to_api()["outcome"]["via"] == "cancel"
-    finally:
-        await inbox.close()
+async def test_the_store_hands_back_members(sqlite_inbox: Inbox) -> None:
+    rec, _ = await sqlite_inbox.submit(parse_submission(request_body("s")), 1.0, 60)
+    assert rec.state is State.PENDING
+    done = await sqlite_inbox.settle(rec.id, Settlement(option_id=None, by="client", via=Via.CANCEL, now=2.0))
+    assert done is not None and done.state is State.CANCELLED
+    assert done.outcome is not None and done.outcome.via is Via.CANCEL
+    assert done.to_api()["state"] == "cancelled" and done.to_api()["outcome"]["via"] == "cancel"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,25 +22,20 @@ def _samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float
     return out
 
 
-async def test_inbox_listener_counts_and_pending_is_read_from_the_inbox(tmp_path: Path) -> None:
-    inbox = Inbox(tmp_path / "inbox.sqlite3")
-    await inbox.open()
-    try:
-        m = Metrics(pending=inbox.count_pending)
-        inbox.listen(m.on_change)
-        ids = []
-        for i in range(3):
-            rec, _ = await inbox.submit(parse_submission(request_body("s", tool_call_id=f"c{i}")), time.time(), 600)
-            ids.append(rec.id)
-        await inbox.settle(ids[0], Settlement(option_id="allow_once", by="@alice:x", via="matrix",
-                           now=time.time()))
-        m.posted()
-        rec = await inbox.get(ids[0])
-        assert rec is not None
-        m.on_change("amended", rec)  # a watched harness did not take the answer: counted, not resolved again
-        got = _samples(await m.render())
-    finally:
-        await inbox.close()
+async def test_inbox_listener_counts_and_pending_is_read_from_the_inbox(sqlite_inbox: Inbox) -> None:
+    m = Metrics(pending=sqlite_inbox.count_pending)
+    sqlite_inbox.listen(m.on_change)
+    ids = []
+    for i in range(3):
+        rec, _ = await sqlite_inbox.submit(parse_submission(request_body("s", tool_call_id=f"c{i}")), time.time(), 600)
+        ids.append(rec.id)
+    await sqlite_inbox.settle(ids[0], Settlement(option_id="allow_once", by="@alice:x", via="matrix",
+                              now=time.time()))
+    m.posted()
+    rec = await sqlite_inbox.get(ids[0])
+    assert rec is not None
+    m.on_change("amended", rec)  # a watched harness did not take the answer: counted, not resolved again
+    got = _samples(await m.render())
     assert got[("permission_bot_pending", ())] == 2
     assert got[("permission_bot_submissions_total", ())] == 3
     assert got[("permission_bot_prompts_posted_total", ())] == 1

@@ -33,9 +33,7 @@ async def _until(pred: Any, timeout: float = 10.0) -> None:
 
 
 @pytest.fixture
-async def rig(tmp_path: Path):
-    inbox = Inbox(tmp_path / "inbox.sqlite3")
-    await inbox.open()
+async def rig(sqlite_inbox: Inbox):
     matrix = FakeMatrix()
     stop = asyncio.Event()
 
@@ -43,13 +41,12 @@ async def rig(tmp_path: Path):
         return None
 
     prompts = PromptsConfig(clear_reactions=True)  # the clean-up runs here (by default the seeds stay)
-    box = Outbox(inbox, matrix, Metrics(), prompts, stop, time.time, reprocess)  # type: ignore[arg-type]
-    inbox.listen(box.on_change)
+    box = Outbox(sqlite_inbox, matrix, Metrics(), prompts, stop, time.time, reprocess)  # type: ignore[arg-type]
+    sqlite_inbox.listen(box.on_change)
     tasks = box.tasks()
-    yield inbox, matrix, box
+    yield sqlite_inbox, matrix, box
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
-    await inbox.close()
 
 
 async def _submit(inbox: Inbox, sid: str, n: int) -> list[str]:
@@ -245,11 +242,9 @@ async def test_sends_in_flight_never_exceed_the_send_concurrency(rig: Any) -> No
 
 
 @pytest.mark.parametrize("limited", [True, False])
-async def test_under_a_rate_limit_a_backlog_is_posted_in_the_order_it_came(tmp_path: Path, limited: bool) -> None:
+async def test_under_a_rate_limit_a_backlog_is_posted_in_the_order_it_came(sqlite_inbox: Inbox, limited: bool) -> None:
     """40 requests at once, sends slow enough to leave more than backlog.BACKLOG waiting: while the homeserver
     rate-limits the bot, oldest first throughout; without a limit the newest go early (the backlog's rule)."""
-    inbox = Inbox(tmp_path / "inbox.sqlite3")
-    await inbox.open()
     matrix = FakeMatrix(latency=0.05)
     matrix.rate_limited = limited
     stop = asyncio.Event()
@@ -257,18 +252,17 @@ async def test_under_a_rate_limit_a_backlog_is_posted_in_the_order_it_came(tmp_p
     async def reprocess(_source: dict[str, Any]) -> None:
         return None
 
-    box = Outbox(inbox, matrix, Metrics(), PromptsConfig(seed_reactions=False), stop, time.time,  # type: ignore[arg-type]
-                 reprocess)
-    ids = await _submit(inbox, "s", 40)  # all waiting before the poster starts: a backlog
-    inbox.listen(box.on_change)
+    box = Outbox(sqlite_inbox, matrix, Metrics(), PromptsConfig(seed_reactions=False), stop,  # type: ignore[arg-type]
+                 time.time, reprocess)
+    ids = await _submit(sqlite_inbox, "s", 40)  # all waiting before the poster starts: a backlog
+    sqlite_inbox.listen(box.on_change)
     tasks = box.tasks()
     try:
         await _until(lambda: matrix.kinds().count("post") == 40, timeout=30)
     finally:
         stop.set()
         await asyncio.gather(*tasks, return_exceptions=True)
-        await inbox.close()
-    by_txn = {txn_id("p", inbox.install_id, rid): n for n, rid in enumerate(ids)}
+    by_txn = {txn_id("p", sqlite_inbox.install_id, rid): n for n, rid in enumerate(ids)}
     order = [by_txn[t] for k, t in matrix.sent if k == "post"]
     if limited:
         assert order == list(range(40)), order

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
@@ -60,13 +59,11 @@ async def test_session_pages(inbox: Inbox) -> None:
     assert await _all_pages(inbox, 2, session="a") == [a[:2], a[2:]]
 
 
-async def test_the_page_query_reads_the_state_index_in_order(tmp_path: Path) -> None:
-    inbox = Inbox(tmp_path / "inbox.sqlite3")  # SQLite's plan (PostgreSQL's planner picks by table size)
-    await inbox.open()
-    rows = await inbox.db.fetch(
+async def test_the_page_query_reads_the_state_index_in_order(sqlite_inbox: Inbox) -> None:
+    # SQLite's plan (PostgreSQL's planner picks by table size)
+    rows = await sqlite_inbox.db.fetch(
         "EXPLAIN QUERY PLAN SELECT rowid AS _key, * FROM requests WHERE state=$1 AND (requested_at, rowid) > ($2, $3)"
         " ORDER BY requested_at, rowid LIMIT $4", "pending", 0.0, 0, 10)
-    await inbox.close()
     plan = " ".join(str(r[3]) for r in rows)
     assert "USING INDEX requests_state" in plan and "TEMP B-TREE" not in plan, plan
 

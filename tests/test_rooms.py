@@ -109,27 +109,22 @@ async def _sub(inbox: Inbox, session: str, at: float, room: str) -> str:
     return rec.id
 
 
-async def test_listing_and_marks_are_per_room(tmp_path: Path) -> None:
-    inbox = Inbox(tmp_path / "inbox.sqlite3")
-    await inbox.open()
-    try:
-        a = await _sub(inbox, "a", 1.0, "default")
-        b = await _sub(inbox, "b", 2.0, "infra")
-        assert [r.id for r in await inbox.pending(room="infra")] == [b]
-        assert [r.id for r in await inbox.pending(room="default")] == [a]
-        assert (await inbox.get(b)).room == "infra"  # type: ignore[union-attr]
-        # a prompt posted in infra, then a plain answer in default: infra's posting is not above it
-        await inbox.place("$pb", "posted", b, room="infra")
-        await inbox.place("$pa", "posted", a, room="default")
-        pos = await inbox.place("$ans", "answer", room="default")
-        bound = timeline.bind(await inbox.marks_before(pos, "default"), pos)
-        assert isinstance(bound, timeline.Bound) and bound.request_id == a
-        # the other way round: infra's only prompt, and a default-room posting after it changes nothing there
-        pos = await inbox.place("$ans2", "answer", room="infra")
-        bound = timeline.bind(await inbox.marks_before(pos, "infra"), pos)
-        assert isinstance(bound, timeline.Bound) and bound.request_id == b
-    finally:
-        await inbox.close()
+async def test_listing_and_marks_are_per_room(sqlite_inbox: Inbox) -> None:
+    a = await _sub(sqlite_inbox, "a", 1.0, "default")
+    b = await _sub(sqlite_inbox, "b", 2.0, "infra")
+    assert [r.id for r in await sqlite_inbox.pending(room="infra")] == [b]
+    assert [r.id for r in await sqlite_inbox.pending(room="default")] == [a]
+    assert (await sqlite_inbox.get(b)).room == "infra"  # type: ignore[union-attr]
+    # a prompt posted in infra, then a plain answer in default: infra's posting is not above it
+    await sqlite_inbox.place("$pb", "posted", b, room="infra")
+    await sqlite_inbox.place("$pa", "posted", a, room="default")
+    pos = await sqlite_inbox.place("$ans", "answer", room="default")
+    bound = timeline.bind(await sqlite_inbox.marks_before(pos, "default"), pos)
+    assert isinstance(bound, timeline.Bound) and bound.request_id == a
+    # the other way round: infra's only prompt, and a default-room posting after it changes nothing there
+    pos = await sqlite_inbox.place("$ans2", "answer", room="infra")
+    bound = timeline.bind(await sqlite_inbox.marks_before(pos, "infra"), pos)
+    assert isinstance(bound, timeline.Bound) and bound.request_id == b
 
 
 async def test_an_older_state_folder_s_records_belong_to_the_default_room(tmp_path: Path) -> None:

@@ -4,13 +4,11 @@ end, expire with ``now`` passed in)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from bot.answers import Answer, Candidate, Refusal, Target, resolve
-from bot.inbox.db import create
 from bot.inbox.session_rule_store import SessionRules
 from bot.inbox.session_rules import LABEL, Scope, offered, origin_of, scope_of
 from bot.inbox.store import Inbox
@@ -132,11 +130,8 @@ def test_an_agent_option_named_s_does_not_take_the_word() -> None:
 
 
 @pytest.fixture
-async def store(engine_url: str) -> AsyncIterator[SessionRules]:
-    ib = Inbox(create(engine_url))
-    await ib.open()
-    yield SessionRules(ib)
-    await ib.close()
+def store(inbox: Inbox) -> SessionRules:
+    return SessionRules(inbox)
 
 
 async def test_store_matches_exactly_and_ends_revokes_and_expires(store: SessionRules) -> None:

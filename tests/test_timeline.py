@@ -229,75 +229,65 @@ def test_the_inbox_gives_bind_what_it_needs(seq: list[tuple[str, str]]) -> None:
         asyncio.run(run(Path(d) / "inbox.sqlite3"))
 
 
-async def test_a_room_answer_marks_its_prompt_settled_in_the_inbox(engine_url: str) -> None:
+async def test_a_room_answer_marks_its_prompt_settled_in_the_inbox(inbox: Inbox) -> None:
     """The answer's own place becomes A's settled mark, in the settle's transaction; A's edit, later than B's
     posting, then counts for nothing; an answer in a thread marks nothing."""
     from bot.inbox.submission import parse_submission
     from tests.support.station import request_body
 
-    ib = Inbox(create(engine_url))
-    await ib.open()
-    try:
-        a, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)
-        b, _ = await ib.submit(parse_submission(request_body("s", tool_call_id="c2")), 1.0, 60)
-        await ib.place("$pa", "posted", a.id)
-        one = await ib.place("$one", "answer")
-        await ib.settle(a.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=2.0,
-                        event_id="$one", in_view=True))
-        await ib.set_prompt_event(a.id, "$pa")
-        await ib.set_prompt_event(b.id, "$pb")
-        assert [r.id for r in await ib.needing_edit(shown=True)] == [a.id]
-        assert await ib.place("$one", "answer") == one  # redelivered: same place, still the settled mark
-        await ib.place("$pb", "posted", b.id)
-        two = await ib.place("$two", "answer")
-        assert bind(await ib.marks_before(two), two) == Bound(b.id)
-        await ib.place("$ea", "settled", a.id)  # A's edit, after B's prompt
-        three = await ib.place("$three", "answer")
-        assert bind(await ib.marks_before(three), three) == Bound(b.id)
-        await ib.settle(b.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=3.0,
-                        event_id="$thread"))  # not in view: nothing marks it until its edit
-        assert [r.id for r in await ib.needing_edit(shown=True)] == [a.id]
-        assert [r.id for r in await ib.needing_edit(shown=False)] == [b.id]
-        c, _ = await ib.submit(parse_submission(request_body("s", tool_call_id="c3")), 1.0, 60)
-        await ib.place("$pc", "posted", c.id)
-        await ib.settle(c.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=4.0,
-                        event_id="$reply", in_view=True))  # a reply, never placed: it sits at the next place
-        four = await ib.place("$four", "answer")
-        assert await ib.place("$reply", "answer") < four
-        assert bind(await ib.marks_before(four), four) == Unbound("moved")  # C settled after B: ask
-    finally:
-        await ib.close()
+    a, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
+    b, _ = await inbox.submit(parse_submission(request_body("s", tool_call_id="c2")), 1.0, 60)
+    await inbox.place("$pa", "posted", a.id)
+    one = await inbox.place("$one", "answer")
+    await inbox.settle(a.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=2.0,
+                       event_id="$one", in_view=True))
+    await inbox.set_prompt_event(a.id, "$pa")
+    await inbox.set_prompt_event(b.id, "$pb")
+    assert [r.id for r in await inbox.needing_edit(shown=True)] == [a.id]
+    assert await inbox.place("$one", "answer") == one  # redelivered: same place, still the settled mark
+    await inbox.place("$pb", "posted", b.id)
+    two = await inbox.place("$two", "answer")
+    assert bind(await inbox.marks_before(two), two) == Bound(b.id)
+    await inbox.place("$ea", "settled", a.id)  # A's edit, after B's prompt
+    three = await inbox.place("$three", "answer")
+    assert bind(await inbox.marks_before(three), three) == Bound(b.id)
+    await inbox.settle(b.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=3.0,
+                       event_id="$thread"))  # not in view: nothing marks it until its edit
+    assert [r.id for r in await inbox.needing_edit(shown=True)] == [a.id]
+    assert [r.id for r in await inbox.needing_edit(shown=False)] == [b.id]
+    c, _ = await inbox.submit(parse_submission(request_body("s", tool_call_id="c3")), 1.0, 60)
+    await inbox.place("$pc", "posted", c.id)
+    await inbox.settle(c.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=4.0,
+                       event_id="$reply", in_view=True))  # a reply, never placed: it sits at the next place
+    four = await inbox.place("$four", "answer")
+    assert await inbox.place("$reply", "answer") < four
+    assert bind(await inbox.marks_before(four), four) == Unbound("moved")  # C settled after B: ask
 
 
-async def test_a_redacted_answer_no_longer_shows_its_prompt_settled(engine_url: str) -> None:
+async def test_a_redacted_answer_no_longer_shows_its_prompt_settled(inbox: Inbox) -> None:
     """alice's `1` settled A; B is posted; the `1` is redacted: A looks pending again (until its edit), and the
     redaction is a change above B, so a plain `1` after it is asked about."""
     from bot.inbox.submission import parse_submission
     from tests.support.station import request_body
 
-    ib = Inbox(create(engine_url))
-    await ib.open()
-    try:
-        a, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)
-        await ib.place("$pa", "posted", a.id)
-        await ib.place("$one", "answer")
-        await ib.settle(a.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=2.0,
-                        event_id="$one", in_view=True))
-        await ib.place("$pb", "posted", "b")
-        before = await ib.place("$x", "answer")
-        assert bind(await ib.marks_before(before), before) == Bound("b")
-        assert await ib.unmark("$chat", "@a:hs", "$r0") is None  # not a mark: nothing changes
-        assert await ib.unmark("$one", "@bob:hs", "$r1") is None  # not hers to take back: nothing changes
-        before = await ib.place("$x2", "answer")
-        assert bind(await ib.marks_before(before), before) == Bound("b")
-        assert await ib.unmark("$one", "@a:hs", "$r2") == a.id
-        after = await ib.place("$y", "answer")
-        assert bind(await ib.marks_before(after), after) == Unbound("several")
-        await ib.place("$ea", "settled", a.id)  # A's edit: A settled again, after B's posting
-        last = await ib.place("$z", "answer")
-        assert bind(await ib.marks_before(last), last) == Unbound("moved")
-    finally:
-        await ib.close()
+    a, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
+    await inbox.place("$pa", "posted", a.id)
+    await inbox.place("$one", "answer")
+    await inbox.settle(a.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=2.0,
+                       event_id="$one", in_view=True))
+    await inbox.place("$pb", "posted", "b")
+    before = await inbox.place("$x", "answer")
+    assert bind(await inbox.marks_before(before), before) == Bound("b")
+    assert await inbox.unmark("$chat", "@a:hs", "$r0") is None  # not a mark: nothing changes
+    assert await inbox.unmark("$one", "@bob:hs", "$r1") is None  # not hers to take back: nothing changes
+    before = await inbox.place("$x2", "answer")
+    assert bind(await inbox.marks_before(before), before) == Bound("b")
+    assert await inbox.unmark("$one", "@a:hs", "$r2") == a.id
+    after = await inbox.place("$y", "answer")
+    assert bind(await inbox.marks_before(after), after) == Unbound("several")
+    await inbox.place("$ea", "settled", a.id)  # A's edit: A settled again, after B's posting
+    last = await inbox.place("$z", "answer")
+    assert bind(await inbox.marks_before(last), last) == Unbound("moved")
 
 
 def test_redactions_and_edits_name_what_they_take_out() -> None:
@@ -311,19 +301,14 @@ def test_redactions_and_edits_name_what_they_take_out() -> None:
     assert withdrawn(ev({"msgtype": "m.text", "body": "1"}, sender=BOB), bot_user_id=BOT) is None
 
 
-async def test_old_chat_positions_are_pruned_but_prompts_kept(engine_url: str, monkeypatch: Any) -> None:
+async def test_old_chat_positions_are_pruned_but_prompts_kept(inbox: Inbox, monkeypatch: Any) -> None:
     monkeypatch.setattr("bot.inbox.marks.ANSWERS_KEPT", 10)
-    ib = Inbox(create(engine_url))
-    await ib.open()
-    try:
-        a = await ib.place("$pa", "posted", "a")
-        first = await ib.place("$chat0", "answer")
-        for i in range(1, 1000):
-            await ib.place(f"$chat{i}", "answer")
-        assert await ib.place("$chat0", "answer") > first  # forgotten: it would get a new place
-        assert await ib.place("$pa", "posted", "a") == a
-    finally:
-        await ib.close()
+    a = await inbox.place("$pa", "posted", "a")
+    first = await inbox.place("$chat0", "answer")
+    for i in range(1, 1000):
+        await inbox.place(f"$chat{i}", "answer")
+    assert await inbox.place("$chat0", "answer") > first  # forgotten: it would get a new place
+    assert await inbox.place("$pa", "posted", "a") == a
 
 
 def test_a_reply_quoting_a_prompt_counts_as_a_lookalike() -> None:
@@ -357,20 +342,15 @@ def test_lookalikes_in_every_form_a_reader_sees() -> None:
     assert sighting(ev({"body": "cat", "url": "mxc://x/y"}, sender=BOB, etype="m.sticker"), bot_user_id=BOT) is None
 
 
-async def test_the_bots_own_events_are_known_by_their_ids(engine_url: str) -> None:
+async def test_the_bots_own_events_are_known_by_their_ids(inbox: Inbox) -> None:
     """A new device cannot decrypt what an earlier one sent: the prompt and the edit are still found."""
     from bot.inbox.submission import parse_submission
     from tests.support.station import request_body
 
-    ib = Inbox(create(engine_url))
-    await ib.open()
-    try:
-        rec, _ = await ib.submit(parse_submission(request_body("s")), 1.0, 60)
-        await ib.set_prompt_event(rec.id, "$prompt", 2.0)
-        await ib.settle(rec.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=3.0))
-        await ib.mark_edited(rec.id, "$edit")
-        assert await ib.own_event("$prompt") == ("posted", rec.id)
-        assert await ib.own_event("$edit") == ("settled", rec.id)
-        assert await ib.own_event("$other") is None
-    finally:
-        await ib.close()
+    rec, _ = await inbox.submit(parse_submission(request_body("s")), 1.0, 60)
+    await inbox.set_prompt_event(rec.id, "$prompt", 2.0)
+    await inbox.settle(rec.id, Settlement(option_id="allow_once", by="@a:hs", via="matrix", now=3.0))
+    await inbox.mark_edited(rec.id, "$edit")
+    assert await inbox.own_event("$prompt") == ("posted", rec.id)
+    assert await inbox.own_event("$edit") == ("settled", rec.id)
+    assert await inbox.own_event("$other") is None

@@ -219,6 +219,15 @@ async def inbox(engine_url: str) -> AsyncIterator[Inbox]:
     await ib.close()
 
 
+@pytest.fixture
+async def sqlite_inbox(tmp_path: Path) -> AsyncIterator[Inbox]:
+    """An open inbox in a SQLite file in ``tmp_path``, for the tests that run on SQLite only."""
+    ib = Inbox(tmp_path / "inbox.sqlite3")
+    await ib.open()
+    yield ib
+    await ib.close()
+
+
 @asynccontextmanager
 async def daemons_on(url: str, *holders: str) -> AsyncIterator[list[PostgresDatabase]]:
     """One started ``PostgresDatabase`` per holder name, all on ``url`` (several daemons), stopped after."""
