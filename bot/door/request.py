@@ -9,7 +9,7 @@ another body (409 ``key_conflict``) or whose record is not the one sent (its dig
 is never told what was decided for something else.
 
 The result is the record's, in the daemon's (ACP) form (:mod:`bot.door.outcomes`); a door reads the params its agent
-sent (:class:`bot.acp.request.Request`) or writes them itself (:mod:`bot.door.questions`, :mod:`bot.codex.approvals`)
+sent (:class:`bot.acp.request.Request`) or writes them itself (:mod:`bot.door.questions`, :mod:`bot.codex.proxy`)
 and says the result to its agent in the agent's own words.
 """
 
