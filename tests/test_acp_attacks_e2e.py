@@ -31,12 +31,6 @@ async def pending(station: Any, sid: str, n: int = 1, timeout: float = 30) -> li
         await asyncio.sleep(0.05)
 
 
-async def record(station: Any, rid: str) -> dict[str, Any]:
-    st, rec = await station.ahttp("GET", f"/permissions/{rid}")
-    assert st == 200, rec
-    return dict(rec)
-
-
 def cancel_line(sid: str, method: str = "session/cancel") -> str:
     return '{"jsonrpc":"2.0","method":"' + method + '","params":{"sessionId":' + json.dumps(sid) + "}}"
 
@@ -57,7 +51,7 @@ async def test_escaped_request_permission_is_caught_and_posted(station: Any, tmp
         await station.alice.text("1", reply_to=p["event_id"])
         reply = await r.agent_reply(7)
         assert reply["result"]["outcome"] == {"outcome": "selected", "optionId": "allow_once"}
-        assert (await record(station, rec["id"]))["outcome"]["option_id"] == "allow_once"
+        assert (await station.record(rec["id"], wait=None))["outcome"]["option_id"] == "allow_once"
     finally:
         await r.close()
 
@@ -72,7 +66,7 @@ async def test_escaped_session_cancel_cancels(station: Any, tmp_path: Path, sid:
         await r.send(line)
         reply = await r.agent_reply(8)
         assert reply["result"]["outcome"] == {"outcome": "cancelled"}
-        got = await record(station, rec["id"])
+        got = await station.record(rec["id"], wait=None)
         assert got["state"] == "cancelled"
         # the answer first, then the cancel, relayed as it came (a moment later: wait for it)
         await r.wait(lambda: line.encode() + b"\n" in r.agent_lines(), what="the cancel relayed")
@@ -103,7 +97,7 @@ async def test_cancel_racing_an_answer_ends_agreed(station: Any, tmp_path: Path,
 
             await asyncio.gather(station.alice.text("1", reply_to=p["event_id"]), cancel_later(delay))
             reply = (await r.agent_reply(rpc))["result"]["outcome"]
-            rec = await record(station, f"{sid}:{i + 1}")
+            rec = await station.record(f"{sid}:{i + 1}", wait=None)
             edit = await station.edit_of(p["event_id"])
             assert edit, f"round {i}: the prompt was not edited"
             body = content(edit)["m.new_content"]["body"]
@@ -135,7 +129,7 @@ async def test_cancel_request_withdraws_the_permission_request(station: Any, tmp
         await r.agent_sends('{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":9}}')
         reply = await r.agent_reply(9)
         assert reply["error"]["code"] == -32800 and "result" not in reply
-        got = await record(station, rec["id"])
+        got = await station.record(rec["id"], wait=None)
         assert got["state"] == "cancelled" and got["outcome"]["feedback"] == "withdrawn by the agent"
         edit = await station.edit_of(p["event_id"])
         assert edit and "withdrawn by the agent" in content(edit)["m.new_content"]["body"]
@@ -144,7 +138,7 @@ async def test_cancel_request_withdraws_the_permission_request(station: Any, tmp
         await station.alice.text("1", reply_to=p["event_id"])
         notice = await station.notice_after(mark, contains="Already settled")
         assert notice, "a late answer to a withdrawn request gets a notice"
-        assert (await record(station, rec["id"]))["state"] == "cancelled"
+        assert (await station.record(rec["id"], wait=None))["state"] == "cancelled"
     finally:
         await r.close()
 

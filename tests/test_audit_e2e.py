@@ -79,30 +79,24 @@ async def st(homeserver: Homeserver, workdir: Path) -> AsyncIterator[AuditStatio
     await s.teardown()
 
 
-async def _post(st: AuditStation, sid: str, token: str | None = None, **kw: Any) -> dict[str, Any]:
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid, **kw), **({"token": token} if token else {}))
-    assert code == 201, rec
-    return dict(rec)
-
-
 async def _settle_many(st: AuditStation, sid: str) -> list[str]:
     """100 settlements of mixed kinds and paths, in both rooms; their request ids in order of settling."""
     done: list[str] = []
     for i in range(100):
         k = i % 6
         if k == 0:
-            rec = await _post(st, f"{sid}r{i}", command="rm -rf /tmp/x")  # the deny rule settles it at once
+            rec = await st.post(request_body(f"{sid}r{i}", command="rm -rf /tmp/x"))  # the deny rule settles it at once
             assert rec["state"] == "resolved", rec
         elif k == 1:
-            rec = await _post(st, f"{sid}c{i}")
+            rec = await st.post(request_body(f"{sid}c{i}"))
             await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "cancel"})
         elif k == 2:
-            rec = await _post(st, f"{sid}i{i}", token=AGENT_B_TOKEN[1])  # room infra
+            rec = await st.post(request_body(f"{sid}i{i}"), token=AGENT_B_TOKEN[1])  # room infra
             code, _ = await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "deny", "feedback": "no"},
                                      token=INFRA_DECIDER[1])
             assert code == 200
         elif k == 3 and i < 30:  # a few answered in the room (a reply, a reaction)
-            rec = await _post(st, f"{sid}m{i}")
+            rec = await st.post(request_body(f"{sid}m{i}"))
             prompt = await st.prompt_for(rec["session_id"])
             assert prompt
             if (i // 6) % 2:
@@ -112,7 +106,7 @@ async def _settle_many(st: AuditStation, sid: str) -> list[str]:
             got = await st.record(rec["id"], wait=20)
             assert got["state"] == "resolved", got
         else:
-            rec = await _post(st, f"{sid}a{i}")
+            rec = await st.post(request_body(f"{sid}a{i}"))
             await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve", "scope": "always"})
         done.append(rec["id"])
     return done
@@ -173,9 +167,9 @@ async def test_a_hundred_settlements_exported_verified_and_checkpointed(st: Audi
 
 
 async def test_audit_by_a_decider_of_one_room_sees_only_that_room(st: AuditStation, sid: str) -> None:
-    rec = await _post(st, f"{sid}i", token=AGENT_B_TOKEN[1])
+    rec = await st.post(request_body(f"{sid}i"), token=AGENT_B_TOKEN[1])
     await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"}, token=INFRA_DECIDER[1])
-    rec2 = await _post(st, f"{sid}d")
+    rec2 = await st.post(request_body(f"{sid}d"))
     await st.ahttp("POST", f"/permissions/{rec2['id']}", {"decision": "approve"})
     code, seen = await asyncio.to_thread(st.audit, "", INFRA_DECIDER[1])
     assert code == 200 and seen and {e["room"] for e in seen} == {"infra"}
@@ -195,7 +189,7 @@ async def test_audit_by_a_decider_of_one_room_sees_only_that_room(st: AuditStati
 async def test_three_kinds_of_tampering_are_caught_against_the_room(
     st: AuditStation, sid: str, tmp_path: Path
 ) -> None:
-    rec = await _post(st, f"{sid}x")
+    rec = await st.post(request_body(f"{sid}x"))
     await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"})
     code, entries = await asyncio.to_thread(st.audit)
     assert code == 200 and len(entries) >= 5
@@ -210,7 +204,7 @@ async def test_a_redacted_checkpoint_and_a_rewritten_chain_fail_naming_the_seqs(
     """A moderator who can also edit the database redacts the bot's checkpoints in both rooms and rewrites the
     chain: verify fails naming the seqs the redacted checkpoint covered (older builds said intact). Last: the
     redactions stay in the rooms."""
-    rec = await _post(st, f"{sid}y")
+    rec = await st.post(request_body(f"{sid}y"))
     await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"})
     _, entries = await asyncio.to_thread(st.audit)
     head = entries[-1]["seq"]

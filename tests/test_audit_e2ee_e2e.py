@@ -43,8 +43,7 @@ async def st(homeserver: Homeserver, workdir: Path) -> AsyncIterator[E2EStation]
 
 async def _settle(st: E2EStation, sid: str, n: int) -> None:
     for i in range(n):
-        code, rec = await st.ahttp("POST", "/permissions", request_body(f"{sid}{i}"))
-        assert code == 201, rec
+        rec = await st.post(request_body(f"{sid}{i}"))
         code, _ = await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"})
         assert code == 200
 
@@ -73,8 +72,7 @@ async def test_checkpoints_in_an_encrypted_room_are_read_and_tampering_caught(
     assert "; 0 checkpoints" not in ok.stdout
     assert st.bot_devices() == devices  # no device made
     # the daemon was not disturbed: alice's encrypted answer still settles a prompt
-    code, rec = await st.ahttp("POST", "/permissions", request_body(f"{sid}m"))
-    assert code == 201
+    rec = await st.post(request_body(f"{sid}m"))
     prompt = await st.prompt_for(rec["session_id"], human=st.alice)
     assert prompt
     await st.alice.text("1", reply_to=prompt["event_id"])

@@ -40,14 +40,14 @@ async def test_config_rules_apply_on_arrival(station: Station, sid: str) -> None
     await station.restart_daemon()
     try:
         body = with_tool(request_body(sid, title="Read README.md", kind="read", command="cat README.md"), "Read")
-        st, rec = await station.ahttp("POST", "/permissions", body)
-        assert st == 201 and rec["state"] == "resolved", rec
+        rec = await station.post(body)
+        assert rec["state"] == "resolved", rec
         assert rec["outcome"]["via"] == "rule" and rec["outcome"]["option_id"] == "allow_once"
         body = request_body(sid, title="Read secrets.env", kind="read", command="cat secrets.env", tool_call_id="c2")
-        st, rec2 = await station.ahttp("POST", "/permissions", with_tool(body, "Read"))
+        _, rec2 = await station.ahttp("POST", "/permissions", with_tool(body, "Read"))
         assert rec2["state"] == "resolved" and rec2["outcome"]["option_id"] == "reject_once"  # deny wins
         body = request_body(sid, title="Run rm -rf /", tool_call_id="c3")
-        st, rec3 = await station.ahttp("POST", "/permissions", body)
+        _, rec3 = await station.ahttp("POST", "/permissions", body)
         assert rec3["state"] == "pending"
         prompt = await station.prompt_for(sid, seq=1)
         assert prompt, "a rule-settled request is still posted for the record"
@@ -72,8 +72,8 @@ async def test_rule_settled_requests_stay_unposted_when_post_rule_settled_is_off
     await station.restart_daemon()
     try:
         body = with_tool(request_body(sid, title="Read README.md", kind="read", command="cat README.md"), "Read")
-        st, rec = await station.ahttp("POST", "/permissions", body)
-        assert st == 201 and rec["state"] == "resolved" and rec["outcome"]["via"] == "rule", rec
+        rec = await station.post(body)
+        assert rec["state"] == "resolved" and rec["outcome"]["via"] == "rule", rec
         await station.restart_daemon()  # the outbox, started afresh, still leaves it unposted
         rec2, _prompt = await station.submit(request_body(sid, title="Run make", tool_call_id="c2"))
         assert rec2["request_seq"] == 2

@@ -22,7 +22,7 @@ from bot.events import validate_content
 from bot.matrix.crypto import fingerprint
 from bot.matrix.signing import device_signed_by, key_of
 from tests.support.e2e_human import E2EStation
-from tests.support.human import content, rel
+from tests.support.human import Human, content, rel
 from tests.support.js_human import JSHuman
 from tests.support.station import BOT_PASSWORD, request_body
 from tests.test_cross_signing import encode_recovery_key
@@ -66,6 +66,12 @@ class XSStation(E2EStation):
         assert got["content"]["request_seq"] == seq
         return got
 
+    async def prompt(self, sid: str, seq: int, human: Human | None = None) -> dict[str, Any]:
+        """The prompt as her js-sdk device decrypted it (``submit`` waits for this one; her nio device gets no
+        room keys)."""
+        assert human is None, "an XSStation reads its prompts on alice's js-sdk device"
+        return await self.js_prompt(sid, seq)
+
     async def js_notice(self, contains: str, after: int) -> dict[str, Any]:
         """The bot's notice, as her js-sdk device reads it (her nio device gets no room keys)."""
         got = await self.js.call("wait_event", name="alice", room=self.room_id, body=contains, sender=self.bot_id,
@@ -86,18 +92,6 @@ async def xs(homeserver: Homeserver, workdir: Path) -> AsyncIterator[XSStation]:
     await st.teardown()
 
 
-async def _submit(st: XSStation, sid: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid))
-    assert code == 201, rec
-    return rec, await st.js_prompt(sid, rec["request_seq"])
-
-
-async def _state(st: XSStation, rid: str, wait: float = 20) -> dict[str, Any]:
-    code, rec = await st.ahttp("GET", f"/permissions/{rid}?wait={wait}")
-    assert code == 200
-    return rec
-
-
 async def test_bot_publishes_its_identity_and_signs_its_device(xs: XSStation) -> None:
     q = xs.keys()
     assert key_of(q["master_keys"].get(xs.bot_id)), "no published master key"
@@ -111,31 +105,31 @@ async def test_bot_publishes_its_identity_and_signs_its_device(xs: XSStation) ->
 
 
 async def test_prompt_decrypts_without_warning_and_her_1_settles(xs: XSStation, sid: str) -> None:
-    rec, prompt = await _submit(xs, sid)
+    rec, prompt = await xs.submit(request_body(sid))
     assert prompt["encrypted"] and prompt["shield"] == 0, prompt  # EventShieldColour.NONE: no warning
     validate_content(prompt["content"])
     await xs.js_answer("1", prompt["event_id"])
-    got = await _state(xs, rec["id"])
+    got = await xs.record(rec["id"], wait=20)
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "allow_once"
     assert got["outcome"]["answered_by"] == xs.alice.user_id
     assert xs.kv(f"matrix.identity.{xs.alice.user_id}")["master"]  # her identity pinned on first sight
 
 
 async def test_device_not_cross_signed_cannot_answer(xs: XSStation, sid: str) -> None:
-    rec, prompt = await _submit(xs, sid)
+    rec, prompt = await xs.submit(request_body(sid))
     mark = int(time.time() * 1000) - 2000
     ev = await xs.alice.text("1", reply_to=prompt["event_id"])  # her matrix-nio device: not cross-signed
     told = await xs.js_notice("cross-signed", mark)
     assert rel(told)["m.in_reply_to"]["event_id"] == ev and xs.alice.device_id in content(told)["body"]
-    assert (await _state(xs, rec["id"], wait=1))["state"] == "pending"  # nothing settled
+    assert (await xs.record(rec["id"], wait=1))["state"] == "pending"  # nothing settled
     reply = {"m.in_reply_to": {"event_id": prompt["event_id"]}}
     plain = await xs.alice.put_event("m.room.message", {"msgtype": "m.text", "body": "1", "m.relates_to": reply})
     told = await xs.js_notice("unencrypted message", mark)
     assert rel(told)["m.in_reply_to"]["event_id"] == plain
-    assert (await _state(xs, rec["id"], wait=1))["state"] == "pending"
+    assert (await xs.record(rec["id"], wait=1))["state"] == "pending"
     assert xs.alice.find(lambda e: e.get("event_id") == prompt["event_id"] and e.get("type") == "m.room.encrypted")
     await xs.js_answer("2", prompt["event_id"])  # her cross-signed device still can
-    assert (await _state(xs, rec["id"]))["outcome"]["option_id"] == "allow_always"
+    assert (await xs.record(rec["id"], wait=20))["outcome"]["option_id"] == "allow_always"
 
 
 async def test_restart_keeps_the_identity_and_a_new_device_is_signed(xs: XSStation, sid: str) -> None:
@@ -144,9 +138,9 @@ async def test_restart_keeps_the_identity_and_a_new_device_is_signed(xs: XSStati
     await xs.restart_daemon()
     assert key_of(xs.keys()["master_keys"][xs.bot_id]) == master
     assert xs.kv("matrix.session")["device_id"] == before
-    rec, prompt = await _submit(xs, sid)
+    rec, prompt = await xs.submit(request_body(sid))
     await xs.js_answer("1", prompt["event_id"])
-    assert (await _state(xs, rec["id"]))["outcome"]["option_id"] == "allow_once"
+    assert (await xs.record(rec["id"], wait=20))["outcome"]["option_id"] == "allow_once"
     # A fresh login (a new device of the bot): signed automatically with the kept identity.
     xs.stop_daemon()
     db = sqlite3.connect(xs.state_dir / "inbox.sqlite3")
@@ -158,14 +152,14 @@ async def test_restart_keeps_the_identity_and_a_new_device_is_signed(xs: XSStati
     after = xs.kv("matrix.session")["device_id"]
     assert after != before and xs.bot_device_signed(after)
     assert key_of(xs.keys()["master_keys"][xs.bot_id]) == master
-    rec, prompt = await _submit(xs, sid)
+    rec, prompt = await xs.submit(request_body(sid))
     assert prompt["shield"] == 0
     await xs.js_answer("3", prompt["event_id"])
-    assert (await _state(xs, rec["id"]))["outcome"]["option_id"] == "reject_once"
+    assert (await xs.record(rec["id"], wait=20))["outcome"]["option_id"] == "reject_once"
 
 
 async def test_her_identity_reset_is_refused_until_accepted(xs: XSStation, sid: str) -> None:
-    rec, prompt = await _submit(xs, sid)
+    rec, prompt = await xs.submit(request_body(sid))
     pinned = xs.kv(f"matrix.identity.{xs.alice.user_id}")["master"]
     new = (await xs.js.call("reset_identity", name="alice"))["master"]
     assert new and new != pinned
@@ -173,7 +167,7 @@ async def test_her_identity_reset_is_refused_until_accepted(xs: XSStation, sid: 
     await xs.js_answer("1", prompt["event_id"])
     told = await xs.js_notice("identity changed", mark)
     assert f"e2ee accept-identity {xs.alice.user_id}" in content(told)["body"]
-    assert (await _state(xs, rec["id"], wait=1))["state"] == "pending"
+    assert (await xs.record(rec["id"], wait=1))["state"] == "pending"
     doc = (await asyncio.to_thread(xs.cli, "doctor", "--config", str(xs.config_path))).stdout.splitlines()
     assert any(ln.startswith("ok   identity: published, master key") for ln in doc), doc
     assert any(ln.startswith("ok   identity: the bot's device") and "cross-signed" in ln for ln in doc), doc
@@ -183,7 +177,7 @@ async def test_her_identity_reset_is_refused_until_accepted(xs: XSStation, sid: 
     assert r.returncode == 0, r.stderr
     assert xs.kv(f"matrix.identity.{xs.alice.user_id}")["master"] == new
     await xs.js_answer("4", prompt["event_id"])
-    got = await _state(xs, rec["id"])
+    got = await xs.record(rec["id"], wait=20)
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "reject_always"
     doc = (await asyncio.to_thread(xs.cli, "doctor", "--config", str(xs.config_path))).stdout.splitlines()
     assert f"ok   pinned identity: {xs.alice.user_id} master {fingerprint(new)}" in doc, doc
@@ -300,10 +294,10 @@ async def test_a_fresh_state_folder_takes_the_bot_identity_back(xs: XSStation, s
     device = xs.kv("matrix.session")["device_id"]
     assert device not in before and xs.bot_device_signed(device)
     assert not key_path.exists()  # secret storage already held it under this key: no new key
-    rec, prompt = await _submit(xs, sid)
+    rec, prompt = await xs.submit(request_body(sid))
     assert prompt["shield"] == 0
     await xs.js_answer("1", prompt["event_id"])
-    assert (await _state(xs, rec["id"]))["outcome"]["option_id"] == "allow_once"
+    assert (await xs.record(rec["id"], wait=20))["outcome"]["option_id"] == "allow_once"
 
 
 async def _cancel_and_show(xs: XSStation, recs: list[dict[str, Any]]) -> None:
@@ -316,29 +310,24 @@ async def _cancel_and_show(xs: XSStation, recs: list[dict[str, Any]]) -> None:
         assert got["event_id"], "the cancelled prompt was never edited"
 
 
-async def _submit_titled(xs: XSStation, sid: str, title: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    code, rec = await xs.ahttp("POST", "/permissions", request_body(sid, title=title))
-    assert code == 201, rec
-    return rec, await xs.js_prompt(sid, rec["request_seq"])
-
-
 async def test_a_refused_devices_fake_prompt_still_makes_a_plain_answer_ask(xs: XSStation, sid: str) -> None:
     """bob's nio device is not cross-signed, so nothing it sends is an answer; but his copy of the prompt,
     posted after the real one, is on alice's screen too: her plain `1` settles nothing, the bot asks (issue 12)."""
     _, pending = await xs.ahttp("GET", "/permissions")
     await _cancel_and_show(xs, pending)
-    rec, prompt = await _submit_titled(xs, sid, f"Run the tests ({sid} 1)")
+    rec, prompt = await xs.submit(request_body(sid, title=f"Run the tests ({sid} 1)"))
     await xs.bob.send({**prompt["content"], "request_id": "evil:1"})
     mark = int(time.time() * 1000) - 2000
     await xs.js.call("send", name="alice", room=xs.room_id, body="1")
     told = await xs.js.call("wait_event", name="alice", room=xs.room_id, body="Which request do you mean?",
                             sender=xs.bot_id, after=mark, timeout=40)  # the driver waits 30 s
-    assert (await _state(xs, rec["id"], wait=1))["state"] == "pending", "the plain `1` settled it"
+    assert (await xs.record(rec["id"], wait=1))["state"] == "pending", "the plain `1` settled it"
     assert told["event_id"] and rec["id"] in told["content"]["body"]
     await _cancel_and_show(xs, [rec])
-    again, _ = await _submit_titled(xs, sid, f"Run the tests ({sid} 2)")  # no look-alike after it: `1` answers
+    # no look-alike after it: `1` answers
+    again, _ = await xs.submit(request_body(sid, title=f"Run the tests ({sid} 2)"))
     await xs.js.call("send", name="alice", room=xs.room_id, body="1")
-    got = await _state(xs, again["id"])
+    got = await xs.record(again["id"], wait=20)
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "allow_once", got
 
 
@@ -349,7 +338,7 @@ async def test_a_stolen_password_cannot_make_an_answerers_first_identity(xs: XSS
     notice (the device that signed the identity is not one the bot saw before it), until an operator runs
     `e2ee accept-identity`."""
     bob = xs.bob.user_id
-    rec, prompt = await _submit(xs, sid)
+    rec, prompt = await xs.submit(request_body(sid))
     mark = int(time.time() * 1000) - 2000
     ev = await xs.bob.text("1", reply_to=prompt["event_id"])  # his identity-less nio device: refused
     deadline = time.monotonic() + 20
@@ -370,7 +359,7 @@ async def test_a_stolen_password_cannot_make_an_answerers_first_identity(xs: XSS
     told = await xs.js_notice("appeared", mark)
     body = content(told)["body"]
     assert body.startswith(f"{bob}: ") and f"e2ee accept-identity {bob}" in body and fingerprint(first) in body
-    assert (await _state(xs, rec["id"], wait=2))["state"] == "pending", "the attacker's answer settled it"
+    assert (await xs.record(rec["id"], wait=2))["state"] == "pending", "the attacker's answer settled it"
     assert xs.kv(f"matrix.identity.{bob}") == {"master": None, "seen_without": True, "devices": known}  # not pinned
     assert xs.log_text().count("event_from_appeared_identity") >= 2
     again = await xs.js.call("wait_event", name="alice", room=xs.room_id, body="appeared", sender=xs.bot_id,
@@ -382,7 +371,7 @@ async def test_a_stolen_password_cannot_make_an_answerers_first_identity(xs: XSS
     assert r.returncode == 0, r.stderr
     assert xs.kv(f"matrix.identity.{bob}") == {"master": first}
     await xs.js.call("send", name="thief", room=xs.room_id, body="3", reply_to=prompt["event_id"])
-    got = await _state(xs, rec["id"])
+    got = await xs.record(rec["id"], wait=20)
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "reject_once", got
     assert got["outcome"]["answered_by"] == bob
     await xs.js.call("stop", name="thief")

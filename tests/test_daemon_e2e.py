@@ -17,8 +17,7 @@ pytestmark = pytest.mark.e2e
 
 
 async def test_http_submission_is_posted_decided_and_edited(station: Station, sid: str) -> None:
-    st, rec = await station.ahttp("POST", "/permissions", request_body(sid))
-    assert st == 201, rec
+    rec = await station.post(request_body(sid))
     assert rec["id"] == f"{sid}:1" and rec["state"] == "pending" and rec["request_seq"] == 1
     prompt = await station.prompt_for(sid)
     assert prompt, "no prompt in the room"
@@ -154,8 +153,7 @@ async def test_homeserver_outage_then_everything_is_posted_once(station: Station
     try:
         ids = []
         for _ in range(4):
-            st, rec = await station.ahttp("POST", "/permissions", request_body(sid))
-            assert st == 201
+            rec = await station.post(request_body(sid))
             ids.append(rec["id"])
         await asyncio.sleep(6)  # several failed tries, their back-off growing
     finally:

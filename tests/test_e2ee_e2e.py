@@ -14,7 +14,7 @@ from bot.answers import KEYCAPS
 from bot.demo.homeserver import Homeserver
 from bot.events import validate_content
 from bot.matrix.crypto import Waiting, fingerprint, is_targeted, plain_event
-from tests.support.e2e_human import E2EHuman, E2EStation
+from tests.support.e2e_human import E2EStation
 from tests.support.human import content, rel
 from tests.support.station import request_body
 
@@ -27,20 +27,6 @@ async def e2ee(homeserver: Homeserver, workdir: Path) -> AsyncIterator[E2EStatio
     await st.setup()
     yield st
     await st.teardown()
-
-
-async def _submit(st: E2EStation, sid: str, human: E2EHuman | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid))
-    assert code == 201, rec
-    prompt = await st.prompt_for(sid, seq=rec["request_seq"], human=human or st.alice)
-    assert prompt, "no decrypted prompt"
-    return rec, prompt
-
-
-async def _outcome(st: E2EStation, rid: str, wait: float = 20) -> dict[str, Any]:
-    code, rec = await st.ahttp("GET", f"/permissions/{rid}?wait={wait}")
-    assert code == 200
-    return rec
 
 
 async def _wire(st: E2EStation, event_id: str) -> dict[str, Any] | None:
@@ -85,7 +71,7 @@ def test_targeted_waiting_and_fingerprint() -> None:
 
 @e2e
 async def test_prompt_is_encrypted_on_the_wire_and_valid_when_decrypted(e2ee: E2EStation, sid: str) -> None:
-    rec, prompt = await _submit(e2ee, sid)
+    rec, prompt = await e2ee.submit(request_body(sid))
     validate_content(content(prompt))
     assert content(prompt)["request_id"] == rec["id"]
     wire = await _wire(e2ee, prompt["event_id"])
@@ -108,10 +94,10 @@ async def test_prompt_is_encrypted_on_the_wire_and_valid_when_decrypted(e2ee: E2
 
 @e2e
 async def test_encrypted_reply_by_number_resolves(e2ee: E2EStation, sid: str) -> None:
-    rec, prompt = await _submit(e2ee, sid)
+    rec, prompt = await e2ee.submit(request_body(sid))
     ev = await e2ee.alice.text("2", reply_to=prompt["event_id"])
     assert (await _wire(e2ee, ev) or {}).get("type") == "m.room.encrypted"
-    got = await _outcome(e2ee, rec["id"])
+    got = await e2ee.record(rec["id"], wait=20)
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "allow_always"
     assert got["outcome"]["via"] == "matrix" and got["outcome"]["answered_by"] == e2ee.alice.user_id
     edit = await e2ee.edit_of(prompt["event_id"])
@@ -120,27 +106,27 @@ async def test_encrypted_reply_by_number_resolves(e2ee: E2EStation, sid: str) ->
 
 @e2e
 async def test_encrypted_reaction_resolves(e2ee: E2EStation, sid: str) -> None:
-    rec, prompt = await _submit(e2ee, sid)
+    rec, prompt = await e2ee.submit(request_body(sid))
     ev = await e2ee.alice.react(prompt["event_id"], KEYCAPS[2])
     assert (await _wire(e2ee, ev) or {}).get("type") == "m.room.encrypted"
-    got = await _outcome(e2ee, rec["id"])
+    got = await e2ee.record(rec["id"], wait=20)
     assert got["outcome"]["option_id"] == "reject_once" and got["outcome"]["via"] == "reaction"
 
 
 @e2e
 async def test_encrypted_structured_answer_resolves(e2ee: E2EStation, sid: str) -> None:
-    rec, _prompt = await _submit(e2ee, sid)
+    rec, _prompt = await e2ee.submit(request_body(sid))
     answer = {"request_id": rec["id"], "option_id": "reject_always",
               "subject": {"digest": rec["digest"], "revision": rec["revision"]}, "feedback": "not in prod"}
     await e2ee.alice.text("(structured)", extra={"dev.agentpod.permission.answer": answer})
-    got = await _outcome(e2ee, rec["id"])
+    got = await e2ee.record(rec["id"], wait=20)
     assert got["outcome"]["option_id"] == "reject_always" and got["outcome"]["via"] == "structured"
     assert got["outcome"]["feedback"] == "not in prod"
 
 
 @e2e
 async def test_late_room_key_is_requested_and_the_answer_then_counts(e2ee: E2EStation, sid: str) -> None:
-    rec, prompt = await _submit(e2ee, sid)
+    rec, prompt = await e2ee.submit(request_body(sid))
     c = {"msgtype": "m.text", "body": "1", "m.relates_to": {"m.in_reply_to": {"event_id": prompt["event_id"]}}}
     _ev, session_id, exported = await e2ee.alice.send_undecryptable(c)
     for _ in range(150):  # the bot asks the sender's device for the key
@@ -150,17 +136,17 @@ async def test_late_room_key_is_requested_and_the_answer_then_counts(e2ee: E2ESt
     req = e2ee.alice.key_requests(session_id, e2ee.bot_id)
     assert req, "the bot did not request the room key from the sender's device"
     assert content(req[0])["requesting_device_id"] == e2ee.kv("matrix.session")["device_id"]
-    assert (await _outcome(e2ee, rec["id"], wait=1))["state"] == "pending"  # not handled while undecryptable
+    assert (await e2ee.record(rec["id"], wait=1))["state"] == "pending"  # not handled while undecryptable
     device = e2ee.kv("matrix.session")["device_id"]
     await e2ee.alice.forward_key(e2ee.bot_id, device, session_id, exported)
-    got = await _outcome(e2ee, rec["id"])
+    got = await e2ee.record(rec["id"], wait=20)
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "allow_once"
     assert got["outcome"]["answered_by"] == e2ee.alice.user_id
 
 
 @e2e
 async def test_undecryptable_answer_gets_one_resend_notice(e2ee: E2EStation, sid: str) -> None:
-    rec, prompt = await _submit(e2ee, sid)
+    rec, prompt = await e2ee.submit(request_body(sid))
     mark = e2ee.alice.mark()
     c = {"msgtype": "m.text", "body": "1", "m.relates_to": {"m.in_reply_to": {"event_id": prompt["event_id"]}}}
     ev, _sess, _key = await e2ee.alice.send_undecryptable(c)
@@ -170,9 +156,9 @@ async def test_undecryptable_answer_gets_one_resend_notice(e2ee: E2EStation, sid
         and rel(e).get("m.in_reply_to", {}).get("event_id") == ev, 20, start=mark)
     assert notice, "no notice asking to resend"
     assert "send it again" in content(notice)["body"] and e2ee.alice.user_id in content(notice)["body"]
-    assert (await _outcome(e2ee, rec["id"], wait=1))["state"] == "pending"
+    assert (await e2ee.record(rec["id"], wait=1))["state"] == "pending"
     await e2ee.alice.text("4", reply_to=prompt["event_id"])  # resent, readable this time
-    got = await _outcome(e2ee, rec["id"])
+    got = await e2ee.record(rec["id"], wait=20)
     assert got["outcome"]["option_id"] == "reject_always"
     await asyncio.sleep(4)  # past undecryptable_wait again: still one notice per event
     for asked in (ev, ev2):  # one notice per event (per Megolm session), never repeated
@@ -189,9 +175,9 @@ async def test_restart_keeps_the_device_and_still_decrypts(e2ee: E2EStation, sid
     assert crypto["device_id"] == before and len(crypto["ed25519"]) == 43
     devices = e2ee.bot_devices()  # the bot's login device (and the one registration left)
     assert before in devices
-    rec, prompt = await _submit(e2ee, sid)
+    rec, prompt = await e2ee.submit(request_body(sid))
     await e2ee.alice.text("1", reply_to=prompt["event_id"])
-    assert (await _outcome(e2ee, rec["id"]))["outcome"]["option_id"] == "allow_once"
+    assert (await e2ee.record(rec["id"], wait=20))["outcome"]["option_id"] == "allow_once"
     olm = e2ee.alice.client.olm
     assert olm is not None
     alices_session = olm.outbound_group_sessions[e2ee.room_id].id
@@ -199,10 +185,10 @@ async def test_restart_keeps_the_device_and_still_decrypts(e2ee: E2EStation, sid
     assert e2ee.kv("matrix.session")["device_id"] == before
     assert e2ee.kv("matrix.crypto") == crypto  # the same identity keys: the Olm account was kept
     assert e2ee.bot_devices() == devices  # no new device
-    rec2, prompt2 = await _submit(e2ee, sid)  # a new Megolm session from the same device
+    rec2, prompt2 = await e2ee.submit(request_body(sid))  # a new Megolm session from the same device
     validate_content(content(prompt2))
     await e2ee.alice.text("3", reply_to=prompt2["event_id"])  # alice's session from before the restart
-    got = await _outcome(e2ee, rec2["id"])
+    got = await e2ee.record(rec2["id"], wait=20)
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "reject_once"
     assert olm.outbound_group_sessions[e2ee.room_id].id == alices_session  # read with the key kept on disk
     assert "matrix_logged_in" not in e2ee.log_text().split("matrix_session_restored")[-1]
@@ -215,21 +201,21 @@ async def test_verified_only_shares_with_listed_devices_and_ignores_others(e2ee:
     e2ee.config_path.write_text(e2ee.config_text(trust='"verified-only"', verified_devices=pin))
     await e2ee.restart_daemon()
     try:
-        rec, prompt = await _submit(e2ee, sid)
+        rec, prompt = await e2ee.submit(request_body(sid))
         seen = await e2ee.bob.wait(lambda e: e.get("event_id") == prompt["event_id"], 10)
         assert seen and seen["type"] == "m.room.encrypted", "bob's unlisted device could read the prompt"
         mark = e2ee.alice.mark()
         await e2ee.bob.text("1", reply_to=prompt["event_id"])  # bob may answer, but not from this device
         told = await e2ee.notice_after(mark, contains="verified devices")
         assert told and e2ee.bob.user_id in content(told)["body"]
-        assert (await _outcome(e2ee, rec["id"], wait=1))["state"] == "pending"
+        assert (await e2ee.record(rec["id"], wait=1))["state"] == "pending"
         await e2ee.alice.text("2", reply_to=prompt["event_id"])
-        got = await _outcome(e2ee, rec["id"])
+        got = await e2ee.record(rec["id"], wait=20)
         assert got["outcome"]["option_id"] == "allow_always" and got["outcome"]["answered_by"] == e2ee.alice.user_id
     finally:
         e2ee.write_config()
         await e2ee.restart_daemon()
-    rec, _prompt = await _submit(e2ee, sid, human=e2ee.bob)  # tofu again: bob's device gets the keys back
+    rec, _prompt = await e2ee.submit(request_body(sid), human=e2ee.bob)  # tofu again: bob's device gets the keys back
     await e2ee.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "deny"})
 
 
@@ -243,8 +229,7 @@ async def test_encryption_off_refuses_the_encrypted_room(homeserver: Homeserver,
             and "cannot read encrypted messages" in content(e).get("body", ""), 20)
         assert notice and notice["type"] == "m.room.message"  # a plaintext notice: everyone can read it
         assert "station_room_encrypted_refused" in st.log_text()
-        code, rec = await st.ahttp("POST", "/permissions", request_body(sid))
-        assert code == 201
+        rec = await st.post(request_body(sid))
         assert await st.prompt_for(sid, timeout=3) is None  # nothing is posted into the room
         code, got = await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"})
         assert code == 200 and got["state"] == "resolved"  # the API still answers

@@ -92,8 +92,7 @@ async def _escalated(st: EscalationStation, prompt_id: str) -> dict[str, Any]:
 
 
 async def test_carol_answers_once_it_was_escalated(st: EscalationStation, sid: str) -> None:
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid))
-    assert code == 201
+    rec = await st.post(request_body(sid))
     prompt = await st.prompt_for(sid)
     assert prompt
     mark = len(st.alice.events)
@@ -116,8 +115,7 @@ async def test_carol_answers_once_it_was_escalated(st: EscalationStation, sid: s
 
 
 async def test_an_escalation_survives_a_restart(st: EscalationStation, sid: str) -> None:
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid))
-    assert code == 201
+    rec = await st.post(request_body(sid))
     prompt = await st.prompt_for(sid)
     assert prompt
     st.stop_daemon()  # before it is due: the next daemon finds it due from the inbox's clock
@@ -136,10 +134,10 @@ async def test_an_escalation_survives_a_restart(st: EscalationStation, sid: str)
 async def test_a_room_with_its_own_escalation_uses_it(st: EscalationStation, sid: str) -> None:
     """infra's prompt is escalated to erin after 1 s (its own setting), not to carol; erin may answer it,
     carol (the global one's) may not; the default room's prompt, asked at the same time, goes by [escalation]."""
-    code, infra = await st.ahttp("POST", "/permissions", request_body(sid + "i"), token=AGENT_B_TOKEN[1])
-    assert code == 201 and infra["room"] == "infra", infra
-    code, plain = await st.ahttp("POST", "/permissions", request_body(sid + "d"))
-    assert code == 201 and plain["room"] == "default", plain
+    infra = await st.post(request_body(sid + "i"), token=AGENT_B_TOKEN[1])
+    assert infra["room"] == "infra", infra
+    plain = await st.post(request_body(sid + "d"))
+    assert plain["room"] == "default", plain
     prompt = await st.prompt_for(sid + "i", human=st.dave)
     assert prompt
     note = await st.dave.wait(lambda e: _is_escalation(st, e, prompt["event_id"], st.erin.user_id), INFRA_AFTER + 20)

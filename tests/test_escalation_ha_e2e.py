@@ -42,8 +42,7 @@ async def pair(homeserver: Homeserver, workdir: Path, pg_cluster: PgCluster) -> 
 
 async def test_an_escalation_survives_a_take_over(pair: list[Station], sid: str) -> None:
     leader, standby = pair
-    code, rec = await standby.ahttp("POST", "/permissions", request_body(sid))
-    assert code == 201
+    rec = await standby.post(request_body(sid))
     prompt = await leader.prompt_for(sid)
     assert prompt
     leader.kill_daemon()  # before it is due

@@ -42,19 +42,14 @@ async def _health_until(
 
 
 async def _submit(st: FaultStation, sid: str, n: int) -> list[str]:
-    ids = []
-    for i in range(n):
-        code, rec = await st.ahttp("POST", "/permissions", request_body(sid, tool_call_id=f"c{i}"))
-        assert code == 201, rec
-        ids.append(rec["id"])
-    return ids
+    return [(await st.post(request_body(sid, tool_call_id=f"c{i}")))["id"] for i in range(n)]
 
 
 async def _settled_once(st: FaultStation, sid: str, ids: list[str], option: str = "allow_once") -> None:
     """Every request resolved with ``option``; the room shows each prompt once and its settled edit once."""
     prompts = set()
     for rid in ids:
-        _, rec = await st.ahttp("GET", f"/permissions/{rid}?wait=60")
+        rec = await st.record(rid, 60)
         assert rec["state"] == "resolved" and rec["outcome"]["option_id"] == option, rec
         prompts.add(rec["prompt_event_id"])
     for p in prompts:
@@ -93,7 +88,7 @@ async def test_backfill_dropped_24_times_is_retried_and_the_answer_in_the_gap_co
     fst.proxy.drop("/messages", 24)
     fst.start_daemon()
     await fst.wait_healthy()
-    _, rec = await fst.ahttp("GET", f"/permissions/{rid}?wait=90")
+    rec = await fst.record(rid, 90)
     assert rec["state"] == "resolved" and rec["outcome"]["answered_by"] == fst.alice.user_id, rec
     assert fst.proxy.pending_drops() == 0
     assert fst.daemon.poll() is None, "the daemon died on a flaky link"
@@ -112,8 +107,7 @@ async def test_a_dead_link_reads_degraded_then_every_request_settles_once(fst: F
     body = await _health_until(fst, lambda b: b["status"] == "degraded")
     assert any("not synced" in r for r in body["reasons"]), body
     assert body["matrix_ready"] is True and time.monotonic() - t0 < 30
-    st, rec = await fst.ahttp("GET", f"/permissions/{ids[1]}")
-    assert st == 200 and rec["state"] == "pending"  # the API keeps answering meanwhile
+    assert (await fst.record(ids[1], wait=None))["state"] == "pending"  # the API keeps answering meanwhile
     fst.proxy.mode = "pass"
     fst.proxy.cut()
     await _answer(fst, sid, ids[1:])

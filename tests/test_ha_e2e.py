@@ -75,8 +75,7 @@ async def test_a_standby_serves_decisions_and_events(pair: list[Station], sid: s
     leader, standby = leader_and_standby(pair)
     auth = {"Authorization": f"Bearer {DECIDER}"}
     async with aiohttp.ClientSession(headers=auth) as http, http.get(standby.api_url + "/events") as resp:
-        code, rec = await standby.ahttp("POST", "/permissions", request_body(sid), token=AGENT)
-        assert code == 201, rec
+        rec = await standby.post(request_body(sid), token=AGENT)
         prompt = await leader.prompt_for(sid)  # posted by the leader: the standby has no Matrix side
         assert prompt is not None
         code, decided = await standby.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"},
@@ -100,8 +99,7 @@ async def test_the_leader_killed_with_20_pending_loses_nothing_and_doubles_nothi
     sid = "ha-kill"
     recs = []
     for i in range(20):
-        code, rec = await standby.ahttp("POST", "/permissions", request_body(sid, tool_call_id=f"c{i}"), token=AGENT)
-        assert code == 201, rec
+        rec = await standby.post(request_body(sid, tool_call_id=f"c{i}"), token=AGENT)
         recs.append(rec)
     prompts: list[dict[str, Any]] = []
     deadline = time.monotonic() + 60
@@ -142,15 +140,13 @@ async def test_a_paused_leader_acts_on_nothing_after_the_take_over(pair: list[St
     try:
         took = await until_role(standby, "leader")
         print(f"take-over after SIGSTOP: {took:.2f} s")
-        code, rec = await standby.ahttp("POST", "/permissions", request_body(sid), token=AGENT)
-        assert code == 201
+        rec = await standby.post(request_body(sid), token=AGENT)
         prompt = await standby.prompt_for(sid)
         assert prompt is not None
         await standby.alice.text("1", reply_to=prompt["event_id"])  # the paused one's sync may hold it too
         got = await standby.record(rec["id"], wait=30)
         assert got["state"] == "resolved"
-        code, other = await standby.ahttp("POST", "/permissions", request_body(sid, tool_call_id="c2"), token=AGENT)
-        assert code == 201
+        other = await standby.post(request_body(sid, tool_call_id="c2"), token=AGENT)
         await asyncio.sleep(max(0.0, 20 - (time.monotonic() - stopped)))
         mark = leader.log_path.stat().st_size
     finally:
@@ -166,14 +162,13 @@ async def test_a_paused_leader_acts_on_nothing_after_the_take_over(pair: list[St
     assert len(prompts) == 2 and edits[prompt["event_id"]] == 1, (prompts, edits)
     states = json.dumps([await standby.record(rec["id"], wait=1)])
     assert '"resolved"' in states
-    code, third = await leader.ahttp("POST", "/permissions", request_body(sid, tool_call_id="c3"), token=AGENT)
-    assert code == 201, third  # the demoted daemon serves the API as a standby; the leader posts it
+    # the demoted daemon serves the API as a standby; the leader posts it
+    third = await leader.post(request_body(sid, tool_call_id="c3"), token=AGENT)
     assert await standby.prompt_for(sid, seq=third["request_seq"]) is not None
     # the new leader dies: the demoted one is elected again (a fresh term) and takes up the database's state
     mark = leader.log_path.stat().st_size
     standby.kill_daemon()
-    code, fourth = await leader.ahttp("POST", "/permissions", request_body(sid, tool_call_id="c4"), token=AGENT)
-    assert code == 201, fourth
+    fourth = await leader.post(request_body(sid, tool_call_id="c4"), token=AGENT)
     await until_role(leader, "leader")
     prompt4 = await leader.prompt_for(sid, seq=fourth["request_seq"])
     assert prompt4 is not None
@@ -198,8 +193,7 @@ async def test_a_prompt_the_old_leader_posted_but_never_recorded_is_not_posted_a
     assert leader.daemon is not None
     os.kill(leader.daemon.pid, signal.SIGSTOP)  # from here the request is posted only after the take-over
     try:
-        code, rec = await standby.ahttp("POST", "/permissions", request_body(sid), token=AGENT)
-        assert code == 201
+        rec = await standby.post(request_body(sid), token=AGENT)
         conn = await asyncpg.connect(standby.env["PERMISSION_BOT_DATABASE_URL"])
         try:
             kv = dict(await conn.fetch("SELECT k, v FROM kv WHERE k IN ('install_id', 'matrix.session')"))
@@ -241,8 +235,7 @@ async def test_the_ledger_is_one_chain_across_a_take_over(pair: list[Station]) -
     sid = "ha-ledger"
     recs = []
     for i in range(20):
-        code, rec = await standby.ahttp("POST", "/permissions", request_body(sid, tool_call_id=f"c{i}"), token=AGENT)
-        assert code == 201, rec
+        rec = await standby.post(request_body(sid, tool_call_id=f"c{i}"), token=AGENT)
         recs.append(rec)
 
     async def decide(st: Station, rec: dict[str, Any]) -> None:

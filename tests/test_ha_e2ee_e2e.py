@@ -64,8 +64,7 @@ async def pair(homeserver: Homeserver, workdir: Path, pg_cluster: PgCluster) -> 
 async def _settled_by_her(st: HaXSStation, via: Station, sid: str, tool_call_id: str) -> dict[str, Any]:
     """A request submitted through ``via``, its prompt decrypted by her js-sdk device without a warning,
     her encrypted `1` settling it: the record."""
-    code, rec = await via.ahttp("POST", "/permissions", request_body(sid, tool_call_id=tool_call_id))
-    assert code == 201, rec
+    rec = await via.post(request_body(sid, tool_call_id=tool_call_id))
     prompt = await st.js_prompt(sid, rec["request_seq"])
     assert prompt["encrypted"] and prompt["shield"] == 0, prompt  # EventShieldColour.NONE: cross-signed
     await st.js_answer("1", prompt["event_id"])

@@ -189,8 +189,7 @@ async def test_same_request_by_both_doors_is_posted_once(station: Station, sid: 
         "options": [{"optionId": "a", "name": "Allow", "kind": "allow_once"}],
         "toolCall": {"toolCallId": "toolu_1", "title": "touch", "rawInput": data["tool_input"]},
     }
-    st, _ = await station.ahttp("POST", "/permissions", acp)
-    assert st == 201
+    await station.post(acp)
     code, out, _ = await finish(proc)
     assert code == 0 and out is None  # the hook stands down: the ACP door answers
     _, pending = await station.ahttp("GET", f"/permissions?session={sid}")
@@ -221,8 +220,7 @@ async def test_a_plain_submission_never_withdraws_a_held_hook(station: Station, 
         body = {**twin, "toolCall": {**twin["toolCall"], "toolCallId": f"toolu_{n}"}}
         if key:
             body["key"] = key
-        st, rec = await station.ahttp("POST", "/permissions", body, token=token)
-        assert st == 201, rec
+        await station.post(body, token=token)
     await asyncio.sleep(2.5)  # the held hook looks for a twin every second
     _, hook_rec = await station.ahttp("GET", f"/permissions/{sid}:1")
     assert hook_rec["state"] == "pending", hook_rec["outcome"]

@@ -37,8 +37,7 @@ def json_blocks(doc: str) -> list[Any]:
 async def test_the_api_docs_request_body_is_accepted_and_posted(station: Station, sid: str) -> None:
     body = next(b for b in json_blocks("api.md") if isinstance(b, dict) and "toolCall" in b)
     body["sessionId"] = sid  # the doc's "try-1", made unique in the shared station
-    code, rec = await station.ahttp("POST", "/permissions", body, token=AGENT_TOKEN[1])
-    assert code == 201, rec
+    rec = await station.post(body, token=AGENT_TOKEN[1])
     assert rec["id"] == f"{sid}:1" and rec["label"] == body["label"] and rec["state"] == "pending"
     prompt = await station.prompt_for(sid)
     assert prompt and "npm test" in content(prompt)["body"]

@@ -88,14 +88,13 @@ async def test_a_person_who_sets_up_element_while_the_bot_watches_can_answer(
     assert _signed_by_device(q["master_keys"][user], user, device, ed), "her device did not sign her master key"
     await _until("the bot never took her device as cross-signed", lambda: any(
         "device_verified" in ln and device in ln and "cross-signed" in ln for ln in ob.log_text().splitlines()))
-    code, rec = await ob.ahttp("POST", "/permissions", request_body(sid))
-    assert code == 201, rec
+    rec = await ob.post(request_body(sid))
     prompt = await ob.js.call("wait_event", name=name, room=ob.room_id, session_id=sid, seq=rec["request_seq"],
                               sender=ob.bot_id, timeout=40)
     assert prompt["event_id"], "the prompt never decrypted on her new device"
     await ob.js.call("send", name=name, room=ob.room_id, body="1", reply_to=prompt["event_id"])
-    code, got = await ob.ahttp("GET", f"/permissions/{rec['id']}?wait=30")
-    assert code == 200 and got["state"] == "resolved", (got, [ln for ln in ob.log_text().splitlines() if user in ln])
+    got = await ob.record(rec["id"], wait=30)
+    assert got["state"] == "resolved", (got, [ln for ln in ob.log_text().splitlines() if user in ln])
     assert got["outcome"]["option_id"] == "allow_once" and got["outcome"]["answered_by"] == user
     assert ob.kv(PIN_KEY + user) == {"master": master}  # pinned, no `e2ee accept-identity`
     assert not any("identity_appeared" in ln and user in ln for ln in ob.log_text().splitlines())

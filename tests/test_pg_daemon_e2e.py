@@ -38,10 +38,9 @@ async def pg_station(homeserver: Homeserver, workdir: Path, pg_cluster: PgCluste
 
 async def test_a_room_answer_and_an_api_decision_settle_in_postgresql(pg_station: Station, sid: str) -> None:
     st = pg_station
-    code, a = await st.ahttp("POST", "/permissions", request_body(sid, key="k1"))
-    assert code == 201, a
-    code, again = await st.ahttp("POST", "/permissions", request_body(sid, key="k1"))
-    assert code == 200 and again["id"] == a["id"]
+    a = await st.post(request_body(sid, key="k1"))
+    again = await st.post(request_body(sid, key="k1"), want=200)
+    assert again["id"] == a["id"]
     prompt = await st.prompt_for(sid)
     assert prompt, "no prompt in the room"
     waiter = asyncio.create_task(st.ahttp("GET", f"/permissions/{a['id']}?wait=30"))
@@ -49,8 +48,8 @@ async def test_a_room_answer_and_an_api_decision_settle_in_postgresql(pg_station
     code, got = await asyncio.wait_for(waiter, 30)
     assert code == 200 and got["state"] == "resolved" and got["outcome"]["via"] == "matrix", got
     assert await st.edit_of(prompt["event_id"]), "the prompt was not edited"
-    code, b = await st.ahttp("POST", "/permissions", request_body(sid, tool_call_id="c2"))
-    assert code == 201 and b["id"] == f"{sid}:2"
+    b = await st.post(request_body(sid, tool_call_id="c2"))
+    assert b["id"] == f"{sid}:2"
     ls = st.cli("permissions", "ls", "--session", sid, env={"COLUMNS": "120"})  # brief pages from PostgreSQL
     assert ls.returncode == 0 and [row.split()[0] for row in ls.stdout.splitlines()[1:]] == [b["id"]], ls
     code, decided = await st.ahttp("POST", f"/permissions/{b['id']}", {"decision": "deny"})
@@ -66,8 +65,7 @@ async def test_a_room_answer_and_an_api_decision_settle_in_postgresql(pg_station
 
 async def test_a_killed_daemon_on_postgresql_loses_nothing(pg_station: Station, sid: str) -> None:
     st = pg_station
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid))
-    assert code == 201
+    rec = await st.post(request_body(sid))
     prompt = await st.prompt_for(sid)
     assert prompt
     await st.restart_daemon(kill=True)

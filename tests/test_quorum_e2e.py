@@ -62,8 +62,8 @@ def _number(prompt: dict[str, Any], meaning: str) -> str:
 
 
 async def test_two_approvers_over_the_api_door(st: QuorumStation, sid: str) -> None:
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid, command=PUSH))
-    assert code == 201 and rec["approvals"] == {"needed": 2, "given": []}, rec
+    rec = await st.post(request_body(sid, command=PUSH))
+    assert rec["approvals"] == {"needed": 2, "given": []}, rec
     prompt = await st.prompt_for(sid)
     assert prompt and "Needs 2 approvals: 0 of 2" in content(prompt)["body"]
     mark = len(st.alice.events)
@@ -72,8 +72,8 @@ async def test_two_approvers_over_the_api_door(st: QuorumStation, sid: str) -> N
     assert await st.notice_after(mark, contains="Approval counted")
     await st.alice.react(prompt["event_id"], "1\ufe0f\u20e3")  # the same person again: still 1 of 2
     assert await st.notice_after(mark, contains="You approved this already")
-    code, waited = await st.ahttp("GET", f"/permissions/{rec['id']}?wait=1")  # the agent hears nothing yet
-    assert code == 200 and waited["state"] == "pending" and [g["by"] for g in waited["approvals"]["given"]] == [
+    waited = await st.record(rec["id"], wait=1)  # the agent hears nothing yet
+    assert waited["state"] == "pending" and [g["by"] for g in waited["approvals"]["given"]] == [
         st.alice.user_id]
     session_line = _number(prompt, "approve")
     await st.bob.text(session_line, reply_to=prompt["event_id"])
@@ -100,8 +100,7 @@ async def test_one_reject_after_an_approval_rejects_through_the_hook(st: QuorumS
 
 
 async def test_someone_not_among_its_answerers_changes_nothing(st: QuorumStation, sid: str) -> None:
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid, command=PUSH))
-    assert code == 201
+    rec = await st.post(request_body(sid, command=PUSH))
     prompt = await st.prompt_for(sid)
     assert prompt
     mark = len(st.alice.events)
@@ -126,15 +125,14 @@ async def _approve_with(st: QuorumStation, rid: str, secret: str) -> subprocess.
 
 
 async def test_one_person_by_room_and_by_her_own_token_is_one_approval(st: QuorumStation, sid: str) -> None:
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid, command=PUSH))
-    assert code == 201
+    rec = await st.post(request_body(sid, command=PUSH))
     prompt = await st.prompt_for(sid)
     assert prompt
     await st.alice.text("1", reply_to=prompt["event_id"])
     await _progress(st, prompt["event_id"], f"1 of 2: {st.alice.user_id}")
     r = await _approve_with(st, rec["id"], ALICE_OWN[1])  # alice again, through her own token
     assert r.returncode == 0, r.stderr
-    code, now = await st.ahttp("GET", f"/permissions/{rec['id']}?wait=1")
+    _, now = await st.ahttp("GET", f"/permissions/{rec['id']}?wait=1")
     assert now["state"] == "pending" and [g["by"] for g in now["approvals"]["given"]] == [st.alice.user_id], now
     await st.bob.text("1", reply_to=prompt["event_id"])  # the lead: the second person settles it
     done = await st.record(rec["id"], wait=20)
@@ -143,8 +141,7 @@ async def test_one_person_by_room_and_by_her_own_token_is_one_approval(st: Quoru
 
 
 async def test_decider_tokens_of_nobody_never_settle_a_quorum(st: QuorumStation, sid: str) -> None:
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid, command=PUSH))
-    assert code == 201
+    rec = await st.post(request_body(sid, command=PUSH))
     assert await st.prompt_for(sid)
     for secret in (DECIDER_TOKEN[1], st.token):  # a named decider token and the old api.token: no person
         code, got = await st.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve"}, token=secret)
@@ -158,8 +155,7 @@ async def test_decider_tokens_of_nobody_never_settle_a_quorum(st: QuorumStation,
 
 
 async def test_alices_token_and_the_lead_in_the_room_settle_it(st: QuorumStation, sid: str) -> None:
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid, command=PUSH))
-    assert code == 201
+    rec = await st.post(request_body(sid, command=PUSH))
     prompt = await st.prompt_for(sid)
     assert prompt
     r = await _approve_with(st, rec["id"], ALICE_OWN[1])

@@ -52,16 +52,15 @@ async def test_burst_prompts_first_in_order_and_the_operator_told(limited: Stati
     start = alice.mark()
     recs = []
     for i in range(BURST):
-        status, rec = await st.ahttp("POST", "/permissions", request_body(sid, tool_call_id=f"call_{i}"))
-        assert status == 201, rec
+        rec = await st.post(request_body(sid, tool_call_id=f"call_{i}"))
         recs.append(rec)
     seqs = [r["request_seq"] for r in recs]
 
     first = await st.prompt_for(sid, seq=seqs[0], timeout=60)
     assert first, "no first prompt"
     await alice.text("1", reply_to=first["event_id"])
-    status, got = await st.ahttp("GET", f"/permissions/{recs[0]['id']}?wait=60")
-    assert status == 200 and got["state"] == "resolved", got
+    got = await st.record(recs[0]["id"], wait=60)
+    assert got["state"] == "resolved", got
     decided_at = alice.mark()  # settling waited for no send: the burst is still being posted
 
     last = await st.prompt_for(sid, seq=seqs[-1], timeout=300)
@@ -85,7 +84,7 @@ async def test_burst_prompts_first_in_order_and_the_operator_told(limited: Stati
     edit_at = next(i for i, e in enumerate(alice.events[start:]) if e["event_id"] == edit["event_id"])
     assert edit_at < last_at, "the answered prompt's edit waited behind the whole burst"
 
-    status, health = await st.ahttp("GET", "/healthz")
+    _, health = await st.ahttp("GET", "/healthz")
     limit = health["rate_limit"]
     assert limit["refusals"] >= 1 and limit["limits"] >= 1, health
     assert "override_ratelimit" in limit["remedy"]

@@ -43,12 +43,6 @@ async def st(homeserver: Homeserver, workdir: Path) -> AsyncIterator[BoundarySta
     await s.teardown()
 
 
-async def _submit(st: RoomsStation, body: dict[str, Any], token: str, want: int = 201) -> dict[str, Any]:
-    code, rec = await st.ahttp("POST", "/permissions", body, token=token)
-    assert code == want, (code, rec)
-    return dict(rec)
-
-
 def _secret_body(sid: str, key: str | None = None) -> dict[str, Any]:
     body = request_body(sid, command="deploy --prod", key=key)
     body["toolCall"]["rawInput"]["env"] = {"DEPLOY_TOKEN": SECRET}
@@ -68,8 +62,8 @@ async def _cancel_all(st: RoomsStation) -> None:
 
 
 async def test_infra_agent_token_reads_nothing_of_the_default_room(st: BoundaryStation, sid: str) -> None:
-    d = await _submit(st, _secret_body(sid + "d"), AGENT_TOKEN[1])
-    i = await _submit(st, request_body(sid + "i"), INFRA_AGENT[1])
+    d = await st.post(_secret_body(sid + "d"), token=AGENT_TOKEN[1])
+    i = await st.post(request_body(sid + "i"), token=INFRA_AGENT[1])
     assert d["room"] == "default" and i["room"] == "infra"
     infra = INFRA_AGENT[1]
     # the list, every way it can be asked: only infra's requests
@@ -113,9 +107,9 @@ async def test_infra_agent_token_follows_only_its_room(st: BoundaryStation, sid:
     task = asyncio.create_task(_follow(st, INFRA_AGENT[1], seen, ready))
     try:
         await asyncio.wait_for(ready.wait(), 10)
-        d = await _submit(st, _secret_body(sid + "d"), AGENT_TOKEN[1])
+        d = await st.post(_secret_body(sid + "d"), token=AGENT_TOKEN[1])
         await st.ahttp("POST", f"/permissions/{d['id']}", {"decision": "deny"}, token=DECIDER_TOKEN[1])
-        i = await _submit(st, request_body(sid + "i"), INFRA_AGENT[1])  # after the default room's, both kinds
+        i = await st.post(request_body(sid + "i"), token=INFRA_AGENT[1])  # after the default room's, both kinds
         for _ in range(100):
             if any(e.get("id") == i["id"] for e in seen):
                 break
@@ -130,7 +124,7 @@ async def test_infra_agent_token_follows_only_its_room(st: BoundaryStation, sid:
 async def _session_rule(st: RoomsStation, sid: str) -> tuple[dict[str, Any], str]:
     """A session rule in the default room: a proxy-keyed request, alice answers ``s``."""
     key = f"{secrets.token_hex(16)}:1"
-    rec = await _submit(st, request_body(sid, command="make test", key=key), AGENT_TOKEN[1])
+    rec = await st.post(request_body(sid, command="make test", key=key), token=AGENT_TOKEN[1])
     prompt = await st.prompt_for(sid, seq=rec["request_seq"])
     assert prompt and "Allow for this session" in content(prompt)["body"]
     await st.alice.text("s", reply_to=prompt["event_id"])
@@ -157,7 +151,7 @@ async def test_rules_of_the_default_room_are_out_of_infras_reach(st: BoundarySta
     _, body = await st.ahttp("GET", f"/rules?session={sid}", token=AGENT_TOKEN[1])  # its own room's token sees it
     assert [r["id"] for r in body["rules"]] == [rule["id"]]
     # still in force: the same request again is settled by it
-    again = await _submit(st, request_body(sid, command="make test", key=key[:-1] + "2"), AGENT_TOKEN[1])
+    again = await st.post(request_body(sid, command="make test", key=key[:-1] + "2"), token=AGENT_TOKEN[1])
     assert again["state"] == "resolved" and again["outcome"]["via"] == "rule", again
     code, body = await st.ahttp("DELETE", f"/rules/{rule['id']}", token=DECIDER_TOKEN[1])  # a decider of every room
     assert code == 200 and body["revoked"]["id"] == rule["id"]
@@ -165,7 +159,7 @@ async def test_rules_of_the_default_room_are_out_of_infras_reach(st: BoundarySta
 
 async def test_a_session_of_one_room_is_never_joined_from_another(st: BoundaryStation, sid: str) -> None:
     key = f"{secrets.token_hex(16)}:1"
-    first = await _submit(st, request_body(sid, key=key), AGENT_TOKEN[1])
+    first = await st.post(request_body(sid, key=key), token=AGENT_TOKEN[1])
     assert first["id"] == f"{sid}:1" and first["room"] == "default"
     # infra's token under the default room's session id: refused, whatever the door
     for body in (request_body(sid), request_body(sid, key=key), request_body(sid, key=key[:-1] + "9")):
@@ -180,12 +174,12 @@ async def test_a_session_of_one_room_is_never_joined_from_another(st: BoundarySt
     code, got = await st.ahttp("POST", "/rules/end", {"key": key, "sessionId": sid}, token=INFRA_AGENT[1])
     assert code == 404, got
     # the session goes on untouched: the next seq is 2, and nothing of infra's is in it
-    nxt = await _submit(st, request_body(sid, tool_call_id="call_2"), AGENT_TOKEN[1])
+    nxt = await st.post(request_body(sid, tool_call_id="call_2"), token=AGENT_TOKEN[1])
     assert nxt["id"] == f"{sid}:2"
     code, got = await st.ahttp("GET", f"/permissions/{sid}:3", token=DECIDER_TOKEN[1])
     assert code == 404
     # and the other way round: infra's session is not the default room's to join
-    mine = await _submit(st, request_body(sid + "x"), INFRA_AGENT[1])
+    mine = await st.post(request_body(sid + "x"), token=INFRA_AGENT[1])
     code, got = await st.ahttp("POST", "/permissions", request_body(sid + "x"), token=AGENT_TOKEN[1])
     assert code == 409 and got["error"] == "session_in_other_room" and mine["room"] == "infra"
     await _cancel_all(st)
@@ -202,7 +196,7 @@ async def test_a_flood_is_capped_and_a_real_prompt_is_posted_promptly(st: Bounda
             assert got["error"] == "too_many_pending" and "max_pending_per_token" in got["reason"], got
     assert codes == [201] * 50 + [429] * 100, {c: codes.count(c) for c in set(codes)}
     t0 = time.monotonic()
-    real = await _submit(st, request_body(sid + "real"), AGENT_TOKEN[1])  # another token: not held back
+    real = await st.post(request_body(sid + "real"), token=AGENT_TOKEN[1])  # another token: not held back
     prompt = await st.prompt_for(real["session_id"], seq=1, timeout=60)
     took = time.monotonic() - t0
     print(f"\nmeasured: the real prompt posted {took:.2f}s after its submission, behind a capped flood of 50")
@@ -215,12 +209,12 @@ async def test_a_flood_is_capped_and_a_real_prompt_is_posted_promptly(st: Bounda
     assert len(notes) == 1, notes
     # one session: 20 at most, whoever submits (infra's token, in its room)
     for n in range(20):
-        await _submit(st, request_body(sid + "s", tool_call_id=f"c{n}"), INFRA_AGENT[1])
+        await st.post(request_body(sid + "s", tool_call_id=f"c{n}"), token=INFRA_AGENT[1])
     over = request_body(sid + "s", tool_call_id="c20")
     code, got = await st.ahttp("POST", "/permissions", over, token=INFRA_AGENT[1])
     assert code == 429 and got["error"] == "too_many_pending" and "max_pending_per_session" in got["reason"], got
     await _cancel_all(st)
-    again = await _submit(st, request_body(f"{sid}f150"), AGENT_B_TOKEN[1])  # answered: whole again
+    again = await st.post(request_body(f"{sid}f150"), token=AGENT_B_TOKEN[1])  # answered: whole again
     assert again["state"] == "pending"
     await _cancel_all(st)
 

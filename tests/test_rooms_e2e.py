@@ -34,12 +34,6 @@ async def rooms(homeserver: Homeserver, workdir: Path) -> AsyncIterator[RoomsSta
     await st.teardown()
 
 
-async def _submit(st: RoomsStation, sid: str, token: str, **body: Any) -> dict[str, Any]:
-    code, rec = await st.ahttp("POST", "/permissions", {**request_body(sid), **body}, token=token)
-    assert code == 201, rec
-    return dict(rec)
-
-
 async def _prompt(st: RoomsStation, rec: dict[str, Any], human: Human) -> dict[str, Any]:
     p = await st.prompt_for(rec["session_id"], seq=rec["request_seq"], human=human)
     assert p, f"no prompt for {rec['id']} in {human.user_id}'s view of {human.room_id}"
@@ -52,12 +46,14 @@ def _structured(rec: dict[str, Any], option: str = "allow_once") -> dict[str, An
 
 
 async def test_each_token_posts_to_its_own_room_whatever_the_body_says(rooms: RoomsStation, sid: str) -> None:
-    infra = await _submit(rooms, sid + "i", INFRA_AGENT[1])
+    infra = await rooms.post(request_body(sid + "i"), token=INFRA_AGENT[1])
     assert infra["room"] == "infra"
     await _prompt(rooms, infra, rooms.dave)
     # a body naming a room, a label and a session id that look like the other room: still the token's room
-    d1 = await _submit(rooms, "infra", AGENT_TOKEN[1], room="infra", label="infra", _meta={"room": "infra"})
-    d2 = await _submit(rooms, sid + "l", rooms.token, room="infra")  # the old single token: the default room
+    d1 = await rooms.post({**request_body("infra"), "room": "infra", "label": "infra", "_meta": {"room": "infra"}},
+                          token=AGENT_TOKEN[1])
+    # the old single token: the default room
+    d2 = await rooms.post({**request_body(sid + "l"), "room": "infra"}, token=rooms.token)
     for rec in (d1, d2):
         assert rec["room"] == "default", rec
         await _prompt(rooms, rec, rooms.alice)
@@ -73,7 +69,7 @@ async def test_each_token_posts_to_its_own_room_whatever_the_body_says(rooms: Ro
 async def test_an_answer_from_the_other_room_settles_nothing(rooms: RoomsStation, sid: str) -> None:
     """alice answers the whole default room, and is a member of infra: none of her ways reaches infra's prompt."""
     await rooms.drain()
-    rec = await _submit(rooms, sid, INFRA_AGENT[1])
+    rec = await rooms.post(request_body(sid), token=INFRA_AGENT[1])
     prompt = await _prompt(rooms, rec, rooms.dave)
     pid = prompt["event_id"]
     # in the default room, where alice answers: a reply and a structured answer naming infra's prompt
@@ -98,7 +94,7 @@ async def test_an_answer_from_the_other_room_settles_nothing(rooms: RoomsStation
 
 async def test_infra_answerers_cannot_answer_the_default_room(rooms: RoomsStation, sid: str) -> None:
     await rooms.drain()
-    rec = await _submit(rooms, sid, AGENT_TOKEN[1])
+    rec = await rooms.post(request_body(sid), token=AGENT_TOKEN[1])
     prompt = await _prompt(rooms, rec, rooms.alice)
     # dave is an answerer in infra only; from there he names the default room's prompt every way he can
     await rooms.dave.text("1", reply_to=prompt["event_id"])
@@ -110,8 +106,8 @@ async def test_infra_answerers_cannot_answer_the_default_room(rooms: RoomsStatio
 
 
 async def test_a_decider_limited_to_infra_does_not_see_the_default_room(rooms: RoomsStation, sid: str) -> None:
-    d = await _submit(rooms, sid + "d", AGENT_TOKEN[1])
-    i = await _submit(rooms, sid + "i", INFRA_AGENT[1])
+    d = await rooms.post(request_body(sid + "d"), token=AGENT_TOKEN[1])
+    i = await rooms.post(request_body(sid + "i"), token=INFRA_AGENT[1])
     code, body = await rooms.ahttp("POST", f"/permissions/{d['id']}", {"decision": "approve"}, token=INFRA_DECIDER[1])
     assert code == 404 and body["error"] == "not_found", body
     assert (await rooms.record(d["id"], wait=0))["state"] == "pending"
@@ -122,8 +118,8 @@ async def test_a_decider_limited_to_infra_does_not_see_the_default_room(rooms: R
 
 
 async def test_permissions_ls_filters_by_room(rooms: RoomsStation, sid: str) -> None:
-    i = await _submit(rooms, sid, INFRA_AGENT[1])
-    d = await _submit(rooms, sid + "d", AGENT_TOKEN[1])
+    i = await rooms.post(request_body(sid), token=INFRA_AGENT[1])
+    d = await rooms.post(request_body(sid + "d"), token=AGENT_TOKEN[1])
     out = rooms.cli("permissions", "ls", "--json", "--room", "infra")
     assert out.returncode == 0, out.stderr
     ids = {r["id"] for r in json.loads(out.stdout)}
@@ -140,7 +136,7 @@ async def test_invites_kicked_bot_rejoins_and_an_unknown_room_is_declined(rooms:
     back = await rooms.dave.wait(lambda e: e.get("type") == "m.room.member" and e.get("state_key") == rooms.bot_id
                                  and content(e).get("membership") == "join", 60, start=rooms.dave.mark() - 3)
     assert back, "the bot did not join infra again"
-    rec = await _submit(rooms, sid, INFRA_AGENT[1])
+    rec = await rooms.post(request_body(sid), token=INFRA_AGENT[1])
     prompt = await _prompt(rooms, rec, rooms.dave)
     await rooms.dave.text("1", reply_to=prompt["event_id"])
     assert (await rooms.record(rec["id"]))["outcome"]["answered_by"] == rooms.dave.user_id
@@ -149,7 +145,7 @@ async def test_invites_kicked_bot_rejoins_and_an_unknown_room_is_declined(rooms:
 
 
 async def test_a_restart_keeps_each_records_room(rooms: RoomsStation, sid: str) -> None:
-    i = await _submit(rooms, sid, INFRA_AGENT[1])
+    i = await rooms.post(request_body(sid), token=INFRA_AGENT[1])
     prompt = await _prompt(rooms, i, rooms.dave)
     await rooms.restart_daemon()
     assert (await rooms.record(i["id"], wait=0))["room"] == "infra"

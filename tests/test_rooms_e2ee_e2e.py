@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -47,15 +46,9 @@ async def two(homeserver: Homeserver, workdir: Path) -> AsyncIterator[TwoRooms]:
     await st.teardown()
 
 
-async def _submit(st: TwoRooms, sid: str, token: str) -> dict[str, Any]:
-    code, rec = await st.ahttp("POST", "/permissions", request_body(sid), token=token)
-    assert code == 201, rec
-    return dict(rec)
-
-
 async def test_an_encrypted_and_a_plain_room_at_once(two: TwoRooms, sid: str) -> None:
-    enc = await _submit(two, sid + "e", AGENT_TOKEN[1])
-    plain = await _submit(two, sid + "p", AGENT_B_TOKEN[1])
+    enc = await two.post(request_body(sid + "e"), token=AGENT_TOKEN[1])
+    plain = await two.post(request_body(sid + "p"), token=AGENT_B_TOKEN[1])
     assert (enc["room"], plain["room"]) == ("default", "plain")
     secret = await two.prompt_for(enc["session_id"], human=two.alice)  # decrypted by alice's device
     assert secret, "no decrypted prompt in the encrypted room"

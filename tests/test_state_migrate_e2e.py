@@ -42,16 +42,13 @@ async def test_a_daemon_on_the_migrated_database_goes_on_where_the_sqlite_one_st
     st = MigratedStation(homeserver, workdir / "migrated-station")
     await st.setup()
     try:
-        code, a = await st.ahttp("POST", "/permissions", request_body(sid, key="k1"))
-        assert code == 201, a
+        a = await st.post(request_body(sid, key="k1"))
         pa = await st.prompt_for(sid, seq=1)
-        code, b = await st.ahttp("POST", "/permissions", request_body(sid, tool_call_id="c2"))
-        assert code == 201, b
+        b = await st.post(request_body(sid, tool_call_id="c2"))
         pb = await st.prompt_for(sid, seq=2)
         assert pa and pb, "no prompts in the room"
         got_b = await _answer(st, b["id"], pb)
-        code, c = await st.ahttp("POST", "/permissions", request_body(sid, tool_call_id="c3"))
-        assert code == 201
+        c = await st.post(request_body(sid, tool_call_id="c3"))
         code, got_c = await st.ahttp("POST", f"/permissions/{c['id']}", {"decision": "deny"})
         assert code == 200 and got_c["state"] == "resolved"
         assert await st.edit_of(pb["event_id"]), "the answered prompt was not edited"
@@ -76,16 +73,16 @@ async def test_a_daemon_on_the_migrated_database_goes_on_where_the_sqlite_one_st
         now = http("GET", st.hs.url + "/_matrix/client/v3/devices", token=session["access_token"])
         assert sorted(d["device_id"] for d in now["devices"]) == devices  # no new login
         for before in (got_b, got_c):
-            code, after = await st.ahttp("GET", f"/permissions/{before['id']}")
-            assert code == 200 and after["state"] == "resolved" and after["outcome"] == before["outcome"], after
+            after = await st.record(before["id"], wait=None)
+            assert after["state"] == "resolved" and after["outcome"] == before["outcome"], after
         code, pending = await st.ahttp("GET", "/permissions?session=" + sid)
         assert code == 200 and [r["id"] for r in pending] == [a["id"]], pending
-        code, same = await st.ahttp("POST", "/permissions", request_body(sid, key="k1"))
-        assert code == 200 and same["id"] == a["id"]  # the key still binds to the carried record
+        same = await st.post(request_body(sid, key="k1"), want=200)
+        assert same["id"] == a["id"]  # the key still binds to the carried record
         await _answer(st, a["id"], pa)
         assert await st.edit_of(pa["event_id"]), "the pending prompt was not edited when settled"
-        code, d = await st.ahttp("POST", "/permissions", request_body(sid, tool_call_id="c4"))
-        assert code == 201 and d["id"] == f"{sid}:4"  # the session's numbering goes on
+        d = await st.post(request_body(sid, tool_call_id="c4"))
+        assert d["id"] == f"{sid}:4"  # the session's numbering goes on
         assert await st.prompt_for(sid, seq=4)
         prompts = st.alice.find(lambda e: st.is_prompt(e) and e["content"].get("session_id") == sid)
         assert sorted(e["content"]["request_seq"] for e in prompts) == [1, 2, 3, 4]  # none posted twice

@@ -25,20 +25,8 @@ AGENT, AGENT_B, DECIDER = AGENT_TOKEN[1], AGENT_B_TOKEN[1], DECIDER_TOKEN[1]
 SNOOP_AGENT = str(AGENTS / "snoop_agent.py")
 
 
-async def _submit(station: Station, sid: str, token: str = AGENT) -> dict[str, Any]:
-    st, rec = await station.ahttp("POST", "/permissions", request_body(sid), token=token)
-    assert st == 201, rec
-    return dict(rec)
-
-
-async def _get(station: Station, rid: str) -> dict[str, Any]:
-    st, rec = await station.ahttp("GET", f"/permissions/{rid}", token=DECIDER)
-    assert st == 200, rec
-    return dict(rec)
-
-
 async def test_agent_token_approving_as_alice_is_refused(station: Station, sid: str) -> None:
-    rec = await _submit(station, sid)
+    rec = await station.post(request_body(sid), token=AGENT)
     assert rec["submitted_by"] == "agent-a"
     for decision in ("approve", "deny"):
         st, body = await station.ahttp(
@@ -46,47 +34,46 @@ async def test_agent_token_approving_as_alice_is_refused(station: Station, sid: 
         )
         assert st == 403 and body["error"] == "forbidden", body
         assert "decider" in body["reason"]
-    after = await _get(station, rec["id"])
+    after = await station.record(rec["id"], wait=None, token=DECIDER)
     assert after["state"] == "pending" and after["outcome"] is None
 
 
 async def test_decider_decision_records_the_token_name_not_by(station: Station, sid: str) -> None:
-    rec = await _submit(station, sid)
+    rec = await station.post(request_body(sid), token=AGENT)
     st, body = await station.ahttp(
         "POST", f"/permissions/{rec['id']}", {"decision": "approve", "by": "@alice:localhost"}, token=DECIDER
     )
     assert st == 200, body
     assert body["outcome"]["answered_by"] == "api:alice-cli" and body["outcome"]["via"] == "api"
-    assert (await _get(station, rec["id"]))["outcome"]["answered_by"] == "api:alice-cli"
+    assert (await station.record(rec["id"], wait=None, token=DECIDER))["outcome"]["answered_by"] == "api:alice-cli"
     # the old single token decides too, recorded as api:api.token
-    rec2 = await _submit(station, sid + "b", token=station.token)
+    rec2 = await station.post(request_body(sid + "b"), token=station.token)
     st, body = await station.ahttp("POST", f"/permissions/{rec2['id']}", {"decision": "deny", "by": "mallory"})
     assert st == 200 and body["outcome"]["answered_by"] == "api:api.token"
 
 
 async def test_a_decider_claiming_a_rule_decided_is_recorded_as_api(station: Station, sid: str) -> None:
     """issue 32: ``via`` is the daemon's to say; a decider sending ``"via": "rule"`` gets ``api`` in the record."""
-    rec = await _submit(station, sid)
+    rec = await station.post(request_body(sid), token=AGENT)
     st, body = await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "approve", "via": "rule"},
                                    token=DECIDER)
     assert st == 200 and body["outcome"]["via"] == "api" and body["outcome"]["answered_by"] == "api:alice-cli", body
-    assert (await _get(station, rec["id"]))["outcome"]["via"] == "api"
-    rec2 = await _submit(station, sid + "b")
+    assert (await station.record(rec["id"], wait=None, token=DECIDER))["outcome"]["via"] == "api"
+    rec2 = await station.post(request_body(sid + "b"), token=AGENT)
     st, body = await station.ahttp("POST", f"/permissions/{rec2['id']}", {"decision": "deny", "via": "matrix"},
                                    token=DECIDER)
     assert st == 422 and "via" in body["reason"], body  # nor any other way a person answers
-    assert (await _get(station, rec2["id"]))["state"] == "pending"
+    assert (await station.record(rec2["id"], wait=None, token=DECIDER))["state"] == "pending"
 
 
 async def test_agent_token_cannot_cancel_another_tokens_request(station: Station, sid: str) -> None:
-    st, rec = await station.ahttp("POST", "/permissions", request_body(sid, key="k-secret"), token=AGENT)
-    assert st == 201, rec
+    rec = await station.post(request_body(sid, key="k-secret"), token=AGENT)
     st, body = await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "cancel"}, token=AGENT_B)
     assert st == 404, body  # no key: as unknown
     cancel = {"decision": "cancel", "key": "k-secret"}
     st, body = await station.ahttp("POST", f"/permissions/{rec['id']}", cancel, token=AGENT_B)
     assert st == 403 and "only the requests it submitted" in body["reason"], body
-    assert (await _get(station, rec["id"]))["state"] == "pending"
+    assert (await station.record(rec["id"], wait=None, token=DECIDER))["state"] == "pending"
     st, body = await station.ahttp("GET", f"/permissions/{rec['id']}", token=AGENT_B)  # reads: any token
     assert st == 200
     st, body = await station.ahttp("POST", f"/permissions/{rec['id']}", {**cancel, "by": "x"}, token=AGENT)
@@ -102,7 +89,7 @@ async def test_a_decider_token_cannot_submit(station: Station, sid: str) -> None
 
 
 async def test_reads_need_a_token_health_and_metrics_do_not(station: Station, sid: str) -> None:
-    rec = await _submit(station, sid)
+    rec = await station.post(request_body(sid), token=AGENT)
     for path in ("/permissions", f"/permissions/{rec['id']}", "/events"):
         st, body = await station.ahttp("GET", path, token=None)
         assert st == 401 and body["error"] == "unauthorized", (path, body)
@@ -179,13 +166,13 @@ async def test_agent_through_the_proxy_finds_no_token_and_cannot_approve_itself(
         else:  # it can read a file its user can read: that file holds only an agent token
             assert got["sources"] == ["parent --token-file"], got
             assert statuses == {"no token": 401, "parent --token-file": 403}, got
-        rec = await _get(station, f"{sid}:1")
+        rec = await station.record(f"{sid}:1", wait=None, token=DECIDER)
         assert rec["state"] == "pending" and rec["outcome"] is None and rec["submitted_by"] == "agent-a"
         st, body = await station.ahttp("POST", f"/permissions/{sid}:1", {"decision": "deny"}, token=DECIDER)
         assert st == 200, body
         out = await c.outcome(30)
         assert out == {**out, "outcome": "selected", "optionId": "reject_once"}
-        assert (await _get(station, f"{sid}:1"))["outcome"]["answered_by"] == "api:alice-cli"
+        assert (await station.record(f"{sid}:1", wait=None, token=DECIDER))["outcome"]["answered_by"] == "api:alice-cli"
         assert ("--token puts the secret in the command line" in c.stderr()) == (via == "argv")
     finally:
         await c.close()
@@ -245,16 +232,16 @@ async def test_permissions_cli_takes_the_token_from_a_file_and_warns_on_argv(
     agent_file, decider_file = tmp_path / "agent.token", tmp_path / "decider.token"
     agent_file.write_text(AGENT + "\n")
     decider_file.write_text(DECIDER + "\n")
-    a, b = await _submit(station, sid), await _submit(station, sid + "b")
+    a, b = await station.post(request_body(sid), token=AGENT), await station.post(request_body(sid + "b"), token=AGENT)
     nothing = {"PERMISSION_BOT_TOKEN": ""}
     r = await asyncio.to_thread(station.cli, "permissions", "approve", a["id"], "--token-file", str(agent_file),
                                 env=nothing)
     assert r.returncode == 1 and "HTTP 403" in r.stderr and "decider" in r.stderr, r
-    assert (await _get(station, a["id"]))["state"] == "pending"
+    assert (await station.record(a["id"], wait=None, token=DECIDER))["state"] == "pending"
     r = await asyncio.to_thread(station.cli, "permissions", "deny", a["id"], "--token-file", str(decider_file),
                                 env=nothing)
     assert r.returncode == 0 and r.stderr == "", r
-    assert (await _get(station, a["id"]))["outcome"]["answered_by"] == "api:alice-cli"
+    assert (await station.record(a["id"], wait=None, token=DECIDER))["outcome"]["answered_by"] == "api:alice-cli"
     r = await asyncio.to_thread(station.cli, "permissions", "deny", b["id"], "--token", DECIDER, env=nothing)
     assert r.returncode == 0, r
     assert "warning: --token puts the secret in the command line" in r.stderr

@@ -8,8 +8,6 @@ import json
 import os
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -17,17 +15,14 @@ from bot.demo.homeserver import Homeserver, free_port
 from tests.support import forkserver
 from tests.support.forkserver import Forked, exe_path
 from tests.support.human import Human, content, rel
+from tests.support.station_api import AGENT_B_TOKEN, AGENT_TOKEN, DECIDER_TOKEN, TOKEN, StationApi
+from tests.support.station_api import request_body as request_body  # re-exported: the tests import it from here
 
 V2 = "dev.agentpod.permission.v2"
-TOKEN = "test-api-token-5b7e"  # the old single api.token: both roles, as name "api.token"
-# named tokens with roles ([[api.tokens]]), beside it
-AGENT_TOKEN = ("agent-a", "test-agent-a-token-0c4d1f")
-AGENT_B_TOKEN = ("agent-b", "test-agent-b-token-7e2a90")
-DECIDER_TOKEN = ("alice-cli", "test-decider-token-3f8b62")
 BOT_PASSWORD = "test-bot-password-91c2"
 
 
-class Station:
+class Station(StationApi):
     def __init__(self, hs: Homeserver, workdir: Path) -> None:
         self.hs = hs
         self.dir = workdir
@@ -169,34 +164,6 @@ level = "debug"
             await asyncio.sleep(0.1)
         raise AssertionError("daemon /healthz never became ready")
 
-    def http(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        token: str | None = TOKEN,
-        raw: bytes | None = None,
-        timeout: float = 70,
-    ) -> tuple[int, Any]:
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        req = urllib.request.Request(self.api_url + path, data=data, method=method)
-        req.add_header("Content-Type", "application/json")
-        if token:
-            req.add_header("Authorization", f"Bearer {token}")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                txt = r.read()
-                return r.status, (json.loads(txt) if txt.strip() else None)
-        except urllib.error.HTTPError as e:
-            txt = e.read()
-            try:
-                return e.code, json.loads(txt)
-            except ValueError:
-                return e.code, txt.decode(errors="replace")
-
-    async def ahttp(self, method: str, path: str, body: Any = None, **kw: Any) -> tuple[int, Any]:
-        return await asyncio.to_thread(self.http, method, path, body, **kw)
-
     def cli(
         self, *args: str, timeout: float = 60, env: dict[str, str] | None = None, input: str | None = None
     ) -> subprocess.CompletedProcess[str]:
@@ -256,19 +223,18 @@ level = "debug"
             start=start,
         )
 
-    async def submit(self, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """POST a new request and wait for its prompt: (record, prompt event)."""
-        st, rec = await self.ahttp("POST", "/permissions", body)
-        assert st == 201, rec
-        prompt = await self.prompt_for(body["sessionId"], seq=rec["request_seq"])
-        assert prompt, "no prompt"
-        return rec, prompt
+    async def prompt(self, sid: str, seq: int, human: Human | None = None) -> dict[str, Any]:
+        """The prompt of ``sid``'s request ``seq`` as ``human`` (alice) reads it; fails when none comes."""
+        prompt = await self.prompt_for(sid, seq=seq, human=human)
+        assert prompt, f"no prompt for {sid}:{seq}"
+        return prompt
 
-    async def record(self, rid: str, wait: float = 15) -> dict[str, Any]:
-        """The request's record, once no longer pending (or after ``wait`` seconds)."""
-        st, rec = await self.ahttp("GET", f"/permissions/{rid}?wait={wait}")
-        assert st == 200
-        return dict(rec)
+    async def submit(
+        self, body: dict[str, Any], *, human: Human | None = None, token: str | None = TOKEN
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """POST a new request (201) and wait for its prompt (``prompt``): (record, prompt event)."""
+        rec = await self.post(body, token=token)
+        return rec, await self.prompt(body["sessionId"], rec["request_seq"], human)
 
     async def drain(self, timeout: float = 30) -> None:
         """Cancel whatever is pending, so a plain answer has one prompt to go to; then wait until the
@@ -326,36 +292,3 @@ class OwnStation(Station):
         self.room_id = self.hs.create_room(
             self.alice.token, invite=[self.bot_id, self.bob.user_id, self.carol.user_id], power=self.room_power()
         )
-
-
-def request_body(
-    session_id: str,
-    *,
-    title: str = "Run the test suite",
-    command: str = "bun test",
-    kind: str = "execute",
-    options: list[tuple[str, str, str]] | None = None,
-    tool_call_id: str = "call_1",
-    key: str | None = None,
-) -> dict[str, Any]:
-    """An ACP session/request_permission params object, as a harness would submit it."""
-    opts = options or [
-        ("allow_once", "Allow once", "allow_once"),
-        ("allow_always", "Always allow", "allow_always"),
-        ("reject_once", "Reject", "reject_once"),
-        ("reject_always", "Never allow", "reject_always"),
-    ]
-    body: dict[str, Any] = {
-        "sessionId": session_id,
-        "toolCall": {
-            "toolCallId": tool_call_id,
-            "title": title,
-            "kind": kind,
-            "rawInput": {"command": command},
-            "locations": [{"path": "apps/hub"}],
-        },
-        "options": [{"optionId": o, "name": n, "kind": k} for o, n, k in opts],
-    }
-    if key:
-        body["key"] = key
-    return body
