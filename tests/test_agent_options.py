@@ -12,7 +12,7 @@ import pytest
 
 from bot.acp import qwen
 from bot.answers.outcomes import session_index
-from bot.door import forms
+from bot.door import forms, outcomes
 from bot.events import validate_content
 from bot.inbox.record import Record
 from bot.inbox.submission import parse_submission
@@ -137,8 +137,8 @@ def test_qwen_question_as_a_form_and_its_answers() -> None:
     assert qwen.answers_of(form, {"0_custom": "DuckDB"}) == {"0": "DuckDB"}
     multi = qwen.form_of([{"question": "Which?", "options": [{"label": "A"}, {"label": "B"}], "multiSelect": True}])
     assert qwen.answers_of(multi, {"0": ["A", "B"]}) == {"0": "A, B"}
-    assert qwen.option_of(p["options"], "allow_once") == "proceed_once"
-    assert qwen.option_of(p["options"], "reject_once") == "cancel"
+    assert outcomes.option_of(p["options"], "allow_once") == "proceed_once"
+    assert outcomes.option_of(p["options"], "reject_once") == "cancel"
     long = qwen.form_of([{"question": "Which?", "options": [{"label": "x" * 300}, {"label": "decline"}]}])
     assert [c.value for c in long.asks[0].choices] == ["choice 1", "choice 2"]
     assert qwen.answers_of(long, {"0": "choice 2"}) == {"0": "decline"}

@@ -22,7 +22,7 @@ from acp.schema import CancelNotification, CloseSessionRequest
 
 from bot.acp.messages import session_of
 from bot.door.ids import FWD_PREFIX, id_key, line_of
-from bot.door.linefilter import ask_loop, may_matter, parse
+from bot.door.linefilter import ERROR_WORD, RESULT_WORD, ask_loop, is_request, may_matter, parse
 
 if TYPE_CHECKING:
     from bot.acp.proxy import Proxy
@@ -33,7 +33,6 @@ _FWD_MARK = FWD_PREFIX.encode()
 _AGENT_WORDS = (b"request_permission", b"tool_call", b"cancel_request", b"elicitation/create")
 _CLIENT_WORDS = (b"cancel", b'"cwd"', b"session/close", b"initialize")
 _SESSION_WORD = b"sessionId"
-_RESULT_WORD, _ERROR_WORD = b'"result"', b'"error"'
 
 
 def loads(line: bytes | bytearray) -> dict[str, Any] | None:
@@ -44,11 +43,7 @@ def loads(line: bytes | bytearray) -> dict[str, Any] | None:
 
 def is_permission_request(msg: Any) -> bool:
     """A ``session/request_permission`` request (id, params object, no result or error)."""
-    return isinstance(msg, dict) and msg.get("method") == "session/request_permission" and _is_request(msg)
-
-
-def _is_request(msg: dict[str, Any]) -> bool:
-    return "id" in msg and isinstance(msg.get("params"), dict) and "result" not in msg and "error" not in msg
+    return isinstance(msg, dict) and msg.get("method") == "session/request_permission" and is_request(msg)
 
 
 class FromAgent:
@@ -65,7 +60,7 @@ class FromAgent:
         if self._proxy.cwd_by_rpc and _SESSION_WORD in data:
             return True
         forms = self._tied or self._proxy.elicitations  # a dict read: safe here
-        if forms and (_RESULT_WORD in data or _ERROR_WORD in data):
+        if forms and (RESULT_WORD in data or ERROR_WORD in data):
             return True  # the agent answering a request a form may be tied to
         return may_matter(data, _AGENT_WORDS)
 
@@ -79,7 +74,7 @@ class FromAgent:
         if is_permission_request(msg):
             self._loop.call_soon_threadsafe(proxy.on_permission_request, msg)
             return False
-        if method == "elicitation/create" and _is_request(msg):
+        if method == "elicitation/create" and is_request(msg):
             if "sessionId" not in msg["params"] and (tied := id_key(msg["params"].get("requestId"))) is not None:
                 self._tied.add(tied)
             self._loop.call_soon_threadsafe(proxy.on_elicitation, msg)
@@ -142,7 +137,7 @@ class FromClient:
             if proxy.elicitations:  # a dict read: safe from this thread
                 ask_loop(self._loop, proxy.cancel_tied(params), proxy.cfg.cancel_budget + 3.0, "$/cancel_request")
             return True  # relayed after the forms tied to that request were answered
-        if method == "initialize" and _is_request(msg):
+        if method == "initialize" and is_request(msg):
             return self._initialize(msg)
         if method == "session/close" and (sid := session_of(CloseSessionRequest, params)) is not None:
             self._loop.call_soon_threadsafe(proxy.on_session_close, sid)

@@ -32,14 +32,6 @@ def is_user_question(params: Any) -> bool:
     return isinstance(meta, Mapping) and meta.get("qwenInteractionKind") == USER_QUESTION
 
 
-def option_of(options: Any, kind: str) -> str | None:
-    """The id of the first option of ACP ``kind`` (``allow_once``, ``reject_once``), or None."""
-    for o in options if isinstance(options, list) else []:
-        if isinstance(o, Mapping) and o.get("kind") == kind and isinstance(o.get("optionId"), str):
-            return str(o["optionId"])
-    return None
-
-
 def form_of(questions: Any) -> forms.Form:
     """``_meta.qwenQuestions`` as a form: question ``i`` is the ask keyed ``"i"``, its choices valued by
     their labels (what Qwen takes; ``choice N`` for a label no option id can be, read back by
@@ -94,8 +86,8 @@ class QwenQuestions(Elicitation):
     def read(self, params: dict[str, Any]) -> tuple[str | None, str | None, Any]:
         req = messages.permission_request(params)
         tc = params["toolCall"]
-        self.allow = option_of(params.get("options"), "allow_once")
-        self.reject = option_of(params.get("options"), "reject_once")
+        self.allow = outcomes.option_of(params.get("options"), "allow_once")
+        self.reject = outcomes.option_of(params.get("options"), "reject_once")
         if self.allow is None:
             raise forms.BadForm("options: no allow_once option to carry the answers")
         self.form = form_of(tc["_meta"].get("qwenQuestions"))

@@ -3,21 +3,13 @@ and the :class:`Proxy`."""
 
 from __future__ import annotations
 
-import asyncio
-
 from bot.acp.filters import FromAgent, FromClient
 from bot.acp.proxy import Proxy
 from bot.door import run as door_run
 from bot.door.config import ProxyConfig
-from bot.door.relay import LineFilter
 
 
 async def run_proxy(cfg: ProxyConfig) -> int:
     """Run the proxy with ``cfg`` until the agent exits; its exit code (128+N for a signal). Logging goes to
     stderr (the caller, ``permission-bot acp``, sets it up: stdout belongs to the relay)."""
-    proxy = Proxy(cfg)
-
-    def filters(loop: asyncio.AbstractEventLoop) -> tuple[LineFilter, LineFilter]:
-        return FromClient(proxy, loop), FromAgent(proxy, loop)
-
-    return await door_run.run(proxy, filters)
+    return await door_run.run(Proxy(cfg), FromClient, FromAgent)

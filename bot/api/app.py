@@ -238,9 +238,10 @@ async def metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
 
 
-def create_app(daemon: Daemon, tokens: Tokens, limits: Limits) -> web.Application:
-    """The aiohttp application over ``daemon``, open to the callers ``tokens`` names (serve it with
-    ``LimitedRunner`` and the same ``limits``)."""
+def create_app(daemon: Daemon, tokens: Tokens) -> web.Application:
+    """The aiohttp application over ``daemon``, open to the callers ``tokens`` names, with its own load
+    :class:`Limits` (serve it with ``LimitedRunner``)."""
+    limits = Limits()
     app = web.Application(client_max_size=MAX_BODY, middlewares=[budget(tokens, limits), _errors])
     app[DAEMON] = daemon
     app[LIMITS] = limits

@@ -126,7 +126,6 @@ def _victim(open_now: Iterable[RequestHandler], me: RequestHandler) -> RequestHa
 class _Handler(RequestHandler):
     """aiohttp's connection handler with the connection cap and the header-read timeout."""
 
-    limits: Limits
     caller = ""  # who the request in progress (or the last one) came from
     trusted = False
     _deadline: asyncio.TimerHandle | None = None
@@ -157,12 +156,11 @@ class _Handler(RequestHandler):
 
 
 class LimitedRunner(web.AppRunner):
-    """An AppRunner whose sites apply ``limits`` to every connection."""
+    """An AppRunner whose sites apply the connection cap and the header-read timeout to every connection."""
 
-    def __init__(self, app: web.Application, limits: Limits, **kwargs: Any) -> None:
+    def __init__(self, app: web.Application, **kwargs: Any) -> None:
         kwargs.setdefault("keepalive_timeout", KEEPALIVE_TIMEOUT)
         super().__init__(app, **kwargs)
-        self.limits = limits
 
     @property
     def server(self) -> web.Server | None:
@@ -172,9 +170,7 @@ class LimitedRunner(web.AppRunner):
             return None
 
         def handler() -> RequestHandler:
-            h = _Handler(s, loop=s._loop, **s._kwargs)
-            h.limits = self.limits
-            return h
+            return _Handler(s, loop=s._loop, **s._kwargs)
 
         return cast(web.Server, handler)
 

@@ -59,14 +59,14 @@ def run(args: argparse.Namespace, door: str = "acp") -> int:
     hide_secrets()
 
     from bot.door.config import ProxyConfig
-    from bot.door.log import configure_stderr_logging, drain_stderr_logging
+    from bot.door.log import configure_stderr_logging
 
     if door == "acp":
         from bot.acp.run import run_proxy
     else:
         from bot.codex.run import run_proxy
 
-    configure_stderr_logging(secrets=[token] if token else ())
+    stderr = configure_stderr_logging(secrets=[token] if token else ())
     if args.token is not None:
         import structlog
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace, door: str = "acp") -> int:
     except KeyboardInterrupt:
         return 130
     finally:
-        drain_stderr_logging(1.0)
+        stderr.drain()  # queued log lines get up to a second to be written
 
 
 if __name__ == "__main__":  # ``permission-bot acp`` on its own

@@ -16,7 +16,7 @@ from bot.util import aio, statedir
 async def _serve(cfg: Config) -> int:
     from bot.api.app import create_app
     from bot.api.auth import Tokens
-    from bot.api.limits import LimitedRunner, Limits
+    from bot.api.limits import LimitedRunner
     from bot.service.daemon import Daemon
     from bot.service.supervisor import Supervisor
 
@@ -49,10 +49,7 @@ async def _serve(cfg: Config) -> int:
             "that reads its environment) can also approve; give agents [[api.tokens]] role = \"agent\" and keep "
             "a role = \"decider\" token where only people reach it",
         )
-    limits = Limits()
-    runner = LimitedRunner(
-        create_app(daemon, Tokens.from_config(cfg.api), limits), limits, access_log=None, handle_signals=False
-    )
+    runner = LimitedRunner(create_app(daemon, Tokens.from_config(cfg.api)), access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, cfg.api.host, cfg.api.port, reuse_address=True)
     try:

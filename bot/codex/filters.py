@@ -21,7 +21,7 @@ import structlog
 
 from bot.codex import wire
 from bot.door.ids import id_key
-from bot.door.linefilter import ask_loop, may_matter, parse
+from bot.door.linefilter import ERROR_WORD, RESULT_WORD, ask_loop, is_request, may_matter, parse
 
 if TYPE_CHECKING:
     from bot.codex.proxy import Proxy
@@ -31,12 +31,7 @@ log = structlog.get_logger("bot.codex")
 _SERVER_WORDS = (b"requestApproval", b"requestUserInput", b"serverRequest/resolved", b"turn/completed",
                  b"thread/started", b"fileChange")
 _CLIENT_WORDS = (b"turn/interrupt",)
-_RESULT_WORD, _ERROR_WORD = b'"result"', b'"error"'
 ITEMS_KEPT = 256  # file-change items remembered for their approvals
-
-
-def _is_request(msg: dict[str, Any]) -> bool:
-    return "id" in msg and isinstance(msg.get("params"), dict) and "result" not in msg and "error" not in msg
 
 
 class FromServer:
@@ -57,9 +52,9 @@ class FromServer:
         proxy, method, params = self._proxy, msg.get("method"), msg.get("params")
         if not isinstance(params, dict):
             return True
-        if method in wire.APPROVALS and _is_request(msg):
+        if method in wire.APPROVALS and is_request(msg):
             return self._approval(msg, params)
-        if method == wire.USER_INPUT and _is_request(msg):
+        if method == wire.USER_INPUT and is_request(msg):
             try:
                 asks = wire.asks_of(params)
             except wire.NotAskable as e:
@@ -118,7 +113,7 @@ class FromClient:
         self._loop = loop
 
     def wants(self, data: bytes | bytearray) -> bool:
-        if self._proxy.taken and (_RESULT_WORD in data or _ERROR_WORD in data):  # a dict read: safe here
+        if self._proxy.taken and (RESULT_WORD in data or ERROR_WORD in data):  # a dict read: safe here
             return True
         return may_matter(data, _CLIENT_WORDS)
 

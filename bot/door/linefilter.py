@@ -13,6 +13,8 @@ import structlog
 
 log = structlog.get_logger("bot.acp")
 
+RESULT_WORD, ERROR_WORD = b'"result"', b'"error"'  # what a line holding a JSON-RPC reply spells
+
 
 def may_matter(data: bytes | bytearray, words: tuple[bytes, ...]) -> bool:
     """False only when no line in ``data`` can spell one of ``words``: no backslash and no word."""
@@ -25,6 +27,11 @@ def parse(line: bytes | bytearray) -> Any:
         return json.loads(line)
     except (ValueError, RecursionError):
         return None
+
+
+def is_request(msg: dict[str, Any]) -> bool:
+    """A JSON-RPC request: an id, a params object, no result or error."""
+    return "id" in msg and isinstance(msg.get("params"), dict) and "result" not in msg and "error" not in msg
 
 
 def ask_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, Any], timeout: float, what: str) -> Any:

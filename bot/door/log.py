@@ -8,7 +8,6 @@ relay; when the backlog is full, lines are dropped and counted instead.
 from __future__ import annotations
 
 import collections
-import logging
 import os
 import threading
 import time
@@ -90,16 +89,11 @@ class StderrSink:
 _sink = StderrSink()  # its thread starts at the first line
 
 
-def configure_stderr_logging(level: int = logging.INFO, secrets: Iterable[str] = ()) -> StderrSink:
+def configure_stderr_logging(secrets: Iterable[str] = ()) -> StderrSink:
     """Send structlog and every library's logging to stderr in the one style (bot.util.logs: key=value, or
     JSON lines with PERMISSION_BOT_LOG_FORMAT=json); return the sink.
 
     ``secrets`` (e.g. the API token) are masked wherever they appear in an event.
     """
-    logs.configure(logging.getLevelName(level).lower(), None, secrets, sink=cast(TextIO, _sink))
+    logs.configure("info", None, secrets, sink=cast(TextIO, _sink))
     return _sink
-
-
-def drain_stderr_logging(timeout: float = 1.0) -> None:
-    """Give queued log lines up to ``timeout`` seconds to be written (call before exiting)."""
-    _sink.drain(timeout)

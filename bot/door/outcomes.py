@@ -5,6 +5,7 @@ Built with the SDK's ``acp.schema`` models, so what reaches the agent is what th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from acp.schema import AllowedOutcome, DeniedOutcome, Error, RequestPermissionResponse
@@ -45,17 +46,22 @@ def result_from_record(rec: dict[str, Any]) -> dict[str, Any]:
     return selected(oid, fb if isinstance(fb, str) and fb else None)
 
 
+def option_of(options: Any, kind: str) -> str | None:
+    """The id of the first option of ACP ``kind`` (``allow_once``, ``reject_once``), or None."""
+    for o in options if isinstance(options, list) else []:
+        if isinstance(o, Mapping) and o.get("kind") == kind and isinstance(o.get("optionId"), str):
+            return str(o["optionId"])
+    return None
+
+
 def reject_result(params: dict[str, Any]) -> dict[str, Any]:
     """A ``reject_once`` option when the request offers one, else the cancelled outcome.
 
     Read from the params as sent, not the model: the fallback answers requests that do not fit
     ACP too, and a reject option among malformed ones is still the safe answer.
     """
-    opts = params.get("options")
-    for o in opts if isinstance(opts, list) else []:
-        if isinstance(o, dict) and o.get("kind") == "reject_once" and isinstance(o.get("optionId"), str):
-            return selected(o["optionId"])
-    return cancelled()
+    reject = option_of(params.get("options"), "reject_once")
+    return cancelled() if reject is None else selected(reject)
 
 
 def after_cancel(cancel_answer: dict[str, Any] | None, current: dict[str, Any] | None) -> dict[str, Any]:

@@ -243,10 +243,8 @@ def _thread(
             res: tuple[bool, Any] = (True, fn(*args))
         except BaseException as e:
             res = (False, e)
-        try:
+        with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(settle, *res)
-        except RuntimeError:
-            pass
 
     threading.Thread(target=run, name=name, daemon=True).start()
     return fut

@@ -29,7 +29,7 @@ log = structlog.get_logger("bot.acp")
 CLIENT_GONE_GRACE = 30.0  # seconds an agent may run on after the client closed stdin (some never exit at EOF)
 
 
-Filters = Callable[[asyncio.AbstractEventLoop], tuple[LineFilter, LineFilter]]  # (from the client, from the agent)
+Filter = Callable[[Any, asyncio.AbstractEventLoop], LineFilter]  # a door's filter class: made with its proxy, the loop
 
 
 async def spawn(cmd: list[str]) -> tuple[asyncio.subprocess.Process, int, int] | int:
@@ -88,8 +88,9 @@ async def _drained(down: asyncio.Future[None], to_client: FdSink, quiet: float =
     return False
 
 
-async def run(proxy: DoorProxy, filters: Filters, name: str = "acp") -> int:
-    """Run until the agent exits; its exit code (128+N for a signal)."""
+async def run(proxy: DoorProxy, from_client: Filter, from_agent: Filter, name: str = "acp") -> int:
+    """Run until the agent exits; its exit code (128+N for a signal). ``from_client`` and ``from_agent``: the door's
+    line filters of each direction."""
     cfg = proxy.cfg
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -112,11 +113,11 @@ async def run(proxy: DoorProxy, filters: Filters, name: str = "acp") -> int:
     proxy.to_agent = to_agent = FdSink(agent_in, owned=True)
     proxy.to_client = to_client = FdSink(cfg.stdout_fd, owned=False)
     big = proxy.note_oversize
-    from_client, from_agent = filters(loop)
     up = relay_thread(f"{name}-client-to-agent", lambda: read_fd(cfg.stdin_fd),
-                      LineRelay(to_agent, from_client, on_oversize=big), loop)
+                      LineRelay(to_agent, from_client(proxy, loop), on_oversize=big), loop)
     down = relay_thread(f"{name}-agent-to-client", lambda: read_fd(agent_out),
-                        LineRelay(to_client, from_agent, on_oversize=big), loop, after=lambda: os.close(agent_out))
+                        LineRelay(to_client, from_agent(proxy, loop), on_oversize=big), loop,
+                        after=lambda: os.close(agent_out))
     stopper = asyncio.ensure_future(stop.wait())
     exited = asyncio.ensure_future(proc.wait())
     waiting: set[asyncio.Future[Any]] = {up, down, stopper, exited}

@@ -51,12 +51,12 @@ def _said(feedback: Any, expired: bool, otherwise: str, expired_text: str = NO_A
 
 def decision(cli: Cli, inp: HookInput, rec: dict[str, Any]) -> dict[str, Any] | None:
     """The hook output for a settled record, or None (cancelled, or an option that is neither)."""
-    if cli == "claude-code" and inp.tool_name == PLAN_TOOL:
-        return plan_decision(inp, rec)  # a plain allow is no decision for ExitPlanMode: echo its input
     out = rec.get("outcome") or {}
     option_id = out.get("option_id")
     if rec.get("state") not in ("resolved", "expired") or not isinstance(option_id, str):
         return None
+    if cli == "claude-code" and inp.tool_name == PLAN_TOOL:
+        return plan_decision(inp, rec)  # a plain allow is no decision for ExitPlanMode: echo its input
     allowed = _allowed(option_id, rec.get("options") or [])
     by = out.get("answered_by") or "a person"
     if allowed is None:
@@ -122,12 +122,10 @@ def form_decision(inp: HookInput, recs: Sequence[Mapping[str, Any]]) -> dict[str
 
 
 def plan_decision(inp: HookInput, rec: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The hook output for an ExitPlanMode request's record: approval echoes ``tool_input``; option 2 also
-    accepts edits for the session (a PermissionRequest only)."""
+    """The hook output for an ExitPlanMode request's settled record (:func:`decision` checks it is): approval
+    echoes ``tool_input``; option 2 also accepts edits for the session (a PermissionRequest only)."""
     out = rec.get("outcome") or {}
     option_id = out.get("option_id")
-    if rec.get("state") not in ("resolved", "expired") or not isinstance(option_id, str):
-        return None
     if option_id in (APPROVE, APPROVE_EDITS):
         by = out.get("answered_by") or "a person"
         return reply(inp.hook_event_name, "allow", f"Plan approved by {by} in the permission room.",

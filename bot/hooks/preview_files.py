@@ -121,11 +121,9 @@ def _read(f: BinaryIO, path: str, real: str, size: int, why: str | None) -> Befo
         why = f"larger than {MAX_TEXT // 1024} KiB"
     if why is None:
         raw = f.read(MAX_TEXT + 1)
-        try:
+        with contextlib.suppress(UnicodeDecodeError):
             if len(raw) <= MAX_TEXT:
                 return Before(text=raw.decode("utf-8"), known=True)
-        except UnicodeDecodeError:
-            pass
         why = "not UTF-8 text" if len(raw) <= MAX_TEXT else f"larger than {MAX_TEXT // 1024} KiB"
         f.seek(0)
     digest, n = hashlib.sha256(), 0

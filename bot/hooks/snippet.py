@@ -50,13 +50,12 @@ def running_program(argv0: str, executable: str) -> tuple[str, ...]:
     return (str(Path(executable).absolute()), "-m", "bot")
 
 
-def own_program(argv0: str | None = None, executable: str | None = None) -> str | None:
+def own_program() -> str | None:
     """Where this install's ``permission-bot`` is: the one program ``hook print-config codex`` writes into a hook
     and ``hook trust codex`` trusts (never a program merely named ``permission-bot`` elsewhere). The resolved
     absolute path of its console script: the one that is running (``argv[0]``), else the one beside this
     interpreter; None when neither is an executable file."""
-    argv0 = sys.argv[0] if argv0 is None else argv0
-    executable = sys.executable if executable is None else executable
+    argv0, executable = sys.argv[0], sys.executable
     candidates = [argv0] if os.path.basename(argv0) == "permission-bot" else []
     if executable:
         candidates.append(os.path.join(os.path.dirname(executable), "permission-bot"))
