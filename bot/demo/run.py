@@ -205,14 +205,12 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="replace")
     demo = Demo(Path(args.state_dir), bool(args.auto), float(args.timeout))
-    code = 1
     try:
-        code = asyncio.run(demo.main())
+        return asyncio.run(demo.main())
     except KeyboardInterrupt:
-        code = 130
+        return 130
     finally:
         demo.stop_all()
-    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
