@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.ls import timed
 from bot.demo.homeserver import Homeserver
 from bot.prompts import build_prompt
-from bot.room.outbox import SEND_CONCURRENCY  # the baseline sends with the daemon's concurrency
+from bot.room.poster import SEND_CONCURRENCY  # the baseline sends with the daemon's concurrency
 from tests.support.human import content, rel
 from tests.support.station import TOKEN, Station, request_body
 

@@ -14,15 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bot.events import validate_content
-from bot.prompts import (
-    ANSWER_HINT,
-    CONTENT_BUDGET,
-    build_prompt,
-    build_settled,
-    edit_content,
-    option_meaning,
-)
-from bot.prompts.message import answer_hint
+from bot.events.ledger import option_meaning
+from bot.prompts import build_prompt, build_settled, edit_content
+from bot.prompts.build import CONTENT_BUDGET
+from bot.prompts.message import ANSWER_HINT, answer_hint
 from bot.prompts.options import by_meaning
 from bot.util.digest import digest_params
 from tests.support.schema import schema_verdict

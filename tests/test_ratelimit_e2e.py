@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bot.room.outbox import SEND_CONCURRENCY
+from bot.room.poster import SEND_CONCURRENCY
 from tests.support.human import content
 from tests.support.limited import limited_station
 from tests.support.station import Station, request_body

@@ -44,7 +44,7 @@ class Bot:
 
     async def start(self) -> Matrix:
         m = self.matrix = Matrix(self.st.matrix_config(), self.kv, str(self.tmp))
-        await m.login()
+        await m.session.login()
         await m.join_room()
         self._stop = asyncio.Event()
         self._task = asyncio.create_task(m.sync_forever(self.handle, self._stop))

@@ -83,11 +83,6 @@ class Matrix:
     def user_id(self) -> str:
         return self.station.user_id
 
-    # -- session (session.py) ------------------------------------------------
-    async def login(self) -> None:
-        """Restore the saved session, else use the configured token, else log in once."""
-        await self.session.login()
-
     # -- the station room --------------------------------------------------
     async def join_room(self) -> str:
         """Resolve every station room and join it (accepting its invite); the default room's id.

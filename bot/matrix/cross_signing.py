@@ -133,11 +133,6 @@ async def sign_device(api: Api, user_id: str, device_keys: Mapping[str, Any], id
     log.info("device_cross_signed", device_id=device_id)
 
 
-def published(q: Mapping[str, Any], user_id: str) -> tuple[str | None, str | None]:
-    """The account's published master and self-signing public keys (None where missing)."""
-    return key_of((q.get("master_keys") or {}).get(user_id)), key_of((q.get("self_signing_keys") or {}).get(user_id))
-
-
 async def ensure(
     api: Api, user_id: str, device_id: str, state_path: str | Path, *,
     password: str | None, recovery_key: str | None,
@@ -150,7 +145,8 @@ async def ensure(
         q = await api.query([user_id])
     except (HttpError, aiohttp.ClientError, TimeoutError) as e:
         raise MatrixFatal(f"matrix: cannot read the bot's published keys ({e})") from None
-    master, ssk = published(q, user_id)
+    master = key_of((q.get("master_keys") or {}).get(user_id))  # the published keys (None where missing)
+    ssk = key_of((q.get("self_signing_keys") or {}).get(user_id))
     if master is None:
         made, local = local is None, local or Identity.generate()
         save_identity(path, local)

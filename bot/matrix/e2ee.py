@@ -49,8 +49,6 @@ class E2EE:
                 if c.should_claim_keys:
                     await c.keys_claim(c.get_users_for_key_claiming())
                 await self.trust.refresh(force=queried)
-            except asyncio.CancelledError:
-                raise
             except Exception as e:
                 log.warning("crypto_housekeeping_failed", error=f"{type(e).__name__}: {e}")
             self.trust.apply()

@@ -32,20 +32,12 @@ async def upload_keys(client: AsyncClient) -> Any:
     _IN_FLIGHT.add(task)
     task.add_done_callback(_IN_FLIGHT.discard)
     r = await asyncio.shield(task)
-    if is_conflict(r):
-        forget_unsaved_one_time_keys(client)
+    if is_conflict(r) and (olm := client.olm) is not None:  # the server holds keys with these ids: drop ours
+        log.warning("one_time_keys_conflict", action="dropping the unsaved one-time keys; new ones go up next")
+        olm.account.mark_keys_as_published()
+        olm.account.shared = True  # the device keys went up with the keys the server kept
+        olm.save_account()
     return r
-
-
-def forget_unsaved_one_time_keys(client: AsyncClient) -> None:
-    """The server already holds one-time keys with these ids: drop ours, so the next upload has new ids."""
-    olm = client.olm
-    if olm is None:
-        return
-    log.warning("one_time_keys_conflict", action="dropping the unsaved one-time keys; new ones go up next")
-    olm.account.mark_keys_as_published()
-    olm.account.shared = True  # the device keys went up with the keys the server kept
-    olm.save_account()
 
 
 async def finish(timeout: float = 10.0) -> None:

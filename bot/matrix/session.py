@@ -17,7 +17,7 @@ from bot.matrix.crypto import accept_forwards_from_session_owner, fingerprint
 from bot.matrix.errors import REVOKED, MatrixFatal, TokenRevoked
 from bot.matrix.retry import NETWORK_ERRORS, retry
 from bot.matrix.station import Station
-from bot.matrix.vault import Vault
+from bot.matrix.vault import TRUST_SUFFIXES, Vault
 from bot.util.logs import add_secret
 
 log = structlog.get_logger("matrix")
@@ -114,7 +114,7 @@ class Session:
             log.warning("matrix_logout_failed", device_id=device, error=str(e))
             return
         await self.kv.set_json(SESSION_KEY, None)
-        for suffix in (".db", ".trusted_devices", ".blacklisted_devices", ".ignored_devices"):
+        for suffix in (".db", *TRUST_SUFFIXES):
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(self.store_path, f"{self.cfg.user_id}_{device}{suffix}"))
         log.info("matrix_logged_out", device_id=device, reason="the start failed; no device is left behind")

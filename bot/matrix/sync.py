@@ -91,8 +91,6 @@ class Syncer:
                     timeout=0 if first else timeout_ms, since=since, full_state=first, set_presence="offline",
                     sync_filter=await self.filter.get() if self.filter else None,
                 )
-            except asyncio.CancelledError:
-                raise
             except Exception as e:
                 self.connected = False
                 await self._pause(stop, backoff, "sync_failed", self.link_outage, error=describe(e))

@@ -21,8 +21,6 @@ drops it, and the next sync creates it again. When the upload fails the definiti
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +29,7 @@ from nio import UploadFilterResponse
 
 from bot.matrix.retry import NETWORK_ERRORS, describe, retry
 from bot.matrix.station import Station
+from bot.util.digest import digest_params
 
 log = structlog.get_logger("matrix")
 
@@ -62,10 +61,6 @@ def station_filter(room_id: str | list[str]) -> dict[str, Any]:
     }
 
 
-def _digest(definition: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(definition, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
 class SyncFilter:
     """The filter the sync loop passes: the kept id, else a new one, else the definition inline."""
 
@@ -80,7 +75,7 @@ class SyncFilter:
         if self._current is not None:
             return self._current
         definition = station_filter(self.room_ids())
-        want = {"user_id": self.st.user_id, "hash": _digest(definition)}
+        want = {"user_id": self.st.user_id, "hash": digest_params(definition)}
         kept = await self.st.kv.get_json(FILTER_KEY)
         if isinstance(kept, dict) and {k: kept.get(k) for k in want} == want and isinstance(kept.get("filter_id"), str):
             self._current = str(kept["filter_id"])

@@ -20,13 +20,8 @@ TOLD_IDENTITY_KEY = "matrix.told_identity."  # + sender + "." + published master
 def room_devices(client: Any, room: Any) -> list[Any]:
     """Every active device of the room's members (joined and invited) but the bot's own."""
     assert client.olm is not None
-    out = []
-    for user in list(room.users):
-        for dev in list(client.olm.device_store.active_user_devices(user)):
-            if user == client.user_id and dev.id == client.device_id:
-                continue
-            out.append(dev)
-    return out
+    return [dev for user in list(room.users) for dev in list(client.olm.device_store.active_user_devices(user))
+            if not (user == client.user_id and dev.id == client.device_id)]
 
 
 class Trust:

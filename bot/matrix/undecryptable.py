@@ -3,7 +3,6 @@ after every sync; after ``[matrix] undecryptable_wait`` the sender is asked, onc
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from typing import Any
@@ -67,8 +66,6 @@ class Undecryptable:
                 msg = ev.as_key_request(ev.sender, c.device_id or "", ev.session_id, ev.device_id)
                 await c.to_device(msg)
             log.info("room_key_requested", session_id=ev.session_id, sender=ev.sender, device_id=ev.device_id)
-        except asyncio.CancelledError:
-            raise
         except Exception as e:
             log.warning("room_key_request_failed", session_id=ev.session_id, error=f"{type(e).__name__}: {e}")
 

@@ -19,22 +19,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from bot.events.ledger import option_meaning
-    from bot.prompts.build import CONTENT_BUDGET, HTML_FORMAT, build_prompt, shown_options
-    from bot.prompts.message import ANSWER_HINT
+    from bot.prompts.build import build_prompt
     from bot.prompts.settled import build_settled, edit_content
 
-__all__ = [
-    "ANSWER_HINT",
-    "CONTENT_BUDGET",
-    "HTML_FORMAT",
-    "build_prompt",
-    "build_settled",
-    "edit_content",
-    "option_meaning",
-    "shown_options",
-]
-_HOME = {"ANSWER_HINT": "message", "build_settled": "settled", "edit_content": "settled"}
+__all__ = ["build_prompt", "build_settled", "edit_content"]
+_HOME = {"build_settled": "settled", "edit_content": "settled"}
 
 
 def __getattr__(name: str) -> Any:

@@ -45,14 +45,13 @@ class _Renderer(RendererHTML):
     def code_inline(self, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
         return f"<code>{esc(tokens[idx].content)}</code>"
 
-    def code_block(self, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
-        return f"<pre><code>{esc(tokens[idx].content.rstrip(chr(10)))}</code></pre>"
-
     def fence(self, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
         token = tokens[idx]
         lang = _LANG.fullmatch(token.info.split()[0]) if token.info.split() else None
         cls = f' class="language-{lang.group(0)}"' if lang else ""
         return f"<pre><code{cls}>{esc(token.content.rstrip(chr(10)))}</code></pre>"
+
+    code_block = fence  # an indented block: a fence with no info string
 
     def link_open(self, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
         return ""

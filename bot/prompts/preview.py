@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from typing import Any, TypeVar
 
 from bot.prompts.shown import Shown, shown_input
@@ -108,13 +109,8 @@ class Facts:
 
 def _first(values: Iterable[T | None], n: int) -> tuple[list[T], bool]:
     """The first ``n`` values that are not None, and whether there were more."""
-    out: list[T] = []
-    for v in values:
-        if v is not None:
-            if len(out) == n:
-                return out, True
-            out.append(v)
-    return out, False
+    kept = list(islice((v for v in values if v is not None), n + 1))
+    return kept[:n], len(kept) > n
 
 
 def gather(

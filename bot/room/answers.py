@@ -230,8 +230,8 @@ class RoomAnswers:
         )
 
     async def _tell_not_answerer(self, user: str, event_id: str, thread_root: str | None) -> None:
-        key = f"told.not_answerer.{user}.{thread_root or '-'}"  # once per person and prompt, never a flood
-        key += "" if self.room == "default" else f"@{self.room}"
+        # once per person and prompt, never a flood; the room's own key (Station.key)
+        key = self.matrix.rooms[self.room].station.key(f"told.not_answerer.{user}.{thread_root or '-'}")
         if await self.inbox.get_kv(key):
             return
         await self.inbox.set_kv(key, iso_ms(self.now()))

@@ -31,7 +31,7 @@ from bot.inbox.db.errors import DATABASE_ERRORS
 from bot.inbox.db.fence import Deposed
 from bot.inbox.record import Record
 from bot.matrix.client import SendFailed, txn_id
-from bot.room.poster import EDITS_FIRST_WAIT, SEND_CONCURRENCY, Counts, Poster
+from bot.room.poster import Poster
 from bot.room.posts import progress_edit, settled_content, short_settled_content
 from bot.util.aio import sleep_unless_stopped, wait_any
 from bot.util.backoff import NO_JITTER, Backoff
@@ -40,8 +40,6 @@ from bot.util.outage import Outage
 log = structlog.get_logger("outbox")
 
 FOREGROUND = ("post", "settle")  # workers whose sends a person waits for
-
-__all__ = ["EDITS_FIRST_WAIT", "SEND_CONCURRENCY", "Counts", "Outbox"]
 
 
 class Outbox(Poster):
@@ -62,13 +60,10 @@ class Outbox(Poster):
 
     def tasks(self) -> list[asyncio.Task[None]]:
         """Start the workers."""
-        return [
-            asyncio.create_task(self._worker("post", self.wake_post, self._post_step), name="post"),
-            asyncio.create_task(self._worker("settle", self.wake_settle, self._settle_step), name="settle"),
-            asyncio.create_task(self._worker("pace", self.wake_pace, self._pace_step), name="pace"),
-            asyncio.create_task(self._worker("seed", self.keycaps.wake_seed, self.keycaps.seed_step), name="seed"),
-            asyncio.create_task(self._worker("clear", self.keycaps.wake_clear, self.keycaps.clear_step), name="clear"),
-        ]
+        steps = [("post", self.wake_post, self._post_step), ("settle", self.wake_settle, self._settle_step),
+                 ("pace", self.wake_pace, self._pace_step), ("seed", self.keycaps.wake_seed, self.keycaps.seed_step),
+                 ("clear", self.keycaps.wake_clear, self.keycaps.clear_step)]
+        return [asyncio.create_task(self._worker(name, wake, step), name=name) for name, wake, step in steps]
 
     async def _worker(self, name: str, wake: asyncio.Event, step: Callable[[], Awaitable[float]]) -> None:
         """Run ``step`` whenever woken (or after the seconds it returns); back off on send failures."""
@@ -159,7 +154,7 @@ class Outbox(Poster):
     async def _progress(self, rec: Record) -> None:
         n = len(rec.approvals)
         escalated = "x" if rec.escalated_at is not None else ""
-        await self.matrix.send(progress_edit(rec), txn_id("q", self.install_id, rec.id, str(n), escalated),
+        await self.matrix.send(progress_edit(rec), txn_id("q", self.inbox.install_id, rec.id, str(n), escalated),
                                room=rec.room)
         await self.inbox.mark_progress_shown(rec.id, n)
         log.info("prompt_progress_edited", request_id=rec.id, approvals=n, needed=rec.approvals_needed)

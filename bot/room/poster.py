@@ -102,11 +102,6 @@ class Poster:
         self.keycaps = Keycaps(inbox, matrix, prompts.seed_reactions, prompts.clear_reactions, stop, now, self.quiet,
                                self.foreground_idle)
 
-    @property
-    def install_id(self) -> str:
-        """Part of every txn id: the inbox's, kept with the state (a wiped state never reuses an old one)."""
-        return self.inbox.install_id
-
     def _ready(self, kind: str, recs: list[Record]) -> list[Record]:
         now = self.now()
         return [r for r in recs if self.retries.ready(f"{kind}:{r.id}", now)]
@@ -176,13 +171,13 @@ class Poster:
         turn, order = TURN[kind], rec.requested_at  # its place while the homeserver rate-limits the bot
         try:
             return await self.matrix.send(
-                content, txn_id(kind, self.install_id, rec.id, *parts), room=rec.room, kind=turn, order=order
+                content, txn_id(kind, self.inbox.install_id, rec.id, *parts), room=rec.room, kind=turn, order=order
             )
         except SendFailed as e:
             if not e.too_large:
                 raise
             log.warning(event, request_id=rec.id, fallback=fallback)
-            short_txn = txn_id(kind + "s", self.install_id, rec.id, *parts)
+            short_txn = txn_id(kind + "s", self.inbox.install_id, rec.id, *parts)
             return await self.matrix.send(short(rec), short_txn, room=rec.room, kind=turn, order=order)
 
     async def _attempt(self, kind: str, send: Callable[[Record], Awaitable[None]], rec: Record) -> None:
@@ -232,7 +227,7 @@ class Poster:
             try:
                 for n, notice in enumerate(full_text_notices(rec, event_id)):  # a long plan: in parts
                     part = () if n == 0 else (str(n),)
-                    await self.matrix.send(notice, txn_id("f", self.install_id, rec.id, *part), room=rec.room)
+                    await self.matrix.send(notice, txn_id("f", self.inbox.install_id, rec.id, *part), room=rec.room)
             except SendFailed as e:  # best effort: the prompt still says it was cut, and needs a reply
                 log.warning("full_text_not_posted", request_id=rec.id, error=str(e))
 

@@ -235,7 +235,7 @@ class Daemon:
     async def connect(self) -> None:
         """Log in and join every station room; then the daemon is ready."""
         try:
-            await self.matrix.login()
+            await self.matrix.session.login()
             await self.matrix.join_room()
         except Exception:  # a failed start logs out the device it logged in (none left behind)
             await self.matrix.session.forget_new_device()
