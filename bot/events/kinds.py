@@ -102,10 +102,9 @@ def question_of(raw_input: Any) -> Question:
     free = raw_input.get("freeText", True)
     if not isinstance(header, str) or len(header) > 200:
         raise ValueError("toolCall.rawInput.header: must be a string of at most 200 characters")
-    if not isinstance(multi, bool):
-        raise ValueError("toolCall.rawInput.multiSelect: must be true or false")
-    if not isinstance(free, bool):
-        raise ValueError("toolCall.rawInput.freeText: must be true or false")
+    for key, flag in (("multiSelect", multi), ("freeText", free)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"toolCall.rawInput.{key}: must be true or false")
     answer_type = raw_input.get("answerType", "text")
     if answer_type not in ("text", "number", "integer"):
         raise ValueError('toolCall.rawInput.answerType: must be "text", "number" or "integer"')

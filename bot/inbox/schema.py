@@ -14,13 +14,11 @@ an older release, or made before versions existed) may have it already.
 
 from __future__ import annotations
 
-from bot.inbox.db import Connection, Database, SchemaTooNew, Step, UpgradeTable, both
+from bot.inbox.db import Connection, Database, Step, UpgradeTable, both
 from bot.inbox.db.upgrade import Body, run
 from bot.inbox.posting import UNPOSTED, UNSEEDED
 from bot.inbox.requests import PENDING_LIVE
 from bot.inbox.sessions import HOOK_KEY_PREFIX
-
-__all__ = ["LATEST", "STEPS", "SchemaTooNew", "upgrade"]
 
 V1_DDL = """
 CREATE TABLE IF NOT EXISTS requests ({ROWID}

@@ -49,16 +49,14 @@ async def run(body: Body, conn: Connection) -> None:
         await body(conn)
 
 
+@dataclass(frozen=True)
 class UpgradeTable:
     """The steps of one schema, by name. ``legacy`` gives the version of a database made before
     ``schema_versions`` (e.g. SQLite's ``PRAGMA user_version``); without it, none recorded means 0."""
 
-    def __init__(
-        self, name: str, steps: list[Step], legacy: Callable[[Connection], Awaitable[int]] | None = None
-    ) -> None:
-        self.name = name
-        self.steps = list(steps)
-        self.legacy = legacy
+    name: str
+    steps: list[Step]
+    legacy: Callable[[Connection], Awaitable[int]] | None = None
 
     @property
     def latest(self) -> int:

@@ -100,10 +100,9 @@ def resolve(configured: str | None, env: Mapping[str, str] | None = None) -> str
     return env.get(ENV) or configured or None
 
 
-def source_key(env: Mapping[str, str] | None = None) -> str:
+def source_key() -> str:
     """What a message about the database URL in force names: the variable when it is set, else the key."""
-    env = os.environ if env is None else env
-    return f"{KEY} (env {ENV})" if env.get(ENV) else KEY
+    return f"{KEY} (env {ENV})" if os.environ.get(ENV) else KEY
 
 
 def session_attrs(target: Target) -> str | None:
