@@ -108,12 +108,9 @@ def question_of(raw_input: Any) -> Question:
     answer_type = raw_input.get("answerType", "text")
     if answer_type not in ("text", "number", "integer"):
         raise ValueError('toolCall.rawInput.answerType: must be "text", "number" or "integer"')
-    described: dict[str, str] = {}
     choices = raw_input.get("options", [])
-    if isinstance(choices, list):
-        for c in choices:
-            if isinstance(c, Mapping) and isinstance(c.get("label"), str) and isinstance(c.get("description"), str):
-                described[c["label"]] = c["description"]
+    described = {c["label"]: c["description"] for c in (choices if isinstance(choices, list) else []) if
+                 isinstance(c, Mapping) and isinstance(c.get("label"), str) and isinstance(c.get("description"), str)}
     url = raw_input.get("url")
     if url is not None and (why := refusal(url)) is not None:
         raise ValueError(f"toolCall.rawInput.url: {why}")

@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS reactions ({ROWID}
   PRIMARY KEY (request_id, key)
 );
 """
-"""The first release's tables as a DDL template (``{REAL}``, ``{ROWID}``: :meth:`bot.inbox.db.Dialect.ddl`)."""
+"""The first release's tables as a DDL template (``{REAL}``, ``{ROWID}``: :meth:`bot.inbox.db.dialect.Dialect.ddl`)."""
 ROOM = ("room", "TEXT NOT NULL DEFAULT 'default'")
 PENDING_HOOK = f"state='pending' AND substr(key, 1, {len(HOOK_KEY_PREFIX)})='{HOOK_KEY_PREFIX}'"
 """The WHERE of the requests_pending_hook index (step: backlog indexes): the hooks' pending requests."""

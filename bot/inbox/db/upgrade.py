@@ -32,9 +32,6 @@ class Step:
     sqlite: Body
     postgresql: Body
 
-    def body(self, engine: str) -> Body:
-        return self.postgresql if engine == "postgresql" else self.sqlite
-
 
 def both(description: str, script: str) -> Step:
     """A step whose one DDL template (``{REAL}``, ``{SERIAL_PK}``, ...) serves both engines."""
@@ -85,7 +82,8 @@ class UpgradeTable:
                     )
                 if current == self.latest:
                     return current
-                await run(self.steps[current].body(conn.dialect.name), conn)
+                step = self.steps[current]
+                await run(step.postgresql if conn.dialect.is_postgres else step.sqlite, conn)
                 await conn.execute(
                     "INSERT INTO schema_versions (name, version) VALUES ($1, $2)"
                     " ON CONFLICT (name) DO UPDATE SET version=excluded.version",

@@ -108,7 +108,5 @@ def source_key() -> str:
 def session_attrs(target: Target) -> str | None:
     """The ``target_session_attrs`` to connect with: the URL's own, else ``read-write`` when it
     names several hosts (after a fail-over only the promoted primary takes writes), else None (the driver's)."""
-    for name, v in parse_qsl(urlsplit(target.dsn or "").query):
-        if name == "target_session_attrs":
-            return v
-    return "read-write" if len(target.hosts) > 1 else None
+    own = next((v for name, v in parse_qsl(urlsplit(target.dsn or "").query) if name == "target_session_attrs"), None)
+    return own or ("read-write" if len(target.hosts) > 1 else None)
