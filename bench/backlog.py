@@ -65,7 +65,7 @@ async def fill(where: Path | str, n: int, posted: bool) -> None:
     inbox = Inbox(where if isinstance(where, Path) else create(where))
     await inbox.open()
     now = time.time()
-    async with inbox.transaction() as db:
+    async with inbox.database.transaction() as db:
         for i in range(n):
             sub = parse_submission(request_body(f"bl{i % 1000}", tool_call_id=f"c{i}", command=f"make t{i}"))
             await inbox.insert(db, sub, now + i * 1e-4, DAY)

@@ -10,9 +10,9 @@ import asyncpg
 import pytest
 
 from bot.inbox.db import Database, create
-from bot.inbox.db.leader import LEADERSHIP, Deposed, Holder, Leader, check_term, is_stale
+from bot.inbox.db.leader import LEADERSHIP, Deposed, Holder, Leader, is_stale
 from bot.inbox.db.postgres import PostgresDatabase
-from tests.support.postgres import daemons_on
+from tests.support.postgres import check_term, daemons_on
 
 DRIVER_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, ConnectionError)
 GUARD = 30  # seconds: only so a broken take-over fails instead of hanging the run

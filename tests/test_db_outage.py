@@ -11,6 +11,7 @@ never comes back is replaced once the standby's grace is over; no writable host 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import signal
 import socket
@@ -24,11 +25,11 @@ import pytest
 
 from bot.inbox.db import create, postgres
 from bot.inbox.db.errors import DATABASE_ERRORS
-from bot.inbox.db.leader import LEADERSHIP, Deposed, Leader, check_term
+from bot.inbox.db.leader import LEADERSHIP, Deposed, Leader
 from bot.inbox.db.notify import SETTLED, Listener, notify
 from bot.inbox.db.postgres import PostgresDatabase
 from tests.support.pg_replica import Pair, replicated, restart, signal_server, stop_immediately
-from tests.support.postgres import APP_PASSWORD, APP_ROLE
+from tests.support.postgres import APP_PASSWORD, APP_ROLE, check_term
 
 GUARD = 60
 
@@ -54,6 +55,14 @@ async def write(db: PostgresDatabase, body: str, term: int) -> None:
         await check_term(conn, term)
         await conn.execute("INSERT INTO posts (body) VALUES ($1)", body)
         await notify(conn, SETTLED, body)
+
+
+async def beat_until_deposed(leader: Leader, every: float) -> None:
+    """Beat every ``every`` seconds until deposed, as the daemon's leadership loop does (bot.service.leadership)."""
+    with contextlib.suppress(Deposed):
+        while True:
+            await leader.beat()
+            await asyncio.sleep(every)
 
 
 async def until_written(db: PostgresDatabase, body: str, term: int) -> int:
@@ -202,7 +211,7 @@ async def test_a_restart_then_a_promotion_depose_no_one(pair: Pair, caplog: pyte
         async with asyncio.timeout(GUARD):
             assert await la.campaign() == 1
             await listener.start()
-            beating = asyncio.create_task(la.run(every=0.2))
+            beating = asyncio.create_task(beat_until_deposed(la, 0.2))
             standby = asyncio.create_task(lb.campaign())
             tasks += [beating, standby]
             await write(a, "before", 1)

@@ -293,7 +293,7 @@ async def test_reads_never_see_a_settle_that_is_then_rolled_back(sqlite_inbox: I
 
     task = asyncio.create_task(reader())
     with pytest.raises(RuntimeError):
-        async with sqlite_inbox.transaction() as db:
+        async with sqlite_inbox.database.transaction() as db:
             await db.execute("UPDATE requests SET state='resolved', outcome_option_id='allow_once',"
                              " outcome_by='x', outcome_via='api', decided_at=2 WHERE id=$1", rec.id)
             written.set()
@@ -316,13 +316,13 @@ async def test_a_failed_commit_is_rolled_back_and_the_next_transaction_works(sql
     from bot.inbox.submission import parse_submission
     from tests.support.station import request_body
 
-    writer = sqlite_inbox.db.writer  # type: ignore[attr-defined]
+    writer = sqlite_inbox.database.writer  # type: ignore[attr-defined]
     raw = writer.raw
     await writer.execute("PRAGMA foreign_keys=ON")
     await writer.execute("CREATE TABLE t_parent (id INTEGER PRIMARY KEY)")
     await writer.execute("CREATE TABLE t_child (p INTEGER REFERENCES t_parent(id) DEFERRABLE INITIALLY DEFERRED)")
     with pytest.raises(sqlite3.IntegrityError):
-        async with sqlite_inbox.transaction() as db:
+        async with sqlite_inbox.database.transaction() as db:
             await db.execute("INSERT INTO t_child (p) VALUES (42)")  # fails only at COMMIT
     assert not raw.in_transaction
     rec, created = await sqlite_inbox.submit(parse_submission(request_body("s")), 1.0, 600)

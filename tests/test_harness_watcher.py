@@ -289,7 +289,7 @@ async def test_bot_restart_doubles_nothing(engine_url: str, fake: FakeHarness, c
     w = _watcher(ib, fake)
     await w.step(client)
     await w.step(client)
-    assert await ib.db.fetchval("SELECT COUNT(*) FROM requests") == 2
+    assert await ib.database.fetchval("SELECT COUNT(*) FROM requests") == 2
     assert [d["id"] for d in fake.decisions] == [p1, p2]
     got = await ib.get(r1.id)
     assert got and got.state == "resolved"  # assumed delivered, not "answered elsewhere"

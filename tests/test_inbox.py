@@ -271,10 +271,10 @@ async def test_an_older_folder_gets_the_index(tmp_path: Path) -> None:
     ib = Inbox(path)
     await ib.open()
     rid = await _request(ib, "s", 1.0, "$p", settle=True)
-    await ib.db.execute("DROP INDEX requests_unedited")
-    await ib.db.execute("ALTER TABLE requests DROP COLUMN post_held")  # a later step's
-    await ib.db.execute("PRAGMA user_version = 8")
-    await ib.db.execute("DROP TABLE schema_versions")  # as an older permission-bot left it
+    await ib.database.execute("DROP INDEX requests_unedited")
+    await ib.database.execute("ALTER TABLE requests DROP COLUMN post_held")  # a later step's
+    await ib.database.execute("PRAGMA user_version = 8")
+    await ib.database.execute("DROP TABLE schema_versions")  # as an older permission-bot left it
     await ib.close()
     ib = Inbox(path)
     await ib.open()

@@ -26,7 +26,7 @@ async def test_every_call_runs_on_the_loop_thread(tmp_path: Path) -> None:
 
 
 async def test_a_closed_inbox_connection_refuses_calls(sqlite_inbox: Inbox) -> None:
-    db = sqlite_inbox.db.writer  # type: ignore[attr-defined]
+    db = sqlite_inbox.database.writer  # type: ignore[attr-defined]
     await sqlite_inbox.close()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         await db.execute("SELECT 1")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bot.inbox import ledger, schema
-from bot.inbox.db import SQLITE, Connection, Step, create
+from bot.inbox.db import SQLITE, Connection, SchemaTooNew, Step, create
 from bot.inbox.record import Settlement
 from bot.inbox.store import Inbox
 from bot.inbox.submission import parse_submission
@@ -206,7 +206,7 @@ async def test_newer_database_is_refused(tmp_path: Path) -> None:
     db.commit()
     db.close()
     inbox = Inbox(path)
-    with pytest.raises(schema.SchemaTooNew, match="newer than this permission-bot knows"):
+    with pytest.raises(SchemaTooNew, match="newer than this permission-bot knows"):
         await inbox.open()
     await inbox.close()
 

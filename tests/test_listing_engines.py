@@ -87,7 +87,7 @@ async def test_a_page_on_postgresql_is_read_in_index_order_without_statistics(
 ) -> None:
     inbox = Inbox(create(pg_url))
     await inbox.open()
-    async with inbox.transaction() as db:  # a backlog just filled: the planner has no statistics for it
+    async with inbox.database.transaction() as db:  # a backlog just filled: the planner has no statistics for it
         for i in range(1500):
             sub = parse_submission(request_body(f"bl{i % 50}", tool_call_id=f"c{i}", command=f"make t{i}"))
             await inbox.insert(db, sub, 1_800_000_000.0 + i * 1e-4, 600)

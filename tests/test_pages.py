@@ -61,7 +61,7 @@ async def test_session_pages(inbox: Inbox) -> None:
 
 async def test_the_page_query_reads_the_state_index_in_order(sqlite_inbox: Inbox) -> None:
     # SQLite's plan (PostgreSQL's planner picks by table size)
-    rows = await sqlite_inbox.db.fetch(
+    rows = await sqlite_inbox.database.fetch(
         "EXPLAIN QUERY PLAN SELECT rowid AS _key, * FROM requests WHERE state=$1 AND (requested_at, rowid) > ($2, $3)"
         " ORDER BY requested_at, rowid LIMIT $4", "pending", 0.0, 0, 10)
     plan = " ".join(str(r[3]) for r in rows)

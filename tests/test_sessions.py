@@ -62,10 +62,10 @@ async def test_a_flood_by_the_token_alone_never_fills_its_proxy_runs_or_hooks_bu
     with pytest.raises(TooManyPending):  # a key of a run that claimed no session proves nothing
         await inbox.submit(_sub("unclaimed", key=f"{ORIGIN}:1"), 1.0, 60, "tok", caps=caps)
     for sid in ("p1", "p2"):
-        async with inbox.transaction() as db:
+        async with inbox.database.transaction() as db:
             await claim(db, sid, "default", ORIGIN, "tok")
     with pytest.raises(TooManyPending):  # the run's key in a session another run claimed: the token alone
-        async with inbox.transaction() as db:
+        async with inbox.database.transaction() as db:
             await claim(db, "q", "default", OTHER, "tok")
         await inbox.submit(_sub("q", key=f"{ORIGIN}:1"), 1.0, 60, "tok", caps=caps)
     for n, sid in enumerate(["p1", "p1", "p2"]):  # the proxy run's own requests: posted all the same
@@ -82,30 +82,30 @@ async def test_a_flood_by_the_token_alone_never_fills_its_proxy_runs_or_hooks_bu
 
 
 async def test_a_proxy_claims_a_session_once_and_before_any_hook(inbox: Inbox) -> None:
-    async with inbox.transaction() as db:
+    async with inbox.database.transaction() as db:
         await claim(db, "s", "default", ORIGIN, "laptop")
         await claim(db, "s", "default", ORIGIN, "laptop")  # the same claim again: fine
     for origin, room, token, err in [(ORIGIN, "default", "other", SessionClaimed),
                                      (OTHER, "default", "other", SessionClaimed),
                                      (ORIGIN, "infra", "laptop", SessionInOtherRoom)]:
         with pytest.raises(err):
-            async with inbox.transaction() as db:
+            async with inbox.database.transaction() as db:
                 await claim(db, "s", room, origin, token)
-    got = await proxy_of(inbox.db, "s")
+    got = await proxy_of(inbox.database, "s")
     assert got is not None and (got.origin, got.token) == (ORIGIN, "laptop")
-    async with inbox.transaction() as db:  # a later run of the same token's proxy loads the session again
+    async with inbox.database.transaction() as db:  # a later run of the same token's proxy loads the session again
         await claim(db, "s", "default", OTHER, "laptop")
-    got = await proxy_of(inbox.db, "s")
+    got = await proxy_of(inbox.database, "s")
     assert got is not None and got.origin == OTHER
-    async with inbox.transaction() as db:
+    async with inbox.database.transaction() as db:
         await claim(db, "s", "default", ORIGIN, "laptop")
     rec, _ = await inbox.submit(_sub("s"), 1.0, 60, "laptop")
     assert rec.id == "s:1"  # a claim takes no number
     await inbox.submit(_sub("h", key=sessions.HOOK_KEY_PREFIX + "1"), 1.0, 60, "laptop")
     with pytest.raises(SessionClaimed):  # a hook asked first: a claim now proves nothing
-        async with inbox.transaction() as db:
+        async with inbox.database.transaction() as db:
             await claim(db, "h", "default", ORIGIN, "laptop")
-    assert await proxy_of(inbox.db, "h") is None and await proxy_of(inbox.db, "nobody") is None
+    assert await proxy_of(inbox.database, "h") is None and await proxy_of(inbox.database, "nobody") is None
 
 
 async def test_the_pending_counts_are_index_lookups(tmp_path: Path) -> None:

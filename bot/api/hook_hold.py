@@ -71,7 +71,7 @@ async def _twin(daemon: Daemon, inp: HookInput, room: str = "default") -> Record
     ACP proxy run that claimed the session (a key of its run, its token), into the same room."""
     if inp.hook_event_name != "PermissionRequest":
         return None
-    proxy = await proxy_of(daemon.inbox.db, inp.session_id)
+    proxy = await proxy_of(daemon.inbox.database, inp.session_id)
     if proxy is None:  # no proxy relays this session: no other door, whatever was submitted under its id
         return None
     pending = await daemon.inbox.pending_of_session(inp.session_id, room=room)  # that session's only
@@ -175,7 +175,7 @@ async def claim_session(request: web.Request, who: Caller, _: Reach) -> web.Resp
     daemon.harnesses.refuse_reserved(sid)
     room = daemon.cfg.room_of_token(who.name)  # the caller's room, by its credential only
     try:
-        async with daemon.inbox.transaction() as db:
+        async with daemon.inbox.database.transaction() as db:
             await claim(db, sid, room, origin, who.name)
     except (SessionClaimed, SessionInOtherRoom) as e:  # answered 409 by the app's error middleware
         api_log.warning("session_claim_refused", session_id=sid, token=who.name, reason=str(e))

@@ -77,8 +77,7 @@ class Config(Section):
 
     def escalation_of(self, room: str) -> EscalationConfig | None:
         """A room's escalation (its own, else ``[escalation]``), or None."""
-        own = next((r.escalation for r in self.rooms if r.name == room), None)
-        return own or self.escalation
+        return next((r.escalation for r in self.rooms if r.name == room), None) or self.escalation
 
     @property
     def state_dir(self) -> Path:

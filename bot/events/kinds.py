@@ -102,19 +102,15 @@ def question_of(raw_input: Any) -> Question:
     free = raw_input.get("freeText", True)
     if not isinstance(header, str) or len(header) > 200:
         raise ValueError("toolCall.rawInput.header: must be a string of at most 200 characters")
-    if not isinstance(multi, bool):
-        raise ValueError("toolCall.rawInput.multiSelect: must be true or false")
-    if not isinstance(free, bool):
-        raise ValueError("toolCall.rawInput.freeText: must be true or false")
+    for key, flag in (("multiSelect", multi), ("freeText", free)):
+        if not isinstance(flag, bool):
+            raise ValueError(f"toolCall.rawInput.{key}: must be true or false")
     answer_type = raw_input.get("answerType", "text")
     if answer_type not in ("text", "number", "integer"):
         raise ValueError('toolCall.rawInput.answerType: must be "text", "number" or "integer"')
-    described: dict[str, str] = {}
     choices = raw_input.get("options", [])
-    if isinstance(choices, list):
-        for c in choices:
-            if isinstance(c, Mapping) and isinstance(c.get("label"), str) and isinstance(c.get("description"), str):
-                described[c["label"]] = c["description"]
+    described = {c["label"]: c["description"] for c in (choices if isinstance(choices, list) else []) if
+                 isinstance(c, Mapping) and isinstance(c.get("label"), str) and isinstance(c.get("description"), str)}
     url = raw_input.get("url")
     if url is not None and (why := refusal(url)) is not None:
         raise ValueError(f"toolCall.rawInput.url: {why}")

@@ -30,7 +30,7 @@ from bot.inbox.db.fence import Deposed
 from bot.inbox.links import Link, Links, Squatted
 from bot.inbox.record import CANCELLED, Record, Settlement
 from bot.inbox.store import Inbox
-from bot.util.aio import wait_any
+from bot.util.aio import wait_first
 from bot.util.backoff import NO_JITTER, Backoff
 from bot.util.outage import Outage
 
@@ -103,7 +103,7 @@ class Watcher:
                     self._set(UNREACHABLE, type(e).__name__)
                 self.failures += 1
                 wait = backoff.delay()
-            await wait_any(stop, self.wake, wait)
+            await wait_first(stop, self.wake, seconds=wait)
 
     async def step(self, client: Client) -> None:
         ep = discover(self.cfg, self.env)

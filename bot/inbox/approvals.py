@@ -51,7 +51,7 @@ class Approvals(InboxBase):
     async def require(self, request_id: str, needed: int, approvers: Sequence[str] | None) -> Record | None:
         """Make a pending request need ``needed`` distinct approvers (an ask rule), from ``approvers``
         (None: its room's answerers); before it is posted (its prompt shows it)."""
-        async with self.transaction() as db:
+        async with self.database.transaction() as db:
             await db.execute(
                 "UPDATE requests SET approvals_needed=$1, approvers=$2 WHERE id=$3 AND state=$4",
                 int(needed), None if approvers is None else dumps(list(approvers)), request_id, PENDING,
@@ -82,7 +82,7 @@ class Approvals(InboxBase):
 
     async def mark_escalated(self, request_id: str, to: Sequence[str], now: float) -> bool:
         """Escalated, once (False when it was already, or is no longer pending); its prompt is edited to say so."""
-        async with self.transaction() as db:
+        async with self.database.transaction() as db:
             changed = await db.execute(
                 "UPDATE requests SET escalated_at=$1, escalated_to=$2, approvals_shown=-1"
                 " WHERE id=$3 AND state=$4 AND escalated_at IS NULL", float(now), dumps(list(to)), request_id, PENDING,

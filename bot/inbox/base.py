@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import fields
 from typing import Any
 
@@ -83,10 +82,6 @@ class InboxBase:
     _approved: list[Callable[[], None]]  # told when a quorum request's approvals changed (edit its prompt)
     _json: JsonKept  # pending records' API JSON, for GET /permissions
 
-    @property
-    def db(self) -> Database:
-        return self.database
-
     def _indexed_by(self, index: str) -> str:
         """`` INDEXED BY index`` on SQLite (which keeps no planner statistics and may take a worse index for a
         partial one's query), nothing on PostgreSQL (whose statistics choose)."""
@@ -101,10 +96,6 @@ class InboxBase:
         (PostgreSQL only; on SQLite one daemon owns the file and ``emit`` tells everyone)."""
         if db.dialect.is_postgres:
             await notify(db, CHANGED, f"{kind}\t{getattr(self.database, 'holder', '')}\t{request_id}")
-
-    def transaction(self) -> AbstractAsyncContextManager[Connection]:
-        """One write transaction (a nested one in the same task joins it); call ``emit`` after it."""
-        return self.database.transaction()
 
     def _wake_approved(self) -> None:
         for wake in self._approved:

@@ -13,11 +13,7 @@ class NoFittingOption(Exception):
 
 
 def _first(options: Sequence[dict[str, Any]], *kinds: str) -> str | None:
-    for kind in kinds:
-        for o in options:
-            if o.get("kind") == kind:
-                return str(o["optionId"])
-    return None
+    return next((str(o["optionId"]) for kind in kinds for o in options if o.get("kind") == kind), None)
 
 
 def choose(

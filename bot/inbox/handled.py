@@ -35,7 +35,7 @@ class Handled(InboxBase):
 
     async def take_parked(self) -> list[dict[str, Any]]:
         """Every parked event, oldest first, removed from the parking."""
-        async with self.transaction() as db:
+        async with self.database.transaction() as db:
             rows = await db.fetch("SELECT source FROM parked ORDER BY at, rowid")
             await db.execute("DELETE FROM parked")
         return [json.loads(r[0]) for r in rows]
@@ -54,7 +54,7 @@ class Handled(InboxBase):
 
     async def made_once(self, k: str) -> str:
         """The value of ``k``: a random hex made the first time it is asked for, then kept."""
-        async with self.transaction() as db:
+        async with self.database.transaction() as db:
             await db.execute("INSERT OR IGNORE INTO kv (k, v) VALUES ($1, $2)", k, uuid.uuid4().hex)
             v = await db.fetchval("SELECT v FROM kv WHERE k=$1", k)
         assert v is not None
@@ -69,6 +69,6 @@ class Handled(InboxBase):
 
     async def set_many_json(self, values: Mapping[str, Any]) -> None:
         """Several values in one transaction (a sync token and the crypto store it goes with)."""
-        async with self.transaction() as db:
+        async with self.database.transaction() as db:
             for k, v in values.items():
                 await db.execute(SET_KV, k, dumps(v))

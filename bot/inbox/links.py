@@ -71,19 +71,18 @@ class Links:
     ) -> tuple[Record, bool]:
         """Store a held request and its link in one transaction; idempotent (the submission's ``key``).
         ``hold_post`` and ``room`` as for ``Inbox.submit``."""
-        async with self.inbox.transaction() as db:
+        async with self.inbox.database.transaction() as db:
             rec, created = await self._insert(db, sub, now, timeout, room)
-            if created and hold_post:
-                await self.inbox.hold_post(db, rec.id)
-            if not created:
-                if await db.fetchrow(
-                    "SELECT 1 FROM harness_links WHERE request_id=$1 AND harness=$2 AND harness_id=$3"
-                    " AND fingerprint=$4",
-                    rec.id, harness, harness_id, fingerprint,
-                ) is None:
-                    raise Squatted(f"{rec.id}: the inbox holds this key from another source")
             if created:
+                if hold_post:
+                    await self.inbox.hold_post(db, rec.id)
                 await self.inbox.notify_change(db, "request", rec.id)
+            elif await db.fetchrow(
+                "SELECT 1 FROM harness_links WHERE request_id=$1 AND harness=$2 AND harness_id=$3"
+                " AND fingerprint=$4",
+                rec.id, harness, harness_id, fingerprint,
+            ) is None:
+                raise Squatted(f"{rec.id}: the inbox holds this key from another source")
             await db.execute(
                 "INSERT OR IGNORE INTO harness_links (harness, harness_id, fingerprint, request_id, at)"
                 " VALUES ($1, $2, $3, $4, $5)",
@@ -98,7 +97,7 @@ class Links:
         out: set[tuple[str, str]] = set()
         for i in range(0, len(harness_ids), 500):
             chunk = harness_ids[i : i + 500]
-            rows = await self.inbox.db.fetch(
+            rows = await self.inbox.database.fetch(
                 "SELECT harness_id, fingerprint FROM harness_links WHERE harness=$1 AND harness_id IN"
                 f" ({placeholders(2, len(chunk))})",
                 harness, *chunk,
@@ -108,7 +107,7 @@ class Links:
 
     async def pending(self, harness: str) -> list[Link]:
         """Links of ``harness`` whose inbox request is still pending (their delivery is still open)."""
-        rows = await self.inbox.db.fetch(
+        rows = await self.inbox.database.fetch(
             "SELECT l.* FROM harness_links l JOIN requests q ON q.id = l.request_id"
             f" WHERE l.harness=$1 AND {OPEN} AND q.state=$3",
             harness, SENDING, PENDING,
@@ -125,7 +124,7 @@ class Links:
         return await self._with_requests(harness, " ORDER BY q.requested_at")
 
     async def _with_requests(self, harness: str, then: str, *args: object) -> list[tuple[Link, Record]]:
-        rows = await self.inbox.db.fetch(
+        rows = await self.inbox.database.fetch(
             "SELECT l.harness, l.harness_id, l.fingerprint, l.request_id, l.delivery, l.attempts, q.*"
             f" FROM harness_links l JOIN requests q ON q.id = l.request_id WHERE l.harness=$1 AND {OPEN}{then}",
             harness, SENDING, *args,
@@ -140,7 +139,7 @@ class Links:
         closed (cancelled; a pending one as settled, a settled one amended, its answer never sent) with
         ``note(old, new)``, ``sub`` is stored as the new request (the next revision of the same tool
         call) and the link moves to it. (old, new), or None when the link moved on meanwhile."""
-        async with self.inbox.transaction() as db:
+        async with self.inbox.database.transaction() as db:
             row = await db.fetchrow(
                 "SELECT q.* FROM harness_links l JOIN requests q ON q.id = l.request_id WHERE l.request_id=$1"
                 f" AND l.harness=$3 AND l.harness_id=$4 AND l.fingerprint=$5 AND {OPEN}",
@@ -183,7 +182,7 @@ class Links:
         The original answer stays named in the note; the prompt is edited again (``prompt_edited`` reset), and
         the listeners hear ``amended``.
         """
-        async with self.inbox.transaction() as db:
+        async with self.inbox.database.transaction() as db:
             await db.execute(
                 "UPDATE harness_links SET delivery=$1, at=$2 WHERE request_id=$3", delivery, float(now), request_id
             )

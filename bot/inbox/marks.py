@@ -53,7 +53,7 @@ class Marks(InboxBase):
         A position reserved as ``answer`` (an event not decrypted yet) takes the kind it turns out to have.
         Positions are shared by every room (one counter) and compared only within one room.
         """
-        async with self.transaction() as db:
+        async with self.database.transaction() as db:
             await db.execute(
                 "INSERT INTO timeline (event_id, kind, request_id, room) VALUES ($1, $2, $3, $4) ON CONFLICT(event_id)"
                 " DO UPDATE SET kind=excluded.kind, request_id=excluded.request_id WHERE timeline.kind='answer'",
@@ -91,7 +91,7 @@ class Marks(InboxBase):
         args = (*ids, by, withdrawn)
         if await self.database.fetchrow(find, *args) is None:  # most redactions (the bot's keycap clean-up) end here
             return None
-        async with self.transaction() as db:
+        async with self.database.transaction() as db:
             row = await db.fetchrow(find, *args)
             if row is None:
                 return None

@@ -34,7 +34,7 @@ class Posting(InboxBase):
     async def set_prompt_event(self, request_id: str, event_id: str, now: float | None = None) -> bool:
         """The prompt is in the room as ``event_id``. Whether the request is still pending: one settled while
         its prompt was on its way needs its edit now (the settle came before there was a prompt to edit)."""
-        async with self.transaction() as db:
+        async with self.database.transaction() as db:
             await db.execute(
                 "UPDATE requests SET prompt_event_id=$1, posted_at=$2 WHERE id=$3",
                 event_id, None if now is None else float(now), request_id,

@@ -6,11 +6,12 @@ A request leaves ``pending`` at most once: settling is a conditional UPDATE chec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from bot.inbox import ledger
 from bot.inbox.approvals import Approvals
 from bot.inbox.base import RELEASED, Settled, read, row_to_record, stored, written
-from bot.inbox.db import Connection
+from bot.inbox.db import Connection, placeholders
 from bot.inbox.marks import mark_settled_at
 from bot.inbox.record import PENDING, Record, Settlement, dumps
 from bot.inbox.sessions import PendingCaps, check_caps, check_room, next_seq
@@ -37,7 +38,7 @@ class Requests(Approvals):
         session of another room raises :class:`bot.inbox.sessions.SessionInOtherRoom`. ``caps``: a new
         request over them raises :class:`bot.inbox.sessions.TooManyPending`.
         ``held_by``: the holder id of the daemon a hook waits on for it (bot.inbox.holds)."""
-        async with self.transaction() as db:
+        async with self.database.transaction() as db:
             rec, created = await self.insert(
                 db, sub, now, timeout, submitted_by, room=room, caps=caps, held=held_by is not None)
             if created:
@@ -78,8 +79,7 @@ class Requests(Approvals):
         values = sub.as_fields() | {  # the submission's fields, and the rest the record starts with
             "id": rid, "request_seq": seq, "revision": revision, "state": PENDING, "requested_at": float(now),
             "expires_at": float(now + timeout), "submitted_by": submitted_by, "room": room, "kind": str(sub.kind)}
-        marks = ", ".join(f"${i}" for i in range(1, len(values) + 1))
-        await db.execute(f"INSERT INTO requests ({', '.join(values)}) VALUES ({marks})",
+        await db.execute(f"INSERT INTO requests ({', '.join(values)}) VALUES ({placeholders(1, len(values))})",
                          *map(stored, values, values.values()))
         return await written(db, rid), True
 
@@ -91,7 +91,7 @@ class Requests(Approvals):
 
     async def release_post(self, request_id: str) -> None:
         """The request may be posted now (wake the poster after this)."""
-        async with self.transaction() as db:
+        async with self.database.transaction() as db:
             if await db.execute("UPDATE requests SET post_held=0 WHERE id=$1 AND post_held=1", request_id):
                 await self.notify_change(db, RELEASED, request_id)  # the leader may be another daemon: wake its poster
 
@@ -107,7 +107,7 @@ class Requests(Approvals):
         a quorum request still pending when this approval was counted (:class:`bot.inbox.quorum.NotCounted`
         through the API when it may not count). The settlement is appended to the ledger in the same
         transaction."""
-        async with self.transaction() as db:
+        async with self.database.transaction() as db:
             if how.event_id is not None:
                 await db.execute("INSERT OR IGNORE INTO handled (event_id, at) VALUES ($1, $2)", how.event_id,
                                  float(how.now))
@@ -145,11 +145,9 @@ class Requests(Approvals):
             if not ev.is_set() and self._changed.get(request_id) is ev and (rec is None or not rec.pending):
                 del self._changed[request_id]
             return rec
-        try:
+        with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):  # not wait_for: its extra task costs the answer two loop turns
                 await ev.wait()
-        except TimeoutError:
-            pass
         return ev.record or await self.get(request_id)
 
     async def due(self, now: float) -> list[Record]:

@@ -14,13 +14,11 @@ an older release, or made before versions existed) may have it already.
 
 from __future__ import annotations
 
-from bot.inbox.db import Connection, Database, SchemaTooNew, Step, UpgradeTable, both
+from bot.inbox.db import Connection, Database, Step, UpgradeTable, both
 from bot.inbox.db.upgrade import Body, run
 from bot.inbox.posting import UNPOSTED, UNSEEDED
 from bot.inbox.requests import PENDING_LIVE
 from bot.inbox.sessions import HOOK_KEY_PREFIX
-
-__all__ = ["LATEST", "STEPS", "SchemaTooNew", "upgrade"]
 
 V1_DDL = """
 CREATE TABLE IF NOT EXISTS requests ({ROWID}
@@ -65,7 +63,7 @@ CREATE TABLE IF NOT EXISTS reactions ({ROWID}
   PRIMARY KEY (request_id, key)
 );
 """
-"""The first release's tables as a DDL template (``{REAL}``, ``{ROWID}``: :meth:`bot.inbox.db.Dialect.ddl`)."""
+"""The first release's tables as a DDL template (``{REAL}``, ``{ROWID}``: :meth:`bot.inbox.db.dialect.Dialect.ddl`)."""
 ROOM = ("room", "TEXT NOT NULL DEFAULT 'default'")
 PENDING_HOOK = f"state='pending' AND substr(key, 1, {len(HOOK_KEY_PREFIX)})='{HOOK_KEY_PREFIX}'"
 """The WHERE of the requests_pending_hook index (step: backlog indexes): the hooks' pending requests."""

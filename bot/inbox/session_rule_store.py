@@ -85,7 +85,7 @@ class SessionRules:
 
     async def add(self, scope: Scope, *, set_by: str, request_id: str, now: float) -> SessionRule:
         """Store a rule (the same scope again keeps the first rule, marked used now)."""
-        async with self.inbox.transaction() as db:
+        async with self.inbox.database.transaction() as db:
             await db.execute(
                 "INSERT INTO session_rules (origin, session_id, tool, subject, set_by, request_id, created_at,"
                 " used_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT (origin, session_id, tool, subject)"
@@ -100,11 +100,11 @@ class SessionRules:
         """The rule for exactly ``scope``, or None. The session is active: its rules are marked used now
         (a session's rules expire together, once it has been idle for the ttl)."""
         args = (scope.origin, scope.session_id)
-        if await self.inbox.db.fetchrow(
+        if await self.inbox.database.fetchrow(
             "SELECT 1 FROM session_rules WHERE origin=$1 AND session_id=$2 LIMIT 1", *args
         ) is None:
             return None  # the common case: no write
-        async with self.inbox.transaction() as db:
+        async with self.inbox.database.transaction() as db:
             await db.execute("UPDATE session_rules SET used_at=$1 WHERE origin=$2 AND session_id=$3", float(now), *args)
             return await _of_scope(db, scope)
 
@@ -114,12 +114,12 @@ class SessionRules:
         if session_id is not None:
             sql, args = sql + " AND session_id=$1", (session_id,)
         where, names = in_rooms(rooms, len(args) + 1)
-        return [_rule(r) for r in await self.inbox.db.fetch(sql + where + " ORDER BY id", *args, *names)]
+        return [_rule(r) for r in await self.inbox.database.fetch(sql + where + " ORDER BY id", *args, *names)]
 
     async def revoke(self, rule_id: int, rooms: Collection[str] | None = None) -> SessionRule | None:
         """Remove one rule (of ``rooms`` only, when given); the rule removed, or None when there was none."""
         where, names = in_rooms(rooms, 2)
-        async with self.inbox.transaction() as db:
+        async with self.inbox.database.transaction() as db:
             row = await db.fetchrow(f"DELETE FROM session_rules WHERE id=$1{where} RETURNING *", rule_id, *names)
         return _rule(row) if row is not None else None
 
@@ -139,7 +139,7 @@ class SessionRules:
         sql, args = "SELECT submitted_by, room FROM requests WHERE key=$1", [key]
         if session_id is not None:
             sql, args = sql + " AND session_id=$2", [key, session_id]
-        async with self.inbox.transaction() as db:
+        async with self.inbox.database.transaction() as db:
             rows = await db.fetch(sql, *args)
             if not any(r[0] == submitted_by and (rooms is None or r[1] in rooms) for r in rows):
                 return None

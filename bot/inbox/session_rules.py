@@ -25,8 +25,6 @@ from bot.inbox.submission import canon
 from bot.prompts.meanings import own_session_option
 from bot.prompts.shown import settings_of, shown_input
 
-__all__ = ["ALIASES", "FILES_LABEL", "LABEL", "REACTION", "Scope", "facts", "offered", "origin_of", "scope_of"]
-
 LABEL = "Allow for this session (this command)"
 """The bot's own numbered line after the agent's options (for a command)."""
 FILES_LABEL = "Allow for this session (these files)"

@@ -24,7 +24,6 @@ from bot.inbox.listing import Listing
 from bot.inbox.marks import Marks
 from bot.inbox.pages import JsonKept
 from bot.inbox.posting import Posting
-from bot.inbox.record import CANCELLED, EXPIRED, PENDING, RESOLVED
 from bot.inbox.requests import Requests
 from bot.inbox.schema import upgrade
 
@@ -86,6 +85,3 @@ class Inbox(Requests, Listing, Posting, Marks, Handled, Holds):
     def waited(self) -> list[str]:
         """The ids long-polls of this daemon wait on."""
         return list(self._changed)
-
-
-__all__ = ["CANCELLED", "EXPIRED", "PENDING", "RESOLVED", "Inbox"]

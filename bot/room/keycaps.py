@@ -27,7 +27,7 @@ from bot.matrix import rate
 from bot.matrix.client import Matrix, SendFailed, txn_id
 from bot.prompts.options import MEANING_ORDER, by_meaning
 from bot.room.quiet import Quiet
-from bot.util.aio import sleep_unless_stopped, wait_any
+from bot.util.aio import sleep_unless_stopped, wait_first
 
 log = structlog.get_logger("outbox")
 
@@ -76,7 +76,7 @@ class Keycaps:
         """Wait until no prompt or edit is being sent and the room is quiet; False when stopping."""
         while not self.stop.is_set():
             if not self.foreground_idle.is_set():
-                await wait_any(self.stop, self.foreground_idle, 1.0)
+                await wait_first(self.stop, self.foreground_idle, seconds=1.0)
                 continue
             busy = self.quiet.busy_for(self.now(), posting=False)
             if busy <= 0:

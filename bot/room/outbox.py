@@ -33,7 +33,7 @@ from bot.inbox.record import Record
 from bot.matrix.client import SendFailed, txn_id
 from bot.room.poster import Poster
 from bot.room.posts import progress_edit, settled_content, short_settled_content
-from bot.util.aio import sleep_unless_stopped, wait_any
+from bot.util.aio import sleep_unless_stopped, wait_first
 from bot.util.backoff import NO_JITTER, Backoff
 from bot.util.outage import Outage
 
@@ -102,7 +102,7 @@ class Outbox(Poster):
                     self._foreground -= 1
                     if self._foreground == 0 and not (self.wake_post.is_set() or self.wake_settle.is_set()):
                         self.foreground_idle.set()
-            await wait_any(self.stop, wake, idle)
+            await wait_first(self.stop, wake, seconds=idle)
 
     async def _settle_step(self) -> float:
         """Edit at once the settled prompts only their edit shows settled (a new prompt waits for these);

@@ -37,7 +37,7 @@ from bot.room.posts import (
 )
 from bot.room.quiet import EditPacer, Quiet
 from bot.room.timing import Timings
-from bot.util.aio import wait_any, wait_first
+from bot.util.aio import wait_first
 from bot.util.backoff import KeyedBackoff
 
 log = structlog.get_logger("outbox")
@@ -125,7 +125,7 @@ class Poster:
                     await wait_first(self.stop, self.wake_post, freed)
                     continue
                 if not self.edits_idle.is_set():  # the edits nothing else shows go first (see the module docstring)
-                    await wait_any(self.stop, self.edits_idle, EDITS_FIRST_WAIT)
+                    await wait_first(self.stop, self.edits_idle, seconds=EDITS_FIRST_WAIT)
                 await self.sends.acquire()
                 if self.wake_post.is_set():  # a request arrived while this waited for a slot: it may go first
                     self.sends.release()

@@ -43,7 +43,7 @@ from bot.service.metrics import Metrics, export_figures
 from bot.service.rooms import RoomFigures, Rooms
 from bot.service.state_db import new_holder, state_database
 from bot.service.webhooks import Webhooks
-from bot.util.aio import wait_any
+from bot.util.aio import wait_first
 from bot.util.backoff import Backoff
 from bot.util.outage import Outage
 from bot.util.statedir import secure_state_dir
@@ -225,7 +225,7 @@ class Daemon:
                 nxt = None
             wait = 30.0 if nxt is None else max(0.05, min(30.0, nxt - self.now()))
             wait = min(wait, max(0.5, self.cfg.prompts.session_rule_ttl / 4))  # idle rules go in time
-            await wait_any(self.stop, self.wake_timer, wait)
+            await wait_first(self.stop, self.wake_timer, seconds=wait)
 
     # -- lifecycle -------------------------------------------------------------
     async def start(self) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from bot.inbox.db.fence import Deposed
-from bot.util.aio import wait_any
+from bot.util.aio import wait_first
 
 log = structlog.get_logger("daemon")
 
@@ -29,4 +29,4 @@ async def tick_loop(
         except Exception as e:
             log.warning(failed, error=str(e)[:200])
             wait = RETRY
-        await wait_any(stop, wake, wait)
+        await wait_first(stop, wake, seconds=wait)

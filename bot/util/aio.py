@@ -13,15 +13,8 @@ T = TypeVar("T")
 
 async def sleep_unless_stopped(stop: asyncio.Event, seconds: float) -> None:
     """Sleep ``seconds``, or less when ``stop`` is set."""
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), seconds)
-    except TimeoutError:
-        pass
-
-
-async def wait_any(stop: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
-    """Wait until ``stop`` or ``wake`` is set, or ``seconds`` pass."""
-    await wait_first(stop, wake, seconds=seconds)
 
 
 async def wait_first(*events: asyncio.Event, seconds: float | None = None) -> None:

@@ -3,6 +3,7 @@ time, parsed in one place for CLI, API and config."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 from datetime import UTC, datetime
 
@@ -44,10 +45,8 @@ def parse_since(text: str, now: float) -> float:
     names no zone), as a timestamp; ``ValueError`` saying what is accepted."""
     s = text.strip()
     if s and not s.replace(".", "").isdigit():
-        try:
+        with contextlib.suppress(DurationError):
             return now - parse_duration(s)
-        except DurationError:
-            pass
     try:
         t = datetime.fromisoformat(s.replace("Z", "+00:00"))
     except ValueError:

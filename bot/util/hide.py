@@ -16,6 +16,7 @@ Both steps are best effort: elsewhere, or when ``/proc`` is missing, nothing hap
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 
@@ -64,10 +65,8 @@ def hide_secrets() -> None:
     """Not dumpable, and no token left in this process's /proc environ or cmdline (Linux only)."""
     if not sys.platform.startswith("linux"):
         return
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
     regions = _regions()
     if regions is None:
         return

@@ -19,21 +19,19 @@ LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 class Unreachable(Exception):
-    """Nothing answered at ``url`` (refused, unknown host, timed out); ``reason`` says which."""
+    """Nothing answered (refused, unknown host, timed out); ``reason`` says which."""
 
-    def __init__(self, url: str, reason: str) -> None:
+    def __init__(self, reason: str) -> None:
         super().__init__(reason)
-        self.url = url
         self.reason = reason
 
 
 class HTTPStatusError(Exception):
     """A non-2xx answer where one was required."""
 
-    def __init__(self, url: str, status: int, body: Any) -> None:
+    def __init__(self, url: str, status: int) -> None:
         super().__init__(f"{url}: HTTP {status}")
         self.status = status
-        self.body = body
 
 
 def reason(err: BaseException) -> str:
@@ -93,7 +91,7 @@ def call(
         except (OSError, http.client.HTTPException):
             raw = b""
     except (OSError, http.client.HTTPException, ValueError) as err:
-        raise Unreachable(url, reason(err)) from None
+        raise Unreachable(reason(err)) from None
     return status, decode(raw)
 
 
@@ -101,7 +99,7 @@ def ok(method: str, url: str, body: Any = None, *, token: str | None = None, tim
     """The body of a 2xx answer (``{}`` when empty); ``HTTPStatusError`` otherwise."""
     status, got = call(method, url, body, token=token, timeout=timeout)
     if not 200 <= status < 300:
-        raise HTTPStatusError(url, status, got)
+        raise HTTPStatusError(url, status)
     return {} if got is None else got
 
 

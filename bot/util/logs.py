@@ -128,18 +128,12 @@ def settings(level: str | None, fmt: str | None, env: Mapping[str, str]) -> tupl
 _warned: set[str] = set()
 Renderer = Callable[[Any, str, MutableMapping[str, Any]], "str | bytes"]
 _renderer: Renderer = structlog.processors.KeyValueRenderer()
+_to_json = structlog.processors.JSONRenderer()
 
 
-def _make_renderer(fmt: str) -> Renderer:
-    if fmt == "json":
-        to_json = structlog.processors.JSONRenderer()
-
-        def first_keys_first(logger: Any, name: str, event: MutableMapping[str, Any]) -> str | bytes:
-            head = {k: event.pop(k) for k in ("timestamp", "level", "event") if k in event}
-            return to_json(logger, name, {**head, **event})
-
-        return first_keys_first
-    return structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"], drop_missing=True)
+def _first_keys_first(logger: Any, name: str, event: MutableMapping[str, Any]) -> str | bytes:
+    head = {k: event.pop(k) for k in ("timestamp", "level", "event") if k in event}
+    return _to_json(logger, name, {**head, **event})
 
 
 def configure(
@@ -152,7 +146,8 @@ def configure(
     lvl_name, fmt, ignored = settings(level, fmt, os.environ)
     lvl = getattr(logging, lvl_name.upper())
     _MASKER.add(secrets)
-    _renderer = _make_renderer(fmt)
+    _renderer = _first_keys_first if fmt == "json" else structlog.processors.KeyValueRenderer(
+        key_order=["timestamp", "level", "event"], drop_missing=True)
     chain: list[structlog.typing.Processor] = [
         _REPEATS,
         structlog.contextvars.merge_contextvars,

@@ -29,7 +29,7 @@ import asyncpg
 import pytest
 
 from bot.demo.homeserver import free_port
-from bot.inbox.db import create
+from bot.inbox.db import Connection, create, fence
 from bot.inbox.db.postgres import PostgresDatabase
 from bot.inbox.store import Inbox
 
@@ -252,3 +252,13 @@ async def kv_value(url: str, key: str) -> Any:
     finally:
         await conn.close()
     return json.loads(v) if v is not None else None
+
+
+async def check_term(conn: Connection, term: int) -> None:
+    """A leader's write check, in ``conn``'s transaction, as a fenced transaction makes it: Deposed unless ``term``
+    is still the current one (bot.inbox.db.fence.check with this context's fence at ``term``)."""
+    token = fence.FENCE.set(fence.Fence(term))
+    try:
+        await fence.check(conn)
+    finally:
+        fence.FENCE.reset(token)

@@ -15,9 +15,9 @@ kept in one ``schema_versions`` table (mautrix's…).
 from __future__ import annotations
 
 from bot.inbox.db.base import Connection, Database, DatabaseError, Row, placeholders
-from bot.inbox.db.dialect import POSTGRES, SQLITE, Dialect, DialectError
+from bot.inbox.db.dialect import POSTGRES, SQLITE, DialectError
 from bot.inbox.db.upgrade import SchemaTooNew, Step, UpgradeTable, both
-from bot.inbox.db.url import KEY, DatabaseUrlError, Target, mask, parse
+from bot.inbox.db.url import KEY, DatabaseUrlError, mask, parse
 
 
 def create(url: str, holder: str = "", key: str = KEY) -> Database:
@@ -41,12 +41,10 @@ __all__ = [
     "Database",
     "DatabaseError",
     "DatabaseUrlError",
-    "Dialect",
     "DialectError",
     "Row",
     "SchemaTooNew",
     "Step",
-    "Target",
     "UpgradeTable",
     "both",
     "create",

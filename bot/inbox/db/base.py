@@ -58,10 +58,10 @@ class Fetching(ABC):
         rows = await self.fetch(sql, *args)
         return rows[0] if rows else None
 
-    async def fetchval(self, sql: str, *args: Any, column: int = 0) -> Any:
+    async def fetchval(self, sql: str, *args: Any) -> Any:
         """One value of the first row, or None."""
         rows = await self.fetch(sql, *args)
-        return rows[0][column] if rows else None
+        return rows[0][0] if rows else None
 
 
 class Connection(Fetching):
@@ -96,9 +96,6 @@ class Database(Fetching):
         """A connection to the database was lost or refused (``/healthz`` says so until one succeeds)."""
         since = self.unreachable[0] if self.unreachable is not None else time.time()
         self.unreachable = (since, f"{type(e).__name__}: {e}"[:200])
-
-    def note_reachable(self) -> None:
-        self.unreachable = None
 
     @abstractmethod
     async def start(self) -> None:

@@ -28,13 +28,8 @@ class DialectError(ValueError):
 
 def _scan(sql: str) -> list[tuple[int, int, str]]:
     """(start, end, kind) of the ``$n`` placeholders (kind = n) and top-level ``;`` (kind ``;``)."""
-    out: list[tuple[int, int, str]] = []
-    for m in _TOKENS.finditer(sql):
-        if m.group(1) is not None:
-            out.append((m.start(), m.end(), m.group(1)))
-        elif m.group(0) == ";":
-            out.append((m.start(), m.end(), ";"))
-    return out
+    found = _TOKENS.finditer(sql)
+    return [(m.start(), m.end(), m.group(1) or ";") for m in found if m.group(1) is not None or m.group(0) == ";"]
 
 
 def split_statements(script: str) -> list[str]:

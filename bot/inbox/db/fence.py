@@ -4,7 +4,7 @@ The supervisor sets :data:`FENCE` (this daemon's :class:`Fence`: its term) in th
 tasks (sync, outbox, timer, harness watchers) are created in, so they inherit it. Every write
 transaction such a task opens then reads the term in ``leadership`` first (``FOR KEY SHARE`` on
 PostgreSQL: a take-over waits for it to commit) and refuses to go on with :class:`Deposed` when
-another daemon took over since (:func:`check_term`); :func:`confirm` does the same check without a
+another daemon took over since (:func:`check`); :func:`confirm` does the same check without a
 write, before each send. The API's writes carry no fence: every daemon serves the API. On SQLite no
 fence is ever set (one daemon, always the leader), so the hot path costs one ContextVar read.
 """
@@ -24,7 +24,7 @@ class Connection(Protocol):
 
     dialect: Any
 
-    async def fetchval(self, sql: str, *args: Any, column: int = 0) -> Any: ...
+    async def fetchval(self, sql: str, *args: Any) -> Any: ...
 
 
 class Deposed(Exception):
@@ -47,13 +47,6 @@ FENCE: contextvars.ContextVar[Fence | None] = contextvars.ContextVar("pb_fence",
 
 
 TERM_SQL = "SELECT term FROM leadership WHERE id=1"
-
-
-async def check_term(conn: Connection, term: int) -> None:
-    """Inside a writing transaction: raise Deposed unless ``leader_term`` is still the current one."""
-    current = await conn.fetchval(TERM_SQL + conn.dialect.fence_lock())
-    if current != term:
-        raise Deposed(f"term {term} is over (now {current})")
 
 
 async def check(conn: Connection) -> None:

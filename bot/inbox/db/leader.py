@@ -4,8 +4,8 @@
   daemon stopped, crashed or lost the network) the server frees the lock and a standby takes it.
 - A take-over raises the term in ``leadership`` (``UPDATE ... SET term = term + 1 RETURNING term``)
   after locking the row ``FOR UPDATE``. Every leader write (post, edit, settlement, sync token) calls
-  :func:`check_term` in its own transaction, which reads the term ``FOR KEY SHARE``: a take-over waits
-  for writes in flight, and a write after it sees the new term and is refused. A leader paused
+  :func:`bot.inbox.db.fence.check` in its own transaction, which reads the term ``FOR KEY SHARE``: a take-over
+  waits for writes in flight, and a write after it sees the new term and is refused. A leader paused
   (SIGSTOP) and resumed can never act after another took over.
 - The leader beats (``heartbeat``, the database's clock: no skew between hosts). A standby finding the
   lock held but the beat older than ``stale_after`` ends the holder's backend (``pg_terminate_backend``),
@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -30,14 +31,13 @@ import asyncpg
 import structlog
 
 from bot.inbox.db.base import DatabaseError
-from bot.inbox.db.fence import Deposed, check_term
+from bot.inbox.db.fence import Deposed
 from bot.inbox.db.postgres import CONNECT_ERRORS, PostgresDatabase, rows_changed, tag_of
 from bot.inbox.db.upgrade import UpgradeTable, both
 from bot.util.backoff import Backoff
 from bot.util.outage import Outage
 
 log = structlog.get_logger("leader")
-__all__ = ["LEADERSHIP", "Deposed", "Leader", "check_term"]
 
 LOCK = (0x70626F74, 1)  # the advisory lock's two int4 keys ("pbot", 1); pg_locks shows them as classid, objid
 LEADERSHIP = UpgradeTable(
@@ -80,8 +80,8 @@ def is_stale(h: Holder | None, stale_after: float) -> bool:
 
 
 class Leader:
-    """One daemon's campaign: ``campaign`` waits until it leads (the term), ``beat`` keeps it, ``run``
-    beats until deposed (then ``lost`` is set), ``resign`` hands over at once."""
+    """One daemon's campaign: ``campaign`` waits until it leads (the term), ``beat`` keeps it (``lost`` is set
+    once deposed), ``resign`` hands over at once."""
 
     def __init__(self, db: PostgresDatabase, *, stale_after: float = 5.0, poll: float = 1.0) -> None:
         self.db = db
@@ -107,7 +107,7 @@ class Leader:
         if self._conn is None or self._conn.is_closed():
             self._conn = await self.db.connect_one()
             await self._conn.execute(f"SET lock_timeout = {max(1, int(self.poll * 1000))}")  # waits end: re-check
-            self.db.note_reachable()
+            self.db.unreachable = None
             self._backoff.reset()
             self._outage.ok()
             if self._returning:  # counted from the database's return, not from the last failed try
@@ -248,24 +248,13 @@ class Leader:
         self.stand_down()
         self.lost.set()
 
-    async def run(self, every: float = 1.0) -> None:
-        """Beat every ``every`` seconds until deposed (``lost`` is then set); returns then."""
-        try:
-            while True:
-                await self.beat()
-                await asyncio.sleep(every)
-        except Deposed:
-            return
-
     async def resign(self) -> None:
         """Stop leading: the beat is cleared and the lock freed, so a standby takes over at once."""
         if self._conn is not None and self.term is not None:
-            try:
+            with contextlib.suppress(*LOST):
                 await self._conn.execute(
                     "UPDATE leadership SET heartbeat=NULL, pid=NULL WHERE id=1 AND term=$1", self.term
                 )
                 await self._conn.execute("SELECT pg_advisory_unlock($1, $2)", *LOCK)
                 await self._conn.close()
-            except LOST:
-                pass
         self.stand_down()

@@ -14,6 +14,7 @@ password; :attr:`PgUrl.secrets` is every secret the URL holds (raw and decoded),
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlparse
@@ -130,10 +131,8 @@ def lenient_secrets(value: str) -> list[str]:
     reading's, and the text between the first ``:`` after ``//`` and the last ``@`` (a password with an
     unencoded ``/``, ``?``, ``#`` or ``@``), and any ``password=`` value: for the log masker only."""
     found: list[str] = []
-    try:
+    with contextlib.suppress(ValueError):
         found += parse_pg(value).secrets
-    except ValueError:
-        pass
     _, slashes, rest = value.partition("//")
     auth = rest.rpartition("@")[0] if slashes else ""
     if ":" in auth:

@@ -31,7 +31,7 @@ IDLE_IN_TRANSACTION_MS = 10_000
 # a Matrix-side write transaction: its BEGIN and the check of the leader's term (bot.inbox.db.fence) at once
 _FENCED_BEGIN = (
     "BEGIN; SELECT 1 / (term = {term})::int FROM leadership WHERE id=1" + POSTGRES.fence_lock()
-)  # the same row and lock as fence.check_term's read
+)  # the same row and lock as fence.check's read
 _COUNT = re.compile(r"\s(\d+)$")
 CONNECT_ERRORS = (
     OSError, asyncpg.PostgresError, asyncpg.InterfaceError, asyncpg.InternalClientError, ValueError, TimeoutError
@@ -48,27 +48,19 @@ IDLE, INTERVAL, COUNT = 10, 5, 3  # keepalive: seconds idle before the first pro
 NOTICED_WITHIN = IDLE + INTERVAL * COUNT  # also the most that sent data may wait unacknowledged (TCP_USER_TIMEOUT)
 
 
-def keepalive_options() -> list[tuple[int, int, int]]:
-    """The socket options set (those this platform has)."""
-    out = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)]
-    for name, value in (("TCP_KEEPIDLE", IDLE), ("TCP_KEEPINTVL", INTERVAL), ("TCP_KEEPCNT", COUNT),
-                        ("TCP_USER_TIMEOUT", NOTICED_WITHIN * 1000)):
-        if hasattr(socket, name):
-            out.append((socket.IPPROTO_TCP, getattr(socket, name), value))
-    return out
-
-
 async def keep_alive(conn: Any) -> None:
-    """Set the keepalives on an asyncpg connection's socket (a Unix socket has none: left alone)."""
+    """Set the keepalives on an asyncpg connection's socket (those this platform has; a Unix socket has none:
+    left alone)."""
     transport = getattr(conn, "_transport", None)
     sock = transport.get_extra_info("socket") if transport is not None else None
     if sock is None or sock.family not in (socket.AF_INET, socket.AF_INET6):
         return
-    for level, opt, value in keepalive_options():
-        try:
-            sock.setsockopt(level, opt, value)
-        except OSError:  # not allowed here: the statement timeout still bounds every call
-            pass
+    for name, value in (("SO_KEEPALIVE", 1), ("TCP_KEEPIDLE", IDLE), ("TCP_KEEPINTVL", INTERVAL),
+                        ("TCP_KEEPCNT", COUNT), ("TCP_USER_TIMEOUT", NOTICED_WITHIN * 1000)):
+        level = socket.SOL_SOCKET if name == "SO_KEEPALIVE" else socket.IPPROTO_TCP
+        if hasattr(socket, name):
+            with contextlib.suppress(OSError):  # not allowed here: the statement timeout still bounds every call
+                sock.setsockopt(level, getattr(socket, name), value)
 
 
 def tag_of(holder: str) -> str:
@@ -188,8 +180,7 @@ class PostgresDatabase(Database):
             if isinstance(e, OSError | TimeoutError):  # the socket's own word: one every caller knows
                 raise self.error("lost the connection to", e) from None
             raise
-        if self.unreachable is not None:
-            self.note_reachable()
+        self.unreachable = None
 
     @asynccontextmanager
     async def _begin(self) -> AsyncIterator[Connection]:

@@ -64,7 +64,7 @@ class SqliteDatabase(Database):
         self.read_only = read_only  # the reader only (doctor): no folder made, every write refused
         self._lock = asyncio.Lock()
         self._writer: SqliteConnection | None = None
-        self._read: SqliteConnection | None = None
+        self._fixed_reader: SqliteConnection | None = None  # its one read connection
 
     async def start(self) -> None:
         try:
@@ -75,19 +75,18 @@ class SqliteDatabase(Database):
                 for pragma in PRAGMAS:
                     raw.execute(pragma).close()
             reader = connect(self.path.resolve().as_uri() + "?mode=ro", uri=True)
-            self._read = SqliteConnection(reader)
+            self._fixed_reader = SqliteConnection(reader)
             reader.execute("PRAGMA busy_timeout=5000").close()
         except (OSError, sqlite3.Error) as e:
             await self.stop()
             why = f"cannot open {self.path}: {e} -> check its folder's permissions"
             raise DatabaseError(f"{self.target.key}: {why}") from None
-        self._fixed_reader = self._read
 
     async def stop(self) -> None:
-        for conn in (self._read, self._writer):
+        for conn in (self._fixed_reader, self._writer):
             if conn is not None:
                 conn.raw.close()
-        self._read = self._writer = self._fixed_reader = None
+        self._fixed_reader = self._writer = None
 
     @property
     def writer(self) -> SqliteConnection:
@@ -110,6 +109,6 @@ class SqliteDatabase(Database):
 
     @asynccontextmanager
     async def _reader(self) -> AsyncIterator[Connection]:
-        if self._read is None:
+        if self._fixed_reader is None:
             raise DatabaseError(f"{self.path}: the database is not open")
-        yield self._read
+        yield self._fixed_reader

@@ -32,9 +32,6 @@ class Step:
     sqlite: Body
     postgresql: Body
 
-    def body(self, engine: str) -> Body:
-        return self.postgresql if engine == "postgresql" else self.sqlite
-
 
 def both(description: str, script: str) -> Step:
     """A step whose one DDL template (``{REAL}``, ``{SERIAL_PK}``, ...) serves both engines."""
@@ -49,16 +46,14 @@ async def run(body: Body, conn: Connection) -> None:
         await body(conn)
 
 
+@dataclass(frozen=True)
 class UpgradeTable:
     """The steps of one schema, by name. ``legacy`` gives the version of a database made before
     ``schema_versions`` (e.g. SQLite's ``PRAGMA user_version``); without it, none recorded means 0."""
 
-    def __init__(
-        self, name: str, steps: list[Step], legacy: Callable[[Connection], Awaitable[int]] | None = None
-    ) -> None:
-        self.name = name
-        self.steps = list(steps)
-        self.legacy = legacy
+    name: str
+    steps: list[Step]
+    legacy: Callable[[Connection], Awaitable[int]] | None = None
 
     @property
     def latest(self) -> int:
@@ -87,7 +82,8 @@ class UpgradeTable:
                     )
                 if current == self.latest:
                     return current
-                await run(self.steps[current].body(conn.dialect.name), conn)
+                step = self.steps[current]
+                await run(step.postgresql if conn.dialect.is_postgres else step.sqlite, conn)
                 await conn.execute(
                     "INSERT INTO schema_versions (name, version) VALUES ($1, $2)"
                     " ON CONFLICT (name) DO UPDATE SET version=excluded.version",

@@ -100,16 +100,13 @@ def resolve(configured: str | None, env: Mapping[str, str] | None = None) -> str
     return env.get(ENV) or configured or None
 
 
-def source_key(env: Mapping[str, str] | None = None) -> str:
+def source_key() -> str:
     """What a message about the database URL in force names: the variable when it is set, else the key."""
-    env = os.environ if env is None else env
-    return f"{KEY} (env {ENV})" if env.get(ENV) else KEY
+    return f"{KEY} (env {ENV})" if os.environ.get(ENV) else KEY
 
 
 def session_attrs(target: Target) -> str | None:
     """The ``target_session_attrs`` to connect with: the URL's own, else ``read-write`` when it
     names several hosts (after a fail-over only the promoted primary takes writes), else None (the driver's)."""
-    for name, v in parse_qsl(urlsplit(target.dsn or "").query):
-        if name == "target_session_attrs":
-            return v
-    return "read-write" if len(target.hosts) > 1 else None
+    own = next((v for name, v in parse_qsl(urlsplit(target.dsn or "").query) if name == "target_session_attrs"), None)
+    return own or ("read-write" if len(target.hosts) > 1 else None)

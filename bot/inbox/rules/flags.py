@@ -34,15 +34,10 @@ def restrict_to_session(
     ):
         if given == "":
             raise RuleError(f"{flag}: {what} is empty")
+    wanted = {"session_id": session, "label": label, "room": room}
     out: list[Rule] = []
     for r in rules:
-        update: dict[str, str] = {}
-        if session is not None and r.match.session_id is None:
-            update["session_id"] = session
-        if label is not None and r.match.label is None:
-            update["label"] = label
-        if room is not None and r.match.room is None:
-            update["room"] = room
+        update = {k: v for k, v in wanted.items() if v is not None and getattr(r.match, k) is None}
         if update:
             r = r.model_copy(update={"match": r.match.model_copy(update=update)})
         out.append(r)
@@ -70,6 +65,4 @@ def build_rules(
             if always and r.decision == "approve" and r.scope is None:
                 r = r.model_copy(update={"scope": "always"})
             rules.append(r)
-    if session is not None or label is not None or room is not None:
-        rules = restrict_to_session(rules, session, label=label, room=room)
-    return rules
+    return restrict_to_session(rules, session, label=label, room=room)

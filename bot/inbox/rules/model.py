@@ -104,11 +104,8 @@ def _first(record: Mapping[str, Any], *keys: str) -> str:
     agentproto's clients, ``toolName`` (which falls back to the title); only a record without the
     first spelling is read by the second.
     """
-    for k in keys:
-        if k in record:
-            v = record[k]
-            return v if isinstance(v, str) else ""
-    return ""
+    v = next((record[k] for k in keys if k in record), "")
+    return v if isinstance(v, str) else ""
 
 
 def shown_of(record: Mapping[str, Any]) -> Shown:

@@ -29,7 +29,7 @@ def describe(err: ValidationError) -> str:
     e = err.errors(include_url=False)[0]
     loc = tuple(_printable(str(p)) for p in e["loc"])
     kind = e["type"]
-    got = f" (got {_short(e.get('input'))})"
+    got = f" (got {clip(repr(e.get('input')), 40)})"
     an_object = "must be an object" + got
     msg = {
         "missing": "is required",
@@ -54,10 +54,6 @@ _KINDS = {dict: "an object", list: "a list", str: "a string", bool: "a boolean",
 def _kind(v: object) -> str:
     """A JSON-ish name for a value's type."""
     return "null" if v is None else _KINDS.get(type(v), type(v).__name__)
-
-
-def _short(v: object) -> str:
-    return clip(repr(v), 40)
 
 
 def parse_rules(data: object, *, source: str = "rules") -> list[Rule]:
