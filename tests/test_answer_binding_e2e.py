@@ -14,7 +14,6 @@ from nio import RoomGetStateEventResponse
 from bot.answers import ANSWER_KEY, KEYCAPS
 from tests.support.human import content, rel
 from tests.support.station import Station, request_body
-from tests.test_room_answers_e2e import _outcome, _submit
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +34,7 @@ async def test_a_plain_1_racing_a_settle_and_a_new_submission_never_approves_the
 ) -> None:
     """`1` sent for A while A is settled through the API and B (`rm -rf`) is submitted: B stays pending."""
     await station.drain()
-    a, _pa = await _submit(station, sid)
+    a, _pa = await station.submit(request_body(sid))
     await _mute_bot(station, True)  # A's settled edit and B's prompt cannot reach the room yet
     try:
         st, _ = await station.ahttp("POST", f"/permissions/{a['id']}", {"decision": "approve"})
@@ -47,7 +46,7 @@ async def test_a_plain_1_racing_a_settle_and_a_new_submission_never_approves_the
         mark = station.alice.mark()
         await station.alice.text("1")  # alice sees only A's prompt, still showing pending
         await asyncio.sleep(1.5)  # the daemon handles it now, with B pending in its inbox
-        assert (await _outcome(station, b["id"], 0))["state"] == "pending", "B was approved before it was posted"
+        assert (await station.record(b["id"], 0))["state"] == "pending", "B was approved before it was posted"
     finally:
         await _mute_bot(station, False)
     notice = await station.notice_after(mark, timeout=40)
@@ -55,7 +54,7 @@ async def test_a_plain_1_racing_a_settle_and_a_new_submission_never_approves_the
     body = content(notice)["body"]
     assert "Already settled: Allow once" in body or "Which request do you mean?" in body, body
     assert await station.prompt_for(sid, seq=b["request_seq"], timeout=40), "B was never posted"
-    got = await _outcome(station, b["id"], 1)
+    got = await station.record(b["id"], 1)
     assert got["state"] == "pending", "B was approved by a `1` written before it was posted"
     await station.ahttp("POST", f"/permissions/{b['id']}", {"decision": "deny"})
 
@@ -65,7 +64,7 @@ async def test_a_plain_1_sent_while_nothing_was_pending_approves_nothing_after_a
 ) -> None:
     """`1` while nothing is pending; a restart that re-reads the room; B submitted: B stays pending."""
     await station.drain()
-    x, px = await _submit(station, sid)
+    x, px = await station.submit(request_body(sid))
     await station.ahttp("POST", f"/permissions/{x['id']}", {"decision": "deny"})
     assert await station.edit_of(px["event_id"])
     station.stop_daemon()
@@ -77,7 +76,7 @@ async def test_a_plain_1_sent_while_nothing_was_pending_approves_nothing_after_a
         station.start_daemon()
         await station.wait_healthy()
     assert await station.notice_after(mark, contains="Already settled"), "the daemon never read the room"
-    b, _pb = await _submit(station, sid, title="Clean up", command="rm -rf ~", tool_call_id="c2")
+    b, _pb = await station.submit(request_body(sid, title="Clean up", command="rm -rf ~", tool_call_id="c2"))
     # A restart that lost its sync position (a crash before it was saved): the room is read again.
     station.stop_daemon()
     db = sqlite3.connect(station.state_dir / "inbox.sqlite3")
@@ -88,7 +87,7 @@ async def test_a_plain_1_sent_while_nothing_was_pending_approves_nothing_after_a
     station.start_daemon()
     await station.wait_healthy()
     notice = await station.notice_after(mark, contains="Which request do you mean?")
-    assert (await _outcome(station, b["id"], 1))["state"] == "pending", "a `1` older than B approved it"
+    assert (await station.record(b["id"], 1))["state"] == "pending", "a `1` older than B approved it"
     assert notice and b["id"] in content(notice)["body"], "the `1` read again got no question"
     await station.ahttp("POST", f"/permissions/{b['id']}", {"decision": "deny"})
 
@@ -96,7 +95,7 @@ async def test_a_plain_1_sent_while_nothing_was_pending_approves_nothing_after_a
 async def test_a_fake_prompt_from_a_non_answerer_makes_the_bot_ask(station: Station, sid: str) -> None:
     """bob posts a copy of a prompt after the real one; alice's plain `1` settles nothing."""
     await station.drain()
-    rec, prompt = await _submit(station, sid)
+    rec, prompt = await station.submit(request_body(sid))
     fake = copy.deepcopy(content(prompt))
     fake["request_id"] = "evil:1"
     fake_id = await station.bob.send(fake)
@@ -105,7 +104,7 @@ async def test_a_fake_prompt_from_a_non_answerer_makes_the_bot_ask(station: Stat
     mark = station.alice.mark()
     await station.alice.text("1")
     notice = await station.notice_after(mark, contains="Which request do you mean?")
-    assert (await _outcome(station, rec["id"], 1))["state"] == "pending", "the plain `1` settled the real prompt"
+    assert (await station.record(rec["id"], 1))["state"] == "pending", "the plain `1` settled the real prompt"
     assert notice and rec["id"] in content(notice)["body"]
     assert not station.alice.find(lambda e: e.get("sender") == station.bot_id
                                   and content(e).get("msgtype") == "m.notice" and e is not notice, start=mark)
@@ -113,17 +112,17 @@ async def test_a_fake_prompt_from_a_non_answerer_makes_the_bot_ask(station: Stat
     await station.alice.send({  # a reply as older clients send it, quoting the prompt: still answers it
         "msgtype": "m.text", "body": f"> <{station.bot_id}> {quote[2:]}\n\n1",
         "m.relates_to": {"m.in_reply_to": {"event_id": prompt["event_id"]}}})
-    got = await _outcome(station, rec["id"])
+    got = await station.record(rec["id"])
     assert got["outcome"]["option_id"] == "allow_once" and got["outcome"]["answered_by"] == station.alice.user_id
 
 
 async def test_conversation_in_a_prompts_thread_is_not_an_answer(station: Station, sid: str) -> None:
-    rec, prompt = await _submit(station, sid)
+    rec, prompt = await station.submit(request_body(sid))
     mark = station.alice.mark()
     await station.alice.text("1 sec, let me check…", thread=prompt["event_id"])
     await station.alice.text("allow me to look first", reply_to=prompt["event_id"])
     await station.alice.text("2 - ok, the tests are fine", thread=prompt["event_id"])
-    got = await _outcome(station, rec["id"])
+    got = await station.record(rec["id"])
     assert got["outcome"]["option_id"] == "allow_always"
     assert got["outcome"]["feedback"] == "ok, the tests are fine"
     notices = station.alice.find(lambda e: e.get("sender") == station.bot_id
@@ -132,20 +131,20 @@ async def test_conversation_in_a_prompts_thread_is_not_an_answer(station: Statio
 
 
 async def test_a_structured_answer_must_name_the_prompt_it_replies_to(station: Station, sid: str) -> None:
-    a, pa = await _submit(station, sid)
-    b, pb = await _submit(station, sid, title="Clean up", command="rm -rf ~", tool_call_id="c2")
+    a, pa = await station.submit(request_body(sid))
+    b, pb = await station.submit(request_body(sid, title="Clean up", command="rm -rf ~", tool_call_id="c2"))
     for_b: dict[str, Any] = {"request_id": b["id"], "option_id": "allow_once",
                              "subject": {"digest": b["digest"], "revision": b["revision"]}}
     mark = station.alice.mark()
     await station.alice.text("Allow once", reply_to=pa["event_id"], extra={ANSWER_KEY: for_b})
     notice = await station.notice_after(mark)
-    assert (await _outcome(station, b["id"], 1))["state"] == "pending", "an answer under A's prompt settled B"
+    assert (await station.record(b["id"], 1))["state"] == "pending", "an answer under A's prompt settled B"
     assert notice and b["id"] in content(notice)["body"] and a["id"] in content(notice)["body"]
     mark = station.alice.mark()
     await station.alice.text("Allow once", thread=pa["event_id"], extra={ANSWER_KEY: for_b})
     assert await station.notice_after(mark), "no refusal for a structured answer in another prompt's thread"
-    assert (await _outcome(station, a["id"], 1))["state"] == "pending"
-    assert (await _outcome(station, b["id"], 1))["state"] == "pending"
+    assert (await station.record(a["id"], 1))["state"] == "pending"
+    assert (await station.record(b["id"], 1))["state"] == "pending"
     for r, p in ((a, pa), (b, pb)):
         await station.ahttp("POST", f"/permissions/{r['id']}", {"decision": "deny"})
         assert await station.edit_of(p["event_id"])  # the room shows it before the next test posts
@@ -155,7 +154,7 @@ async def test_a_plain_answer_in_a_backfilled_gap_binds_by_its_place(station: St
     """Written while the daemon was down and followed by enough chatter that the next sync is limited:
     the backfilled `1` still sits right after its prompt, so it answers it."""
     await station.drain()
-    rec, _prompt = await _submit(station, sid)
+    rec, _prompt = await station.submit(request_body(sid))
     station.stop_daemon()
     try:
         await station.alice.text("3 - not on main")
@@ -164,7 +163,7 @@ async def test_a_plain_answer_in_a_backfilled_gap_binds_by_its_place(station: St
     finally:
         station.start_daemon()
         await station.wait_healthy()
-    got = await _outcome(station, rec["id"], 30)
+    got = await station.record(rec["id"], 30)
     assert got["state"] == "resolved" and got["outcome"]["option_id"] == "reject_once"
     assert got["outcome"]["feedback"] == "not on main"
 
@@ -186,20 +185,20 @@ async def test_a_prompt_posted_before_the_last_edit_binds_as_the_reader_saw(stat
     await station.drain()
     early = False
     for i in range(4):  # B is posted before A's edit unless the machine stalls: try a few rounds
-        a, pa = await _submit(station, sid, tool_call_id=f"a{i}")
+        a, pa = await station.submit(request_body(sid, tool_call_id=f"a{i}"))
         await station.alice.text("1")  # in the room before B's prompt, whenever the bot reads it
         st, b = await station.ahttp(  # the agent asks again at once
             "POST", "/permissions", request_body(sid, title="Clean up", command="rm -rf ~", tool_call_id=f"b{i}")
         )
         assert st == 201
-        assert (await _outcome(station, a["id"]))["outcome"]["option_id"] == "allow_once"
+        assert (await station.record(a["id"]))["outcome"]["option_id"] == "allow_once"
         pb = await station.prompt_for(sid, seq=b["request_seq"])
         assert pb
         at_b = _index(station, lambda e, pb=pb: e.get("event_id") == pb["event_id"])
         edit_a = _index(station, _is_edit_of(station, pa["event_id"]))
         early = early or edit_a is None or (at_b is not None and edit_a > at_b)
         await station.alice.text("1")  # she saw A answered (her `1` just under it), and B
-        got = await _outcome(station, b["id"])
+        got = await station.record(b["id"])
         assert got["state"] == "resolved" and got["outcome"]["answered_by"] == station.alice.user_id, got
         for p in (pa, pb):
             assert await station.edit_of(p["event_id"]), "a settled prompt was never edited"
@@ -217,15 +216,15 @@ async def test_a_prompt_settled_out_of_view_is_shown_settled_before_the_next_pro
     """An answer in A's thread (the main timeline shows only a summary) marks nothing: A's edit goes before
     B's prompt, so alice's plain `1` under B is B's."""
     await station.drain()
-    a, pa = await _submit(station, sid)
+    a, pa = await station.submit(request_body(sid))
     await station.alice.text("1", thread=pa["event_id"])
-    assert (await _outcome(station, a["id"]))["state"] == "resolved"
-    b, pb = await _submit(station, sid, title="Clean up", command="rm -rf ~", tool_call_id="c2")
+    assert (await station.record(a["id"]))["state"] == "resolved"
+    b, pb = await station.submit(request_body(sid, title="Clean up", command="rm -rf ~", tool_call_id="c2"))
     edit_a = _index(station, _is_edit_of(station, pa["event_id"]))
     at_b = _index(station, lambda e: e.get("event_id") == pb["event_id"])
     assert edit_a is not None and at_b is not None and edit_a < at_b, "B was posted before A showed settled"
     await station.alice.text("1")
-    got = await _outcome(station, b["id"])
+    got = await station.record(b["id"])
     assert got["state"] == "resolved" and got["outcome"]["answered_by"] == station.alice.user_id
 
 
@@ -236,7 +235,7 @@ async def test_an_agent_cancel_racing_its_next_prompt_never_lends_it_a_plain_ans
     the room shows A settled until its edit, so a plain `1` under B settles B only if A's edit is above B;
     otherwise the bot asks."""
     await station.drain()
-    a, pa = await _submit(station, sid)
+    a, pa = await station.submit(request_body(sid))
     await _mute_bot(station, True)
     try:
         st, _ = await station.ahttp("POST", f"/permissions/{a['id']}", {"decision": "cancel"})
@@ -255,7 +254,7 @@ async def test_an_agent_cancel_racing_its_next_prompt_never_lends_it_a_plain_ans
     edit_a = _index(station, _is_edit_of(station, pa["event_id"]))
     at_b = _index(station, lambda e: e.get("event_id") == pb["event_id"])
     assert at_b is not None
-    got = await _outcome(station, b["id"], 1)
+    got = await station.record(b["id"], 1)
     if edit_a is not None and edit_a < at_b:  # she saw A settled: B was the only one pending
         assert got["state"] == "resolved" and got["outcome"]["answered_by"] == station.alice.user_id, got
     else:
@@ -270,13 +269,13 @@ async def test_an_answer_taken_back_makes_its_prompt_look_pending_again(station:
     edits it into "never mind"): the room shows A pending again (no answer, maybe no edit yet) beside B, so
     her next plain `1` must not be taken to B: the bot asks."""
     await station.drain()
-    a, pa = await _submit(station, sid)
+    a, pa = await station.submit(request_body(sid))
     one = await station.alice.text("1")
     st, b = await station.ahttp(
         "POST", "/permissions", request_body(sid, title="Clean up", command="rm -rf ~", tool_call_id="c2")
     )
     assert st == 201
-    assert (await _outcome(station, a["id"]))["state"] == "resolved"
+    assert (await station.record(a["id"]))["state"] == "resolved"
     assert await station.prompt_for(sid, seq=b["request_seq"]), "B was never posted"
     if how == "redact":
         r = await station.alice.client.room_redact(station.room_id, one, reason="wrong prompt")
@@ -289,7 +288,7 @@ async def test_an_answer_taken_back_makes_its_prompt_look_pending_again(station:
     mark = station.alice.mark()
     await station.alice.text("1")
     notice = await station.notice_after(mark, contains="Which request do you mean?")
-    assert (await _outcome(station, b["id"], 1))["state"] == "pending", "a plain `1` settled B after A's answer went"
+    assert (await station.record(b["id"], 1))["state"] == "pending", "a plain `1` settled B after A's answer went"
     assert notice and b["id"] in content(notice)["body"]
     assert await station.edit_of(pa["event_id"]), "A was never edited"
     await station.ahttp("POST", f"/permissions/{b['id']}", {"decision": "deny"})

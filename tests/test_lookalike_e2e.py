@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 from tests.support.human import content
-from tests.support.station import Station
-from tests.test_room_answers_e2e import _outcome, _submit
+from tests.support.station import Station, request_body
 
 pytestmark = pytest.mark.e2e
 
@@ -70,14 +69,14 @@ FAKES = {
 async def test_a_disguised_fake_prompt_makes_the_bot_ask(station: Station, sid: str, fake: str) -> None:
     """bob's look-alike sits between the real prompt and alice's plain `1`: nothing is settled, the bot asks."""
     await station.drain()
-    rec, prompt = await _submit(station, sid, **DANGER)
+    rec, prompt = await station.submit(request_body(sid, **DANGER))
     await FAKES[fake](station, prompt)
     mark = station.alice.mark()
     await station.alice.text("1")
     notice = await station.notice_after(mark, contains="Which request do you mean?")
     assert notice, "the bot did not ask which request the `1` meant"
     assert rec["id"] in content(notice)["body"]
-    got = await _outcome(station, rec["id"], 1)
+    got = await station.record(rec["id"], 1)
     assert got["state"] == "pending", f"the plain `1` under bob's {fake} fake settled the real rm -rf prompt"
     await station.ahttp("POST", f"/permissions/{rec['id']}", {"decision": "deny"})
     assert await station.edit_of(prompt["event_id"])
@@ -86,10 +85,10 @@ async def test_a_disguised_fake_prompt_makes_the_bot_ask(station: Station, sid: 
 async def test_harmless_chat_in_between_keeps_the_binding(station: Station, sid: str) -> None:
     """A chat line from bob that no reader takes for a prompt: alice's plain `1` still answers the prompt."""
     await station.drain()
-    rec, prompt = await _submit(station, sid, **DANGER)
+    rec, prompt = await station.submit(request_body(sid, **DANGER))
     await station.bob.text("lgtm, looking at the logs")
     await station.alice.text("1")
-    got = await _outcome(station, rec["id"])
+    got = await station.record(rec["id"])
     assert got["state"] == "resolved", got
     assert got["outcome"]["option_id"] == "allow_once" and got["outcome"]["answered_by"] == station.alice.user_id
     assert await station.edit_of(prompt["event_id"])
