@@ -17,7 +17,7 @@ from bot.events import validate_content
 from bot.events.ledger import option_meaning
 from bot.prompts import build_prompt, build_settled, edit_content
 from bot.prompts.build import CONTENT_BUDGET
-from bot.prompts.message import ANSWER_HINT, answer_hint
+from bot.prompts.message import answer_hint
 from bot.prompts.options import by_meaning
 from bot.util.digest import digest_params
 from tests.support.schema import schema_verdict
@@ -466,7 +466,7 @@ def test_random_inputs_build_valid_content(
     assert schema_verdict(built) is None
     lines = built["body"].split("\n")
     assert lines[0].startswith("Permission needed: ")
-    assert lines[-len(options) - 3 :][0] == "" and lines[-2] == "" and lines[-1].startswith(ANSWER_HINT[:21])
+    assert lines[-len(options) - 3 :][0] == "" and lines[-2] == "" and lines[-1].startswith("Reply with the number")
     for n, line in enumerate(lines[-len(options) - 2 : -2], 1):
         assert line.startswith(f"{n}. ") and line.strip() != f"{n}."
     assert [o["id"] for o in built["options"]] == [o["optionId"] for o in by_meaning(options)]

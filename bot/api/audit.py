@@ -10,7 +10,7 @@ import time
 
 from aiohttp import web
 
-from bot.api.auth import DECIDER, Caller
+from bot.api.auth import Caller, may
 from bot.api.common import DAEMON, Reach, error, route
 from bot.inbox import ledger
 from bot.util.durations import parse_since
@@ -21,7 +21,7 @@ BATCH = 200
 
 @route("read")
 async def audit(request: web.Request, who: Caller, reach: Reach) -> web.StreamResponse:
-    if DECIDER not in who.roles:
+    if may(who, "decide") is not None:
         return error(403, "forbidden", f"token {who.name!r} has no decider role; the ledger needs one")
     daemon = request.app[DAEMON]
     since = request.query.get("since")

@@ -35,8 +35,9 @@ async def _serve(cfg: Config) -> int:
     try:
         await daemon.start()
     except (SchemaTooNew, DatabaseError) as e:
+        code = fail(str(e), 2)  # the one line first: closing may log, or fail too
         await daemon.close()
-        return fail(str(e), 2)
+        return code
     # after the state opened: a bad database stays one line (state.database), as the contract says
     log.info("state_folder", path=str(state.absolute()),
              **({} if state.is_absolute() else {"note": "state.path is relative to the working directory"}))

@@ -26,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=90.0, metavar="SECONDS",
                    help="with --auto: give up when the agent has no outcome after this long (default: 90)")
 
+
 def run(args: argparse.Namespace) -> int:
     """Run the demo from parsed arguments; the exit code."""
     try:

@@ -19,7 +19,7 @@ from bot.inbox.db import Connection, Database, SchemaTooNew, create, parse
 from bot.inbox.db.postgres import PgConnection
 from bot.inbox.db.sqlite import SqliteConnection, SqliteDatabase
 from bot.inbox.db.url import KEY
-from bot.inbox.schema import LATEST, legacy_version, upgrade
+from bot.inbox.schema import LATEST, legacy_version, table, upgrade
 
 VERSIONS = "schema_versions"
 ExtraKv = Callable[[Mapping[str, str]], Mapping[str, str]]
@@ -39,12 +39,9 @@ class Copied:
 
 
 async def _source_version(db: Database) -> int:
-    if await db.table_exists(VERSIONS):
-        v = await db.fetchval(f"SELECT version FROM {VERSIONS} WHERE name='inbox'")
-        if v is not None:
-            return int(v)
-    async with db._reader() as conn:  # the legacy reading needs a connection
-        return await legacy_version(conn)
+    versioned = await db.table_exists(VERSIONS)
+    async with db._reader() as conn:  # read only: the source's schema_versions is never made here
+        return await table().version(conn) if versioned else await legacy_version(conn)
 
 
 async def _open_source(path: Path) -> tuple[SqliteDatabase, int | None]:

@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from bot.prompts.preview import Preview
 from bot.prompts.text import esc, title_html
 
-ANSWER_HINT = "Reply with the number, or the option's name."
 HINT_START = "Reply with "  # every answer hint starts so (a question's and a plan's too)
 
 

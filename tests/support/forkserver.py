@@ -153,12 +153,12 @@ def serve(path: str) -> None:
 class Forked:
     """A child of the fork server, answered for as ``subprocess.Popen`` answers for its child."""
 
-    def __init__(self, conn: socket.socket, pid: int, args: list[str]) -> None:
+    def __init__(self, conn: socket.socket, pid: int, args: list[str], buf: bytes = b"") -> None:
         self.conn = conn
         self.pid = pid
         self.args = args
         self.returncode: int | None = None
-        self._buf = b""
+        self._buf = buf  # what the server sent after the pid line (a quick child's exit status)
 
     def _read(self, timeout: float | None) -> None:
         if self.returncode is not None:
@@ -239,7 +239,8 @@ class ForkServer:
             if not chunk:
                 raise RuntimeError("the tests' fork server closed the connection")
             reply += chunk
-        return Forked(conn, int(json.loads(reply)["pid"]), [exe_path(), *args])
+        line, _, rest = reply.partition(b"\n")  # a child that exits at once: its status may come in the same read
+        return Forked(conn, int(json.loads(line)["pid"]), [exe_path(), *args], rest)
 
 
 def exe_path() -> str:
